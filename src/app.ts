@@ -1,0 +1,70 @@
+import { Hono, type Context } from 'hono'
+import type { Logger } from 'pino'
+import type { GatewayEnv } from './env.js'
+import { GatewayError, renderError, toGatewayError } from './errors.js'
+import { peekRawId } from './mcp/jsonrpc.js'
+import { accessLog } from './pipeline/access-log.js'
+import { classifyRequest } from './pipeline/classify.js'
+import { frontDoor } from './pipeline/front-door.js'
+import { proxy } from './pipeline/proxy.js'
+import { readRequest } from './pipeline/read-request.js'
+import type { RuntimeRef } from './runtime/ref.js'
+
+/** What the app needs from the process around it. */
+export interface GatewayDeps {
+  readonly ref: RuntimeRef
+  readonly log: Logger
+  /** Extra readiness problems (unhealthy upstreams, a rejected reload …); empty = ready. */
+  readonly readiness: () => readonly string[]
+}
+
+/** The whole request path, in order, on one screen. */
+export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
+  const app = new Hono<GatewayEnv>()
+  app.onError((err, c) => respondWithError(c, err, deps.log))
+  app.notFound((c) => respondWithError(c, new GatewayError('unknown_server'), deps.log))
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }))
+  app.get('/readyz', (c) => {
+    const problems = [...(deps.ref.draining ? ['draining'] : []), ...deps.readiness()]
+    return c.json({ ready: problems.length === 0, problems }, problems.length === 0 ? 200 : 503)
+  })
+
+  app.all(
+    '/mcp/:server',
+    accessLog(deps.log), // outermost: sees every outcome
+    refuseWhileDraining(deps.ref),
+    frontDoor(deps.ref), // server, method, Host, Origin, header count and duplicates
+    readRequest(), // media type, bounded body
+    classifyRequest(), // SEP-2243 headers, body only where needed
+    proxy(), // replica choice, streaming forward
+  )
+  return app
+}
+
+const refuseWhileDraining = (ref: RuntimeRef) =>
+  async function refuseWhileDraining(_c: Context<GatewayEnv>, next: () => Promise<void>) {
+    if (ref.draining) throw new GatewayError('shutting_down')
+    await next()
+  }
+
+/** The only place an error becomes a response. */
+function respondWithError(c: Context<GatewayEnv>, err: unknown, log: Logger): Response {
+  const gerr = toGatewayError(err)
+  c.set('outcome', gerr.code)
+  if (gerr.code === 'internal') log.error({ err: gerr.cause ?? err }, 'internal error')
+  const outgoing = c.env.outgoing
+  if (outgoing.headersSent) {
+    // Too late for a reply: break the connection so the client cannot take a partial answer.
+    outgoing.destroy()
+    return new Response(null, { headers: { 'x-hono-already-sent': 'true' } })
+  }
+  const limits = c.var.runtime?.config.limits
+  const rawId = c.var.mcp?.message?.rawId ?? peekRawId(c.var.body, limits?.maxJsonDepth ?? 64)
+  const rendered = renderError(gerr, gerr.code === 'origin_not_allowed' ? undefined : rawId)
+  const headers: Record<string, string> = { ...rendered.headers }
+  if (rendered.status === 405) headers.allow = 'POST'
+  // The rest of an oversized or stalled body is never read, so the connection cannot be reused.
+  if (rendered.status === 413 || rendered.status === 408) headers.connection = 'close'
+  return new Response(rendered.body, { status: rendered.status, headers })
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfigFile } from './config/load.js'
+import { startGateway } from './server.js'
+
+const USAGE = `usage:
+  mcp-edge serve --config FILE    run the gateway
+  mcp-edge check --config FILE    validate a config; exits 1 listing every problem
+`
+
+/** Entry point of the `mcp-edge` binary. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv
+  const { values } = parseArgs({
+    args: rest,
+    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    strict: false,
+    allowPositionals: true,
+  })
+  const file = typeof values.config === 'string' ? values.config : undefined
+  if (values.help === true || command === undefined || command === 'help') {
+    process.stdout.write(USAGE)
+    return command === undefined ? 2 : 0
+  }
+  if (file === undefined) {
+    process.stderr.write(`mcp-edge ${command}: --config FILE is required\n${USAGE}`)
+    return 2
+  }
+  switch (command) {
+    case 'check':
+      return check(file)
+    case 'serve':
+      return serve(file)
+    default:
+      process.stderr.write(`mcp-edge: unknown command ${command}\n${USAGE}`)
+      return 2
+  }
+}
+
+function check(file: string): number {
+  try {
+    const { config } = loadConfigFile(file)
+    process.stdout.write(`${file}: ok (${Object.keys(config.servers).length} servers)\n`)
+    return 0
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    process.stderr.write(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    return 1
+  }
+}
+
+async function serve(file: string): Promise<number> {
+  let loaded
+  try {
+    loaded = loadConfigFile(file)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    process.stderr.write(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    return 1
+  }
+  const gw = await startGateway(loaded)
+  return new Promise<number>((resolve) => {
+    let stopping = false
+    const stop = (signal: string): void => {
+      if (stopping) return
+      stopping = true
+      gw.log.info({ signal }, 'draining')
+      gw.close().then(
+        () => resolve(0),
+        (err: unknown) => {
+          gw.log.error({ err }, 'shutdown failed')
+          resolve(1)
+        },
+      )
+    }
+    process.once('SIGTERM', () => stop('SIGTERM'))
+    process.once('SIGINT', () => stop('SIGINT'))
+  })
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (err: unknown) => {
+    process.stderr.write(`mcp-edge: ${(err as Error).stack ?? String(err)}\n`)
+    process.exitCode = 1
+  },
+)

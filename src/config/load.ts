@@ -1,0 +1,128 @@
+import { existsSync, readFileSync, statSync } from 'node:fs'
+import { dirname, isAbsolute, resolve } from 'node:path'
+import { parseDocument } from 'yaml'
+import type { z } from 'zod'
+import { configSchema, type GatewayConfig } from './schema.js'
+
+/** A config that failed to load; `problems` lists every error as `path: message`. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid config:\n  ${problems.join('\n  ')}`)
+  }
+}
+
+/** A validated, frozen config and where it came from (relative paths resolve against `dir`). */
+export interface LoadedConfig {
+  readonly config: GatewayConfig
+  readonly file: string | undefined
+  readonly dir: string
+}
+
+/** Reads, validates and freezes a YAML config file. Throws ConfigError naming every problem. */
+export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new ConfigError([`${file}: ${(err as Error).message}`])
+  }
+  return parseConfigText(text, { file, dir: dirname(resolve(file)), env })
+}
+
+/** Validates config text (YAML or JSON); used by the loader, hot reload and tests. */
+export function parseConfigText(
+  text: string,
+  opts: { file?: string; dir: string; env?: NodeJS.ProcessEnv },
+): LoadedConfig {
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
+  if (doc.errors.length > 0) throw new ConfigError(doc.errors.map((e) => `yaml: ${e.message}`))
+  const problems: string[] = []
+  const raw = substituteEnv(doc.toJS() as unknown, opts.env ?? process.env, '', problems)
+  const parsed = configSchema.safeParse(raw ?? {})
+  if (!parsed.success) problems.push(...parsed.error.issues.map(formatIssue))
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems)
+  problems.push(...crossCheck(parsed.data, opts.dir))
+  if (problems.length > 0) throw new ConfigError(problems)
+  return { config: deepFreeze(parsed.data), file: opts.file, dir: opts.dir }
+}
+
+const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+
+/** Replaces `${NAME}` (or `${NAME:-default}`) in every string; a missing variable is an error. */
+function substituteEnv(v: unknown, env: NodeJS.ProcessEnv, path: string, problems: string[]): unknown {
+  if (typeof v === 'string') {
+    return v.replace(ENV_REF, (_m, name: string, fallback: string | undefined) => {
+      const value = env[name]
+      if (value !== undefined) return value
+      if (fallback !== undefined) return fallback
+      problems.push(`${path || '(root)'}: environment variable ${name} is not set`)
+      return ''
+    })
+  }
+  if (Array.isArray(v)) return v.map((x, i) => substituteEnv(x, env, `${path}[${i}]`, problems))
+  if (typeof v === 'object' && v !== null) {
+    const out: Record<string, unknown> = {}
+    for (const [k, x] of Object.entries(v)) out[k] = substituteEnv(x, env, path ? `${path}.${k}` : k, problems)
+    return out
+  }
+  return v
+}
+
+/** `servers.weather.upstreams[0].url: invalid URL` */
+function formatIssue(issue: z.core.$ZodIssue): string {
+  let path = ''
+  for (const p of issue.path) {
+    if (typeof p === 'number') path += `[${p}]`
+    else path += path ? `.${String(p)}` : String(p)
+  }
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((k) => `${path ? `${path}.` : ''}${k}: unknown key`).join('\n  ')
+  }
+  return `${path || '(root)'}: ${issue.message}`
+}
+
+/** References and combinations the schema alone cannot express. */
+function crossCheck(c: GatewayConfig, dir: string): string[] {
+  const problems: string[] = []
+  if (c.policies !== undefined) {
+    const p = resolvePath(dir, c.policies)
+    if (!existsSync(p) || !statSync(p).isDirectory()) problems.push(`policies: folder ${c.policies} not found`)
+  }
+  if (c.auth !== undefined) {
+    const j = c.auth.jwt
+    const sources = [j.jwksUrl, j.jwksFile, j.publicKeyFile].filter((s) => s !== undefined)
+    if (sources.length !== 1) problems.push('auth.jwt: set exactly one of jwksUrl, jwksFile, publicKeyFile')
+    for (const key of ['jwksFile', 'publicKeyFile'] as const) {
+      const f = j[key]
+      if (f !== undefined && !existsSync(resolvePath(dir, f))) problems.push(`auth.jwt.${key}: file ${f} not found`)
+    }
+  }
+  for (const [name, s] of Object.entries(c.servers)) {
+    if (s.requiredScopes.length > 0 && c.auth === undefined) {
+      problems.push(`servers.${name}.requiredScopes: needs auth to be configured`)
+    }
+    if (typeof s.balance === 'object' && s.balance.hash.startsWith('claim:') && c.auth === undefined) {
+      problems.push(`servers.${name}.balance: hashing on a claim needs auth to be configured`)
+    }
+    s.routes.forEach((r, i) => {
+      if (r.tools === undefined && r.prompts === undefined && r.resources === undefined) {
+        problems.push(`servers.${name}.routes[${i}]: name at least one of tools, prompts, resources`)
+      }
+    })
+  }
+  return problems
+}
+
+/** Resolves a config-relative path. */
+export function resolvePath(dir: string, p: string): string {
+  return isAbsolute(p) ? p : resolve(dir, p)
+}
+
+function deepFreeze<T>(v: T): T {
+  if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v)
+    for (const x of Object.values(v)) deepFreeze(x)
+  }
+  return v
+}

@@ -1,0 +1,159 @@
+import { z } from 'zod'
+
+/**
+ * The gateway's YAML config, strictly: unknown keys and wrong types are startup errors that name
+ * their path (the agentgateway `deny_unknown_fields` / fastify "validate then freeze" approach).
+ * Defaults live here and nowhere else.
+ */
+
+const url = z.url({ protocol: /^https?$/, error: 'invalid URL (http or https expected)' })
+const positiveMs = z.int().positive()
+const nonNegativeMs = z.int().nonnegative()
+/** `*` matches any run of characters; everything else matches byte for byte. */
+const patterns = z.array(z.string().min(1))
+
+const upstream = z.strictObject({
+  url,
+  weight: z.int().min(1).max(1000).default(1),
+})
+
+const timeouts = z.strictObject({
+  connectMs: positiveMs.default(2000),
+  responseHeadersMs: positiveMs.default(30_000),
+  /** Longest silence between two chunks of a response body (SSE keep-alives reset it); 0 = none. */
+  streamIdleMs: nonNegativeMs.default(300_000),
+})
+
+const healthCheck = z.strictObject({
+  intervalMs: positiveMs.default(5000),
+  timeoutMs: positiveMs.default(1000),
+  unhealthyAfter: z.int().min(1).default(3),
+  healthyAfter: z.int().min(1).default(2),
+})
+
+const balance = z.union([
+  z.enum(['least-request', 'round-robin']),
+  z.strictObject({
+    hash: z.string().regex(/^(header|claim):.+$/, 'expected "header:<Name>" or "claim:<name>"'),
+  }),
+])
+
+const route = z.strictObject({
+  tools: patterns.optional(),
+  prompts: patterns.optional(),
+  resources: patterns.optional(),
+  upstreams: z.array(upstream).min(1),
+})
+
+const retry = z.strictObject({
+  /** Extra attempts for a safe method that may have reached a replica (never for tools/call). */
+  attempts: z.int().min(0).max(2).default(1),
+  /** Retries allowed as a share of in-flight requests (Envoy retry budget). */
+  budgetPercent: z.number().min(0).max(100).default(20),
+  minConcurrent: z.int().min(0).default(3),
+})
+
+const tokenExchange = z.strictObject({
+  tokenUrl: url,
+  clientId: z.string().min(1),
+  clientSecret: z.string().min(1),
+  audience: z.string().min(1).optional(),
+  resource: url.optional(),
+  scope: z.string().optional(),
+})
+
+const server = z.strictObject({
+  upstreams: z.array(upstream).min(1),
+  /** true = this backend enforces HeaderMismatch (-32020) itself, so headers can be trusted. */
+  trustHeaders: z.boolean().default(false),
+  /** Whether 2025-era clients (no MCP-Protocol-Version 2026-07-28) are passed to this backend. */
+  legacyClients: z.enum(['allow', 'reject']).default('allow'),
+  /** Sent upstream on every request; the client's own credentials never are. */
+  headers: z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'invalid header name'), z.string()).default({}),
+  timeouts: timeouts.default(timeouts.parse({})),
+  requiredScopes: z.array(z.string().min(1)).default([]),
+  origins: z.array(z.string().min(1)).optional(),
+  balance: balance.default('least-request'),
+  maxInFlight: z.int().min(1).default(256),
+  healthCheck: healthCheck.optional(),
+  routes: z.array(route).default([]),
+  retry: retry.default(retry.parse({})),
+  tokenExchange: tokenExchange.optional(),
+})
+
+const jwt = z.strictObject({
+  issuer: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+  audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+  jwksUrl: url.optional(),
+  jwksFile: z.string().min(1).optional(),
+  publicKeyFile: z.string().min(1).optional(),
+  algorithms: z
+    .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']))
+    .min(1)
+    .default(['RS256', 'ES256', 'EdDSA']),
+  clockToleranceSec: z.int().min(0).max(300).default(30),
+  jwksCooldownMs: nonNegativeMs.default(30_000),
+  jwksCacheMaxAgeMs: positiveMs.default(600_000),
+  jwksTimeoutMs: positiveMs.default(5000),
+})
+
+const auth = z.strictObject({
+  /** How clients reach the gateway (scheme://host[:port]), used for audiences and metadata URLs. */
+  publicUrl: url,
+  jwt,
+  resourceMetadata: z
+    .strictObject({
+      authorizationServers: z.array(url).min(1),
+      scopesSupported: z.array(z.string().min(1)).optional(),
+    })
+    .optional(),
+})
+
+const cache = z.strictObject({
+  maxBytes: z.int().positive().default(64 * 1024 * 1024),
+  maxEntryBytes: z.int().positive().default(1024 * 1024),
+  maxTtlMs: positiveMs.default(300_000),
+  private: z.boolean().default(false),
+  staleIfErrorMs: nonNegativeMs.default(0),
+  redis: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
+})
+
+const limits = z.strictObject({
+  maxBodyBytes: z.int().positive().default(1024 * 1024),
+  maxHeaderCount: z.int().positive().default(100),
+  maxHeaderBytes: z.int().positive().default(16 * 1024),
+  headersTimeoutMs: positiveMs.default(10_000),
+  bodyTimeoutMs: positiveMs.default(30_000),
+  maxJsonDepth: z.int().min(2).max(1000).default(64),
+  maxTokenBytes: z.int().positive().default(8192),
+})
+
+export const configSchema = z.strictObject({
+  listen: z
+    .strictObject({ host: z.string().min(1).default('127.0.0.1'), port: z.int().min(0).max(65535).default(8080) })
+    .default({ host: '127.0.0.1', port: 8080 }),
+  /** Allowed `Origin` values for every server; a request without Origin is always allowed. */
+  origins: z.array(z.string().min(1)).default([]),
+  /** When set, `Host` must be one of these (DNS-rebinding guard for local deployments). */
+  allowedHosts: z.array(z.string().min(1)).optional(),
+  limits: limits.default(limits.parse({})),
+  log: z.strictObject({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).default({ level: 'info' }),
+  /** Loopback-only listener for /metrics (Prometheus); never on the data-plane port. */
+  admin: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.int().min(0).max(65535) }).optional(),
+  shutdown: z.strictObject({ drainMs: nonNegativeMs.default(30_000) }).default({ drainMs: 30_000 }),
+  policies: z.string().min(1).optional(),
+  policyMode: z.enum(['enforce', 'dry-run']).default('enforce'),
+  auth: auth.optional(),
+  cache: cache.optional(),
+  legacySessions: z.strictObject({ key: z.string().min(16, 'use at least 16 characters') }).optional(),
+  servers: z.record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'), server).refine(
+    (s) => Object.keys(s).length > 0,
+    'at least one server is required',
+  ),
+})
+
+export type GatewayConfig = z.infer<typeof configSchema>
+export type ServerConfig = z.infer<typeof server>
+export type UpstreamConfig = z.infer<typeof upstream>
+export type AuthConfig = z.infer<typeof auth>
+export type CacheConfig = z.infer<typeof cache>

@@ -1,0 +1,32 @@
+import type { HttpBindings } from '@hono/node-server'
+import type { McpRequestInfo } from './mcp/classify.js'
+import type { RequestHead } from './mcp/request-head.js'
+import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
+
+/** Verified identity of the caller (issue 3); absent when auth is not configured. */
+export interface Principal {
+  readonly subject: string
+  readonly issuer: string
+  readonly claims: Readonly<Record<string, unknown>>
+  readonly scopes: ReadonlySet<string>
+  /** Raw bearer token: used only for token exchange, never logged or forwarded. */
+  readonly token: string
+}
+
+/** The typed c.var bag that pipeline stages share. */
+export interface GatewayVariables {
+  runtime: GatewayRuntime
+  server: ServerRuntime
+  head: RequestHead
+  body: Buffer
+  mcp: McpRequestInfo
+  principal: Principal | undefined
+  /** Stable reason code of the outcome, for the access log and metrics. */
+  outcome: string
+  upstreamId: string
+  /** Set by a cache hit or policy to say where the answer came from. */
+  servedBy: 'upstream' | 'cache' | 'gateway'
+}
+
+/** Hono environment of the gateway app. */
+export type GatewayEnv = { Bindings: HttpBindings; Variables: GatewayVariables }

@@ -1,0 +1,118 @@
+/**
+ * The one error table: every way the gateway itself can refuse or fail a request.
+ *
+ * Spec codes are used where the spec defines one (-32700, -32600, -32601, -32602, -32020,
+ * -32022; basic/index.mdx, SEP-2243). The gateway's own failures get application codes outside
+ * -32768..-32000 (basic/index.mdx: new codes SHOULD be outside that range) and carry
+ * `error.data.source: "gateway"` plus the `X-MCP-Gateway-Error` header, so a client can never
+ * mistake them for an answer from the backend.
+ */
+export interface ErrorSpec {
+  readonly status: number
+  readonly rpc: number
+  readonly message: string
+}
+
+export const ERRORS = {
+  // Front door (reliability.md §0.4 steps 1-4)
+  method_not_allowed: { status: 405, rpc: -32600, message: 'Method not allowed: use POST' },
+  unknown_server: { status: 404, rpc: -32601, message: 'Unknown MCP server' },
+  origin_not_allowed: { status: 403, rpc: -31003, message: 'Origin not allowed' },
+  host_not_allowed: { status: 403, rpc: -31003, message: 'Host not allowed' },
+  too_many_headers: { status: 431, rpc: -31013, message: 'Too many request headers' },
+  duplicate_header: { status: 400, rpc: -32600, message: 'Duplicate request header' },
+  body_too_large: { status: 413, rpc: -31013, message: 'Request body too large' },
+  body_timeout: { status: 408, rpc: -31008, message: 'Request body not received in time' },
+  unsupported_media_type: {
+    status: 415,
+    rpc: -32600,
+    message: 'Unsupported Media Type: Content-Type must be application/json',
+  },
+  content_encoding: { status: 415, rpc: -32600, message: 'Content-Encoding is not supported' },
+  // Authentication and authorization (issue 3)
+  unauthenticated: { status: 401, rpc: -31001, message: 'Authentication required' },
+  invalid_token: { status: 401, rpc: -31001, message: 'Invalid access token' },
+  insufficient_scope: { status: 403, rpc: -31003, message: 'Insufficient scope' },
+  auth_unavailable: { status: 503, rpc: -31503, message: 'Token verification unavailable' },
+  // Message shape and SEP-2243 checks
+  parse_error: { status: 400, rpc: -32700, message: 'Parse error: invalid JSON' },
+  invalid_request: { status: 400, rpc: -32600, message: 'Invalid Request' },
+  batch_not_supported: {
+    status: 400,
+    rpc: -32600,
+    message: 'Invalid Request: JSON-RPC batches are not supported',
+  },
+  duplicate_key: { status: 400, rpc: -32600, message: 'Invalid Request: duplicate JSON key' },
+  json_too_deep: { status: 400, rpc: -32600, message: 'Invalid Request: JSON nested too deeply' },
+  invalid_params: { status: 400, rpc: -32602, message: 'Invalid params' },
+  header_mismatch: {
+    status: 400,
+    rpc: -32020,
+    message: 'Bad Request: the request headers and body disagree',
+  },
+  unsupported_version: { status: 400, rpc: -32022, message: 'Unsupported protocol version' },
+  legacy_not_allowed: {
+    status: 400,
+    rpc: -32022,
+    message: 'Unsupported protocol version: this server accepts 2026-07-28 clients only',
+  },
+  session_not_found: { status: 404, rpc: -32001, message: 'Session not found' },
+  // Upstream (issue 5)
+  upstream_unavailable: { status: 502, rpc: -31502, message: 'Upstream unavailable' },
+  upstream_bad_response: { status: 502, rpc: -31502, message: 'Bad response from upstream' },
+  upstream_timeout: { status: 504, rpc: -31504, message: 'Upstream timed out' },
+  no_upstream: { status: 503, rpc: -31503, message: 'No upstream available' },
+  overloaded: { status: 503, rpc: -31503, message: 'Upstream at capacity' },
+  shutting_down: { status: 503, rpc: -31503, message: 'Gateway shutting down' },
+  internal: { status: 500, rpc: -31500, message: 'Internal gateway error' },
+} as const satisfies Record<string, ErrorSpec>
+
+export type ErrorCode = keyof typeof ERRORS
+
+/** Statuses that ask the client to come back later; they carry Retry-After. */
+const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([503])
+
+/** A failure the gateway answers itself; `detail` is safe to show the client. */
+export class GatewayError extends Error {
+  override readonly name = 'GatewayError'
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail?: string,
+    readonly data?: Readonly<Record<string, unknown>>,
+    options?: ErrorOptions,
+  ) {
+    super(detail === undefined ? ERRORS[code].message : `${ERRORS[code].message}: ${detail}`, options)
+  }
+}
+
+/** A rendered error: status, headers and the exact body bytes. */
+export interface RenderedError {
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly body: string
+}
+
+/**
+ * Builds the JSON-RPC error reply. `rawId` is the request id exactly as it appeared in the body
+ * (so large integers and escaped strings round-trip byte for byte), or undefined when unreadable.
+ */
+export function renderError(err: GatewayError, rawId: string | undefined): RenderedError {
+  const spec = ERRORS[err.code]
+  const data = JSON.stringify({ source: 'gateway', reason: err.code, ...err.data })
+  const message = JSON.stringify(err.message)
+  const id = rawId ?? 'null'
+  const body = `{"jsonrpc":"2.0","id":${id},"error":{"code":${spec.rpc},"message":${message},"data":${data}}}`
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'cache-control': 'no-store',
+    'x-mcp-gateway-error': err.code,
+  }
+  if (RETRY_AFTER_STATUSES.has(spec.status)) headers['retry-after'] = '1'
+  return { status: spec.status, headers, body }
+}
+
+/** Turns anything thrown into a GatewayError; unknown errors become `internal`, cause kept. */
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err
+  return new GatewayError('internal', undefined, undefined, { cause: err })
+}

@@ -1,0 +1,187 @@
+import { GatewayError } from '../errors.js'
+import { decodeHeaderValue } from './headers.js'
+import { isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
+import type { RequestHead } from './request-head.js'
+
+/** The protocol revision whose clients mirror method and name into headers (SEP-2243). */
+export const MODERN_VERSION = '2026-07-28'
+/** 2025-era revisions: no request-metadata headers, so their headers are never trusted. */
+export const LEGACY_VERSIONS: ReadonlySet<string> = new Set([
+  '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07',
+])
+const META_VERSION = 'io.modelcontextprotocol/protocolVersion'
+
+/** Something a request names, which policy can allow or deny. */
+export type McpTarget =
+  | { readonly kind: 'tool'; readonly name: string }
+  | { readonly kind: 'prompt'; readonly name: string }
+  | { readonly kind: 'resource'; readonly uri: string }
+
+/** Methods whose `Mcp-Name` header is required, and what the name designates (SH table). */
+export const NAMED_METHODS: Readonly<Record<string, 'tool' | 'prompt' | 'resource'>> = {
+  'tools/call': 'tool',
+  'prompts/get': 'prompt',
+  'resources/read': 'resource',
+}
+
+/** One inbound MCP message, as far as routing, policy and caching need to know it. */
+export interface McpRequestInfo {
+  readonly era: 'modern' | 'legacy'
+  /** Protocol version from the header, or undefined for a header-less legacy client. */
+  readonly version: string | undefined
+  /** JSON-RPC method: from the body when parsed, else from the (trusted) Mcp-Method header. */
+  readonly method: string | undefined
+  readonly kind: 'request' | 'notification' | 'response' | 'unknown'
+  /** Everything the request names: the Mcp-Name target, completion refs, listen URIs. */
+  readonly targets: readonly McpTarget[]
+  /** True when the body was parsed and agrees with every header that was sent. */
+  readonly verified: boolean
+  readonly message: JsonRpcMessage | undefined
+}
+
+/** What the server's config says about reading bodies (compiled once per server). */
+export interface ClassifyPolicy {
+  /** Parse every body: the backend does not enforce HeaderMismatch itself (`trustHeaders: false`). */
+  readonly parseAlways: boolean
+  /** Methods whose body a gateway feature needs even from a trusted backend (policy, cache key). */
+  readonly parseMethods: ReadonlySet<string>
+  readonly allowLegacy: boolean
+  readonly maxDepth: number
+}
+
+/**
+ * Classifies a request from its headers, and from its body where a decision is only safe after
+ * reading it (streamable-http.mdx §Server Validation: intermediaries that act on mirrored headers
+ * SHOULD refuse versions that don't require header-body validation). Throws GatewayError.
+ */
+export function classify(head: RequestHead, body: Uint8Array, policy: ClassifyPolicy): McpRequestInfo {
+  const version = head.version
+  if (version === MODERN_VERSION) return classifyModern(head, body, policy)
+  if (version === undefined || LEGACY_VERSIONS.has(version)) return classifyLegacy(head, body, policy)
+  throw new GatewayError('unsupported_version', version, {
+    supported: policy.allowLegacy ? [MODERN_VERSION, ...LEGACY_VERSIONS] : [MODERN_VERSION],
+    requested: version,
+  })
+}
+
+function classifyModern(head: RequestHead, body: Uint8Array, policy: ClassifyPolicy): McpRequestInfo {
+  const method = head.method
+  const named = method === undefined ? undefined : NAMED_METHODS[method]
+  let headerName: string | undefined
+  if (head.name !== undefined) {
+    headerName = decodeHeaderValue(head.name)
+    if (headerName === undefined) throw mismatch('the Mcp-Name header is not a valid value')
+  }
+  if (named !== undefined && headerName === undefined) {
+    throw mismatch(`the required Mcp-Name header is absent for ${method}`)
+  }
+  // A modern POST without Mcp-Method can only be a notification (headers for those are undefined
+  // by this revision); the body tells, so it is read.
+  const mustParse = policy.parseAlways || method === undefined || policy.parseMethods.has(method)
+  if (!mustParse) {
+    const targets = named === undefined ? [] : [targetOf(named, headerName as string)]
+    return { era: 'modern', version: MODERN_VERSION, method, kind: 'unknown', targets, verified: false, message: undefined }
+  }
+  const msg = parseMessage(body, policy.maxDepth)
+  if (msg.kind === 'response') throw new GatewayError('invalid_request', 'clients do not send responses in 2026-07-28')
+  if (method === undefined && msg.kind === 'request') {
+    throw mismatch(`the body names method ${msg.method} but the required Mcp-Method header is absent`)
+  }
+  if (method !== undefined && msg.method !== method) {
+    throw mismatch(`the body names method ${msg.method} but the Mcp-Method header names ${method}`)
+  }
+  const claimed = metaVersion(msg)
+  if (claimed !== undefined && claimed !== MODERN_VERSION) {
+    throw mismatch(`the body envelope names protocol version ${claimed} but the MCP-Protocol-Version header names ${MODERN_VERSION}`)
+  }
+  const targets = bodyTargets(msg, headerName)
+  return { era: 'modern', version: MODERN_VERSION, method: msg.method, kind: msg.kind, targets, verified: true, message: msg }
+}
+
+function classifyLegacy(head: RequestHead, body: Uint8Array, policy: ClassifyPolicy): McpRequestInfo {
+  const msg = parseMessage(body, policy.maxDepth)
+  const claimed = metaVersion(msg)
+  if (claimed !== undefined && !LEGACY_VERSIONS.has(claimed)) {
+    throw mismatch(
+      head.version === undefined
+        ? `the body envelope names protocol version ${claimed} but the required MCP-Protocol-Version header is absent`
+        : `the body envelope names protocol version ${claimed} but the MCP-Protocol-Version header names ${head.version}`,
+    )
+  }
+  if (!policy.allowLegacy) {
+    throw new GatewayError('legacy_not_allowed', undefined, {
+      supported: [MODERN_VERSION],
+      ...(head.version === undefined ? {} : { requested: head.version }),
+    })
+  }
+  // 2025-era clients send no routing headers; any that are present must still agree with the body.
+  if (head.method !== undefined && head.method !== msg.method) {
+    throw mismatch(`the body names method ${msg.method} but the Mcp-Method header names ${head.method}`)
+  }
+  let headerName: string | undefined
+  if (head.name !== undefined) {
+    headerName = decodeHeaderValue(head.name)
+    if (headerName === undefined) throw mismatch('the Mcp-Name header is not a valid value')
+  }
+  const targets = msg.kind === 'response' ? [] : bodyTargets(msg, headerName)
+  return { era: 'legacy', version: head.version, method: msg.method, kind: msg.kind, targets, verified: true, message: msg }
+}
+
+/** Targets from a parsed body; a sent Mcp-Name must equal the body's name byte for byte. */
+function bodyTargets(msg: JsonRpcMessage, headerName: string | undefined): McpTarget[] {
+  const method = msg.method ?? ''
+  const params = msg.params
+  const named = NAMED_METHODS[method]
+  if (named !== undefined) {
+    const field = named === 'resource' ? 'uri' : 'name'
+    const value = params?.[field]
+    if (typeof value !== 'string') {
+      if (headerName !== undefined) {
+        throw mismatch(`the Mcp-Name header names "${headerName}" but the body carries no params.${field}`)
+      }
+      throw new GatewayError('invalid_params', `${method} requires params.${field} as a string`)
+    }
+    // SECURITY: exact comparison after decoding; no case folding or normalisation (SEP-2243).
+    if (headerName !== undefined && headerName !== value) {
+      throw mismatch(`the body carries params.${field}=${JSON.stringify(value)} but the Mcp-Name header names ${JSON.stringify(headerName)}`)
+    }
+    return [targetOf(named, value)]
+  }
+  if (method === 'completion/complete') return refTargets(params)
+  if (method === 'subscriptions/listen') return listenTargets(params)
+  return []
+}
+
+function refTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {
+  const ref = params?.ref
+  if (!isRecord(ref)) return []
+  if (ref.type === 'ref/prompt' && typeof ref.name === 'string') return [{ kind: 'prompt', name: ref.name }]
+  if (ref.type === 'ref/resource' && typeof ref.uri === 'string') return [{ kind: 'resource', uri: ref.uri }]
+  throw new GatewayError('invalid_params', 'completion/complete needs a ref/prompt name or ref/resource uri')
+}
+
+function listenTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {
+  const n = params?.notifications
+  if (!isRecord(n) || n.resourceSubscriptions === undefined) return []
+  const uris = n.resourceSubscriptions
+  if (!Array.isArray(uris) || !uris.every((u) => typeof u === 'string')) {
+    throw new GatewayError('invalid_params', 'resourceSubscriptions must be an array of strings')
+  }
+  return uris.map((uri: string) => ({ kind: 'resource', uri }))
+}
+
+/** Builds the target a named method designates. */
+export function targetOf(kind: 'tool' | 'prompt' | 'resource', value: string): McpTarget {
+  return kind === 'resource' ? { kind, uri: value } : { kind, name: value }
+}
+
+function metaVersion(msg: JsonRpcMessage): string | undefined {
+  const meta = msg.params?._meta
+  if (!isRecord(meta)) return undefined
+  const v = meta[META_VERSION]
+  return typeof v === 'string' ? v : undefined
+}
+
+function mismatch(detail: string): GatewayError {
+  return new GatewayError('header_mismatch', detail)
+}

@@ -1,0 +1,49 @@
+/**
+ * SEP-2243 request-metadata headers (spec 2026-07-28, basic/transports/streamable-http §Request
+ * Metadata). Header names are case-insensitive; values are case-sensitive and compared exactly.
+ */
+
+export const H_PROTOCOL_VERSION = 'mcp-protocol-version'
+export const H_METHOD = 'mcp-method'
+export const H_NAME = 'mcp-name'
+export const H_SESSION_ID = 'mcp-session-id'
+export const H_PARAM_PREFIX = 'mcp-param-'
+
+const SENTINEL_OPEN = '=?base64?'
+const SENTINEL_CLOSE = '?='
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
+// Printable ASCII only; anything else must travel in the sentinel form (SEP-2243 §Encoding).
+const PLAIN = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Decodes an `Mcp-Name` / `Mcp-Param-*` value: `=?base64?…?=` becomes its UTF-8 text (the markers
+ * are case-sensitive), a plain value is returned as is. Returns undefined for a value that is
+ * neither valid plain ASCII nor a valid sentinel, which the caller answers with -32020.
+ */
+export function decodeHeaderValue(raw: string): string | undefined {
+  if (raw.startsWith(SENTINEL_OPEN) && raw.endsWith(SENTINEL_CLOSE)) {
+    const b64 = raw.slice(SENTINEL_OPEN.length, raw.length - SENTINEL_CLOSE.length)
+    if (!BASE64.test(b64)) return undefined
+    try {
+      return utf8.decode(Buffer.from(b64, 'base64'))
+    } catch {
+      return undefined
+    }
+  }
+  return PLAIN.test(raw) ? raw : undefined
+}
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) plus proxy credentials; never forwarded either way. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'http2-settings',
+])

@@ -1,0 +1,192 @@
+/**
+ * Strict JSON for the bodies the gateway decides on.
+ *
+ * `JSON.parse` keeps the last of two duplicate keys; other parsers keep the first, and some (Go's
+ * encoding/json) match keys case-insensitively. A body like `{"name":"read","name":"delete_all"}`
+ * can therefore be allowed here and executed differently by the backend (Bishop Fox, "JSON
+ * interoperability vulnerabilities"; MCP go-sdk#805). This scanner walks the text once before
+ * `JSON.parse` and rejects such bodies where they matter, bounds nesting depth, and remembers the
+ * raw text of the top-level `id` so error replies and cache hits echo it byte for byte.
+ */
+
+export type JsonProblem = 'syntax' | 'duplicate_key' | 'too_deep' | 'prototype_key'
+
+/** Thrown by scanJson; `kind` maps to one row of the error table. */
+export class JsonScanError extends Error {
+  override readonly name = 'JsonScanError'
+  constructor(
+    readonly kind: JsonProblem,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+export interface ScanOptions {
+  /** Deepest allowed nesting of objects and arrays (root = 1). */
+  readonly maxDepth: number
+}
+
+export interface ScanResult {
+  /** Raw JSON text of the top-level `id` member, when the root is an object that has one. */
+  readonly rawId: string | undefined
+  /** True when the root value is an array (a JSON-RPC batch). */
+  readonly isArray: boolean
+}
+
+/** Objects at this depth or shallower get duplicate-key checks (root, params, params.ref …). */
+const KEY_CHECK_DEPTH = 3
+/** Objects at this depth or shallower may not carry prototype-polluting keys. */
+const PROTO_CHECK_DEPTH = 2
+// SECURITY: keys that decide routing or policy, compared case-insensitively among siblings so a
+// case-insensitive backend parser cannot pick a different value than we judged.
+const POLICY_KEYS: ReadonlySet<string> = new Set([
+  'jsonrpc', 'id', 'method', 'params', 'name', 'uri', 'ref', 'arguments', 'notifications',
+  'resourcesubscriptions', '_meta', 'cursor', 'requeststate', 'inputresponses',
+])
+const PROTO_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype'])
+
+const WS = new Uint8Array(128)
+for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1
+
+/** Validates `text` as strict JSON; throws JsonScanError. Linear in the text length. */
+export function scanJson(text: string, opts: ScanOptions): ScanResult {
+  const s = new Scanner(text, opts.maxDepth)
+  s.skipWs()
+  const isArray = text.charCodeAt(s.i) === 0x5b
+  s.value(1)
+  s.skipWs()
+  if (s.i !== text.length) s.fail('syntax', 'unexpected data after the JSON value')
+  return { rawId: s.rawId, isArray }
+}
+
+class Scanner {
+  i = 0
+  rawId: string | undefined = undefined
+
+  constructor(
+    private readonly t: string,
+    private readonly maxDepth: number,
+  ) {}
+
+  fail(kind: JsonProblem, message: string): never {
+    throw new JsonScanError(kind, message)
+  }
+
+  skipWs(): void {
+    const t = this.t
+    let i = this.i
+    while (i < t.length) {
+      const c = t.charCodeAt(i)
+      if (c >= 128 || WS[c] !== 1) break
+      i++
+    }
+    this.i = i
+  }
+
+  value(depth: number): void {
+    if (depth > this.maxDepth) this.fail('too_deep', `nesting deeper than ${this.maxDepth}`)
+    const c = this.t.charCodeAt(this.i)
+    if (c === 0x7b) return this.object(depth)
+    if (c === 0x5b) return this.array(depth)
+    if (c === 0x22) return void this.string()
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number()
+    if (this.t.startsWith('true', this.i)) return void (this.i += 4)
+    if (this.t.startsWith('false', this.i)) return void (this.i += 5)
+    if (this.t.startsWith('null', this.i)) return void (this.i += 4)
+    this.fail('syntax', `unexpected character at offset ${this.i}`)
+  }
+
+  object(depth: number): void {
+    this.i++ // {
+    const checkKeys = depth <= KEY_CHECK_DEPTH
+    const seen = checkKeys ? new Set<string>() : undefined
+    const seenPolicy = checkKeys ? new Set<string>() : undefined
+    this.skipWs()
+    if (this.t.charCodeAt(this.i) === 0x7d) return void this.i++
+    for (;;) {
+      this.skipWs()
+      if (this.t.charCodeAt(this.i) !== 0x22) this.fail('syntax', `expected a key at ${this.i}`)
+      const key = this.string()
+      if (seen !== undefined && seenPolicy !== undefined) {
+        if (seen.has(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
+        seen.add(key)
+        const lower = key.toLowerCase()
+        if (POLICY_KEYS.has(lower)) {
+          if (seenPolicy.has(lower)) this.fail('duplicate_key', `case-variant key "${key}"`)
+          seenPolicy.add(lower)
+        }
+        if (depth <= PROTO_CHECK_DEPTH && PROTO_KEYS.has(key)) {
+          this.fail('prototype_key', `key "${key}" is not allowed`)
+        }
+      }
+      this.skipWs()
+      if (this.t.charCodeAt(this.i) !== 0x3a) this.fail('syntax', `expected ':' at ${this.i}`)
+      this.i++
+      this.skipWs()
+      const start = this.i
+      this.value(depth + 1)
+      if (depth === 1 && key === 'id') this.rawId = this.t.slice(start, this.i)
+      this.skipWs()
+      const c = this.t.charCodeAt(this.i)
+      if (c === 0x2c) {
+        this.i++
+        continue
+      }
+      if (c === 0x7d) return void this.i++
+      this.fail('syntax', `expected ',' or '}' at ${this.i}`)
+    }
+  }
+
+  array(depth: number): void {
+    this.i++ // [
+    this.skipWs()
+    if (this.t.charCodeAt(this.i) === 0x5d) return void this.i++
+    for (;;) {
+      this.skipWs()
+      this.value(depth + 1)
+      this.skipWs()
+      const c = this.t.charCodeAt(this.i)
+      if (c === 0x2c) {
+        this.i++
+        continue
+      }
+      if (c === 0x5d) return void this.i++
+      this.fail('syntax', `expected ',' or ']' at ${this.i}`)
+    }
+  }
+
+  /** Scans a string literal and returns its decoded value (needed for keys only). */
+  string(): string {
+    const t = this.t
+    const start = ++this.i
+    let escaped = false
+    for (let i = start; i < t.length; i++) {
+      const c = t.charCodeAt(i)
+      if (c === 0x22) {
+        this.i = i + 1
+        const raw = t.slice(start - 1, i + 1)
+        return escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1)
+      }
+      if (c < 0x20) this.fail('syntax', `control character in string at ${i}`)
+      if (c === 0x5c) {
+        escaped = true
+        const n = t.charCodeAt(i + 1)
+        if (n === 0x75) {
+          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(i + 2, i + 6))) this.fail('syntax', 'bad \\u escape')
+          i += 5
+        } else if ('"\\/bfnrt'.includes(t.charAt(i + 1)) && i + 1 < t.length) {
+          i += 1
+        } else this.fail('syntax', `bad escape at ${i}`)
+      }
+    }
+    this.fail('syntax', 'unterminated string')
+  }
+
+  number(): void {
+    const m = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
+    m.lastIndex = this.i
+    if (!m.test(this.t)) this.fail('syntax', `bad number at ${this.i}`)
+    this.i = m.lastIndex
+  }
+}

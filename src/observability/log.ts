@@ -1,0 +1,18 @@
+import { pino, type DestinationStream, type Logger } from 'pino'
+
+/** The process logger: JSON lines on stdout (or a given stream); no console.* anywhere else. */
+export function createLogger(level: string, dest?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { svc: 'mcp-edge' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      // SECURITY: belt and braces; nothing should log these, but if it does they are masked.
+      redact: {
+        paths: ['authorization', 'headers.authorization', 'req.headers.authorization', 'token', '*.token', 'cookie'],
+        censor: '[redacted]',
+      },
+    },
+    dest ?? pino.destination({ dest: 1, sync: false, minLength: 4096 }),
+  )
+}

@@ -1,0 +1,22 @@
+import type { MiddlewareHandler } from 'hono'
+import type { GatewayEnv } from '../env.js'
+import { classify, type McpRequestInfo } from '../mcp/classify.js'
+
+/** A GET or DELETE on a 2025-era session: no body, nothing to classify but the era. */
+const LEGACY_SESSION_REQUEST: McpRequestInfo = {
+  era: 'legacy',
+  version: undefined,
+  method: undefined,
+  kind: 'unknown',
+  targets: [],
+  verified: false,
+  message: undefined,
+}
+
+/** Classifies the request from its headers, parsing the body only when a decision needs it. */
+export const classifyRequest = (): MiddlewareHandler<GatewayEnv> =>
+  async function classifyRequest(c, next) {
+    if (c.env.incoming.method !== 'POST') c.set('mcp', LEGACY_SESSION_REQUEST)
+    else c.set('mcp', classify(c.var.head, c.var.body, c.var.server.classify))
+    await next()
+  }

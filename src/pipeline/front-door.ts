@@ -1,0 +1,41 @@
+import type { MiddlewareHandler } from 'hono'
+import type { GatewayEnv } from '../env.js'
+import { GatewayError } from '../errors.js'
+import { readRequestHead } from '../mcp/request-head.js'
+import type { RuntimeRef } from '../runtime/ref.js'
+
+/**
+ * First stage for /mcp/<server>: finds the server, then does the checks that cost nothing
+ * (reliability.md §0.4 steps 1-3): method, Host, Origin, header count and duplicates.
+ */
+export const frontDoor = (ref: RuntimeRef): MiddlewareHandler<GatewayEnv> =>
+  async function frontDoor(c, next) {
+    const runtime = ref.current
+    c.set('runtime', runtime)
+    const incoming = c.env.incoming
+    const head = readRequestHead(incoming.rawHeaders)
+    c.set('head', head)
+    const server = runtime.servers.get(c.req.param('server') ?? '')
+    if (server === undefined) throw new GatewayError('unknown_server')
+    c.set('server', server)
+    const method = incoming.method ?? ''
+    // 2026-07-28 is POST only; GET/DELETE survive only for 2025-era sessions (SH §Backward
+    // Compatibility) on servers that still accept legacy clients.
+    const legacySession =
+      (method === 'GET' || method === 'DELETE') &&
+      head.sessionId !== undefined &&
+      server.config.legacyClients === 'allow'
+    if (method !== 'POST' && !legacySession) throw new GatewayError('method_not_allowed')
+    // SECURITY: DNS-rebinding guard for local deployments (reliability S-30).
+    if (runtime.allowedHosts !== undefined && !runtime.allowedHosts.has(head.host ?? '')) {
+      throw new GatewayError('host_not_allowed')
+    }
+    // SECURITY: spec MUST (SH §Security Warning): a present Origin that is not allowed gets 403.
+    if (head.origin !== undefined && !server.origins.has(head.origin)) {
+      throw new GatewayError('origin_not_allowed')
+    }
+    if (head.count > runtime.config.limits.maxHeaderCount) throw new GatewayError('too_many_headers')
+    // SECURITY: two copies of a routing or auth header can be read differently downstream.
+    if (head.duplicate !== undefined) throw new GatewayError('duplicate_header', head.duplicate)
+    await next()
+  }

@@ -1,0 +1,73 @@
+import type { Logger } from 'pino'
+import type { GatewayConfig, ServerConfig } from '../config/schema.js'
+import type { ClassifyPolicy } from '../mcp/classify.js'
+import { UpstreamPool } from '../upstream/pool.js'
+import { Upstream } from '../upstream/upstream.js'
+
+/** One fronted MCP server, compiled from config once: nothing here is parsed per request. */
+export interface ServerRuntime {
+  readonly name: string
+  readonly config: ServerConfig
+  readonly classify: ClassifyPolicy
+  readonly pool: UpstreamPool
+  /** Configured upstream headers as [name, value, …], appended to every forwarded request. */
+  readonly upstreamHeaders: readonly string[]
+  /** Allowed Origin values for this server. */
+  readonly origins: ReadonlySet<string>
+}
+
+/** Everything a request needs, swapped atomically on reload. */
+export interface GatewayRuntime {
+  readonly config: GatewayConfig
+  readonly servers: ReadonlyMap<string, ServerRuntime>
+  readonly allowedHosts: ReadonlySet<string> | undefined
+}
+
+/** Methods whose body a gateway feature needs to see even from a backend that checks headers. */
+export function parseMethodsFor(config: GatewayConfig): Set<string> {
+  const methods = new Set<string>()
+  if (config.policies !== undefined) {
+    // Policy names targets inside these bodies (completion refs, listen resource URIs).
+    methods.add('completion/complete')
+    methods.add('subscriptions/listen')
+  }
+  return methods
+}
+
+/** Compiles servers and their connection pools. */
+export function createRuntime(config: GatewayConfig, log: Logger): GatewayRuntime {
+  const parseMethods = parseMethodsFor(config)
+  const servers = new Map<string, ServerRuntime>()
+  for (const [name, cfg] of Object.entries(config.servers)) {
+    const upstreams = cfg.upstreams.map(
+      (u, i) => new Upstream(`${name}#${i}`, new URL(u.url), u, cfg.timeouts, cfg.maxInFlight),
+    )
+    const mode = typeof cfg.balance === 'string' ? cfg.balance : 'least-request'
+    const upstreamHeaders: string[] = []
+    for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
+    servers.set(name, {
+      name,
+      config: cfg,
+      classify: {
+        parseAlways: !cfg.trustHeaders,
+        parseMethods,
+        allowLegacy: cfg.legacyClients === 'allow',
+        maxDepth: config.limits.maxJsonDepth,
+      },
+      pool: new UpstreamPool(upstreams, mode, cfg.maxInFlight),
+      upstreamHeaders,
+      origins: new Set(cfg.origins ?? config.origins),
+    })
+  }
+  log.debug({ servers: [...servers.keys()] }, 'runtime compiled')
+  return {
+    config,
+    servers,
+    allowedHosts: config.allowedHosts === undefined ? undefined : new Set(config.allowedHosts),
+  }
+}
+
+/** Closes every pool of a runtime that is no longer in use. */
+export async function closeRuntime(rt: GatewayRuntime): Promise<void> {
+  await Promise.all([...rt.servers.values()].map((s) => s.pool.close()))
+}

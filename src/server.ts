@@ -1,0 +1,84 @@
+import type { AddressInfo } from 'node:net'
+import type { Server } from 'node:http'
+import { createAdaptorServer } from '@hono/node-server'
+import type { DestinationStream, Logger } from 'pino'
+import { buildApp } from './app.js'
+import type { LoadedConfig } from './config/load.js'
+import { createLogger } from './observability/log.js'
+import type { RuntimeRef } from './runtime/ref.js'
+import { closeRuntime, createRuntime } from './runtime/runtime.js'
+
+/** A running gateway. */
+export interface RunningGateway {
+  /** Base URL, e.g. http://127.0.0.1:8080 */
+  readonly url: string
+  readonly port: number
+  readonly log: Logger
+  readonly ref: RuntimeRef
+  /** Swaps in a new validated config; in-flight requests finish on the old one. */
+  reload(loaded: LoadedConfig): Promise<void>
+  /** Stops accepting, lets in-flight requests finish up to `drainMs`, then closes everything. */
+  close(drainMs?: number): Promise<void>
+}
+
+/** Options mostly for tests: log destination and a port override. */
+export interface StartOptions {
+  readonly logDestination?: DestinationStream
+  readonly port?: number
+}
+
+/** Starts the gateway on the configured (or given) port. */
+export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}): Promise<RunningGateway> {
+  const config = loaded.config
+  const log = createLogger(config.log.level, opts.logDestination)
+  const ref: RuntimeRef = { current: createRuntime(config, log), draining: false }
+  const app = buildApp({ ref, log, readiness: () => [] })
+  const server = createAdaptorServer({
+    fetch: app.fetch,
+    serverOptions: {
+      maxHeaderSize: config.limits.maxHeaderBytes,
+      // Slowloris guard (Node CVE-2018-12122); the body has its own deadline in readBody.
+      headersTimeout: config.limits.headersTimeoutMs,
+      requestTimeout: 0,
+      keepAliveTimeout: 5000,
+      // SECURITY: never relax llhttp (request smuggling CVEs); stated, not defaulted.
+      insecureHTTPParser: false,
+    },
+  }) as Server
+  // Node silently drops headers past maxHeadersCount; 0 lifts that so our own count check sees
+  // them all (the byte size stays bounded by maxHeaderSize).
+  server.maxHeadersCount = 0
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(opts.port ?? config.listen.port, config.listen.host, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const port = (server.address() as AddressInfo).port
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
+  log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
+
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    log,
+    ref,
+    async reload(next) {
+      const old = ref.current
+      ref.current = createRuntime(next.config, log)
+      // Let requests that started on the old runtime finish before its pools close.
+      setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
+    },
+    async close(drainMs = config.shutdown.drainMs) {
+      ref.draining = true
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeIdleConnections()
+      const timer = setTimeout(() => server.closeAllConnections(), drainMs)
+      await closed
+      clearTimeout(timer)
+      await closeRuntime(ref.current)
+      log.flush()
+    },
+  }
+}
