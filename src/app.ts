@@ -4,8 +4,11 @@ import type { GatewayEnv } from './env.js'
 import { GatewayError, renderError, toGatewayError } from './errors.js'
 import { peekRawId } from './mcp/jsonrpc.js'
 import { accessLog } from './pipeline/access-log.js'
+import { authenticate } from './pipeline/authenticate.js'
+import { authorize } from './pipeline/authorize.js'
 import { classifyRequest } from './pipeline/classify.js'
 import { frontDoor } from './pipeline/front-door.js'
+import { listCache } from './pipeline/list-cache.js'
 import { proxy } from './pipeline/proxy.js'
 import { readRequest } from './pipeline/read-request.js'
 import type { RuntimeRef } from './runtime/ref.js'
@@ -35,8 +38,11 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
     accessLog(deps.log), // outermost: sees every outcome
     refuseWhileDraining(deps.ref),
     frontDoor(deps.ref), // server, method, Host, Origin, header count and duplicates
+    authenticate(), // bearer token → principal; 401/403 before any body is read
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
+    authorize(), // policy on named targets; list filters registered as result hooks
+    listCache(), // public list results served from the edge
     proxy(), // replica choice, streaming forward
   )
   return app

@@ -126,6 +126,8 @@ const limits = z.strictObject({
   bodyTimeoutMs: positiveMs.default(30_000),
   maxJsonDepth: z.int().min(2).max(1000).default(64),
   maxTokenBytes: z.int().positive().default(8192),
+  /** Largest upstream answer the gateway will parse to filter or cache (larger ones get 502). */
+  maxInspectBytes: z.int().positive().default(8 * 1024 * 1024),
 })
 
 export const configSchema = z.strictObject({

@@ -1,7 +1,8 @@
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import type { MiddlewareHandler } from 'hono'
 import type { GatewayEnv } from '../env.js'
-import { forward, UpstreamFailure, type ForwardRequest } from '../upstream/forward.js'
+import { resultTransform } from '../mcp/result-transform.js'
+import { forward, UpstreamFailure, type BodyTransform, type ForwardRequest, type HeaderMap } from '../upstream/forward.js'
 import type { Upstream } from '../upstream/upstream.js'
 
 /**
@@ -22,6 +23,14 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-host', head.host ?? '',
     ]
     const timeouts = server.config.timeouts
+    const hooks = c.var.resultHooks
+    const maxInspect = c.var.runtime.config.limits.maxInspectBytes
+    // Bodies are parsed on the way back only when a hook (list filter, cache capture) wants them.
+    const transform =
+      hooks === undefined || hooks.length === 0
+        ? undefined
+        : (status: number, h: HeaderMap): BodyTransform | undefined =>
+            status === 200 ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks) : undefined
     const tried = new Set<Upstream>()
     for (;;) {
       const upstream = server.pool.select({ exclude: tried })
@@ -36,6 +45,7 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
         // Idle time between chunks, not total time: SSE keep-alive comments (every 15 s in the SDK)
         // keep subscriptions/listen and long tool calls open as long as both sides are alive.
         bodyTimeoutMs: timeouts.streamIdleMs,
+        ...(transform === undefined ? {} : { transform }),
       }
       try {
         const result = await forward(c.env.outgoing, req)
