@@ -1,5 +1,6 @@
 import type { HttpBindings } from '@hono/node-server'
 import type { McpRequestInfo } from './mcp/classify.js'
+import type { ListFilter } from './mcp/list-filter.js'
 import type { ResultHook } from './mcp/result-transform.js'
 import type { RequestHead } from './mcp/request-head.js'
 import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
@@ -27,6 +28,8 @@ export interface GatewayVariables {
   upstreamId: string
   /** Rewrites of the upstream's final response (list filtering, cache capture), in order. */
   resultHooks: readonly ResultHook[] | undefined
+  /** The caller's view of list results (policy); applied after any cache capture. */
+  listFilter: ListFilter | undefined
   /** Set by a cache hit or policy to say where the answer came from. */
   servedBy: 'upstream' | 'cache' | 'gateway'
 }

@@ -1,7 +1,8 @@
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import type { MiddlewareHandler } from 'hono'
 import type { GatewayEnv } from '../env.js'
-import { resultTransform } from '../mcp/result-transform.js'
+import { listFilterHook } from '../mcp/list-filter.js'
+import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
 import { forward, UpstreamFailure, type BodyTransform, type ForwardRequest, type HeaderMap } from '../upstream/forward.js'
 import type { Upstream } from '../upstream/upstream.js'
 
@@ -23,7 +24,9 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-host', head.host ?? '',
     ]
     const timeouts = server.config.timeouts
-    const hooks = c.var.resultHooks
+    const filter = c.var.listFilter
+    const hooks: readonly ResultHook[] | undefined =
+      filter === undefined ? c.var.resultHooks : [...(c.var.resultHooks ?? []), listFilterHook(filter, c.var.mcp.method ?? '')]
     const maxInspect = c.var.runtime.config.limits.maxInspectBytes
     // Bodies are parsed on the way back only when a hook (list filter, cache capture) wants them.
     const transform =
