@@ -1,6 +1,7 @@
 import { Hono, type Context } from 'hono'
 import type { Logger } from 'pino'
 import type { GatewayEnv } from './env.js'
+import type { GatewayMetrics } from './observability/metrics.js'
 import { GatewayError, renderError, toGatewayError } from './errors.js'
 import { peekRawId } from './mcp/jsonrpc.js'
 import { accessLog } from './pipeline/access-log.js'
@@ -17,6 +18,7 @@ import type { RuntimeRef } from './runtime/ref.js'
 export interface GatewayDeps {
   readonly ref: RuntimeRef
   readonly log: Logger
+  readonly metrics: GatewayMetrics
   /** Extra readiness problems (unhealthy upstreams, a rejected reload …); empty = ready. */
   readonly readiness: () => readonly string[]
 }
@@ -35,7 +37,7 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
 
   app.all(
     '/mcp/:server',
-    accessLog(deps.log), // outermost: sees every outcome
+    accessLog(deps.log, deps.metrics), // outermost: sees every outcome
     refuseWhileDraining(deps.ref),
     frontDoor(deps.ref), // server, method, Host, Origin, header count and duplicates
     authenticate(), // bearer token → principal; 401/403 before any body is read

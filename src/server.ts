@@ -5,6 +5,7 @@ import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { LoadedConfig } from './config/load.js'
 import { createLogger } from './observability/log.js'
+import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
 import type { RuntimeRef } from './runtime/ref.js'
 import { closeRuntime, createRuntime } from './runtime/runtime.js'
 
@@ -14,6 +15,7 @@ export interface RunningGateway {
   readonly url: string
   readonly port: number
   readonly log: Logger
+  readonly metrics: GatewayMetrics
   readonly ref: RuntimeRef
   /** Swaps in a new validated config; in-flight requests finish on the old one. */
   reload(loaded: LoadedConfig): Promise<void>
@@ -32,7 +34,8 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   const config = loaded.config
   const log = createLogger(config.log.level, opts.logDestination)
   const ref: RuntimeRef = { current: createRuntime(config, log), draining: false }
-  const app = buildApp({ ref, log, readiness: () => [] })
+  const metrics = createMetrics()
+  const app = buildApp({ ref, log, metrics, readiness: () => [] })
   const server = createAdaptorServer({
     fetch: app.fetch,
     serverOptions: {
@@ -63,6 +66,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
     url: `http://${host}:${port}`,
     port,
     log,
+    metrics,
     ref,
     async reload(next) {
       const old = ref.current

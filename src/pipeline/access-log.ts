@@ -1,19 +1,26 @@
 import type { MiddlewareHandler } from 'hono'
 import type { Logger } from 'pino'
 import type { GatewayEnv } from '../env.js'
+import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 
 /**
  * Outermost stage: one JSON line per request once the response is over (streams included).
  * Only values from closed sets or verified fields are logged; never tokens or bodies.
  */
-export const accessLog = (log: Logger): MiddlewareHandler<GatewayEnv> =>
+export const accessLog = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> =>
   async function accessLog(c, next) {
     const start = performance.now()
     try {
       await next()
     } finally {
+      const mcp = c.var.mcp
+      const server = c.var.server?.name ?? 'unknown'
+      const method = methodLabel(mcp?.method ?? c.var.head?.method)
+      const status = c.env.outgoing.headersSent ? c.env.outgoing.statusCode : c.res.status
+      const seconds = (performance.now() - start) / 1000
+      metrics.requests.inc({ server, method, outcome: c.var.outcome ?? 'ok', status })
+      metrics.duration.observe({ server, method }, seconds)
       if (log.isLevelEnabled('info')) {
-        const mcp = c.var.mcp
         const target = mcp?.targets[0]
         log.info(
           {
@@ -21,10 +28,10 @@ export const accessLog = (log: Logger): MiddlewareHandler<GatewayEnv> =>
             method: mcp?.method ?? c.var.head?.method,
             name: target === undefined ? undefined : target.kind === 'resource' ? target.uri : target.name,
             era: mcp?.era,
-            status: c.env.outgoing.headersSent ? c.env.outgoing.statusCode : c.res.status,
+            status,
             upstream: c.var.upstreamId,
             outcome: c.var.outcome ?? 'ok',
-            ms: Math.round((performance.now() - start) * 10) / 10,
+            ms: Math.round(seconds * 10_000) / 10,
           },
           'request',
         )

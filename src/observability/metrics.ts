@@ -1,0 +1,58 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+
+/**
+ * Prometheus metrics of one gateway instance (own registry, so several gateways can live in one
+ * process, as in tests). Labels come from closed sets only: server names from config, known
+ * methods or "other", outcome codes from the error table (style.md §7) — never a raw Mcp-Name.
+ */
+export interface GatewayMetrics {
+  readonly registry: Registry
+  readonly requests: Counter<'server' | 'method' | 'outcome' | 'status'>
+  readonly duration: Histogram<'server' | 'method'>
+  readonly inFlight: Gauge<'server'>
+  readonly upstreamFailures: Counter<'server' | 'upstream' | 'kind'>
+  readonly retries: Counter<'server' | 'result'>
+  readonly policyDecisions: Counter<'server' | 'decision'>
+  readonly cacheEvents: Counter<'event'>
+  readonly cacheBytes: Gauge
+  readonly authFailures: Counter<'reason'>
+  readonly upstreamHealthy: Gauge<'server' | 'upstream'>
+}
+
+const KNOWN_METHODS: ReadonlySet<string> = new Set([
+  'server/discover', 'tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list',
+  'resources/read', 'resources/templates/list', 'completion/complete', 'subscriptions/listen',
+  'initialize', 'ping', 'notifications/initialized', 'notifications/cancelled',
+])
+
+/** Maps a method to a bounded label value. */
+export function methodLabel(method: string | undefined): string {
+  if (method === undefined) return 'none'
+  return KNOWN_METHODS.has(method) ? method : 'other'
+}
+
+/** Creates the metric set; `defaults` adds process metrics (CPU, memory, event loop lag). */
+export function createMetrics(defaults = true): GatewayMetrics {
+  const registry = new Registry()
+  if (defaults) collectDefaultMetrics({ register: registry, prefix: 'mcp_edge_' })
+  const registers = [registry]
+  return {
+    registry,
+    requests: new Counter({ name: 'mcp_edge_requests_total', help: 'Requests by outcome', labelNames: ['server', 'method', 'outcome', 'status'], registers }),
+    duration: new Histogram({
+      name: 'mcp_edge_request_duration_seconds',
+      help: 'Time from request to the end of the response (streams included)',
+      labelNames: ['server', 'method'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60],
+      registers,
+    }),
+    inFlight: new Gauge({ name: 'mcp_edge_in_flight_requests', help: 'Requests in progress', labelNames: ['server'], registers }),
+    upstreamFailures: new Counter({ name: 'mcp_edge_upstream_failures_total', help: 'Failed upstream attempts', labelNames: ['server', 'upstream', 'kind'], registers }),
+    retries: new Counter({ name: 'mcp_edge_retries_total', help: 'Retry decisions', labelNames: ['server', 'result'], registers }),
+    policyDecisions: new Counter({ name: 'mcp_edge_policy_decisions_total', help: 'Policy decisions on named targets', labelNames: ['server', 'decision'], registers }),
+    cacheEvents: new Counter({ name: 'mcp_edge_cache_events_total', help: 'Cache hits, misses, stores, evictions', labelNames: ['event'], registers }),
+    cacheBytes: new Gauge({ name: 'mcp_edge_cache_bytes', help: 'Bytes held by the in-memory cache', registers }),
+    authFailures: new Counter({ name: 'mcp_edge_auth_failures_total', help: 'Rejected credentials', labelNames: ['reason'], registers }),
+    upstreamHealthy: new Gauge({ name: 'mcp_edge_upstream_healthy', help: '1 when a replica takes traffic', labelNames: ['server', 'upstream'], registers }),
+  }
+}
