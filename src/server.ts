@@ -4,6 +4,7 @@ import { createAdaptorServer } from '@hono/node-server'
 import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { LoadedConfig } from './config/load.js'
+import { startAdmin } from './observability/admin.js'
 import { createLogger } from './observability/log.js'
 import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
 import type { RuntimeRef } from './runtime/ref.js'
@@ -14,6 +15,8 @@ export interface RunningGateway {
   /** Base URL, e.g. http://127.0.0.1:8080 */
   readonly url: string
   readonly port: number
+  /** Port of the admin (/metrics) listener, when configured. */
+  readonly adminPort: number | undefined
   readonly log: Logger
   readonly metrics: GatewayMetrics
   readonly ref: RuntimeRef
@@ -61,10 +64,14 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   const port = (server.address() as AddressInfo).port
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
   log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
+  const admin =
+    config.admin === undefined ? undefined : await startAdmin(metrics.registry, config.admin.host, config.admin.port)
+  if (admin !== undefined) log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
 
   return {
     url: `http://${host}:${port}`,
     port,
+    adminPort: admin?.port,
     log,
     metrics,
     ref,
@@ -82,6 +89,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
       await closed
       clearTimeout(timer)
       await closeRuntime(ref.current)
+      await admin?.close()
       log.flush()
     },
   }
