@@ -76,6 +76,9 @@ function formatIssue(issue: z.core.$ZodIssue): string {
     if (typeof p === 'number') path += `[${p}]`
     else path += path ? `.${String(p)}` : String(p)
   }
+  if (issue.code === 'invalid_key') {
+    return `${path}: ${issue.issues.map((i) => i.message).join('; ')}`
+  }
   if (issue.code === 'unrecognized_keys') {
     return issue.keys.map((k) => `${path ? `${path}.` : ''}${k}: unknown key`).join('\n  ')
   }

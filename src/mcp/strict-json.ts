@@ -36,6 +36,8 @@ export interface ScanResult {
 
 /** Objects at this depth or shallower get duplicate-key checks (root, params, params.ref …). */
 const KEY_CHECK_DEPTH = 3
+/** Depth-3 objects whose keys decide policy (params.ref, params.notifications); arguments are data. */
+const POLICY_PARENTS: ReadonlySet<string> = new Set(['ref', 'notifications'])
 /** Objects at this depth or shallower may not carry prototype-polluting keys. */
 const PROTO_CHECK_DEPTH = 2
 // SECURITY: keys that decide routing or policy, compared case-insensitively among siblings so a
@@ -84,10 +86,10 @@ class Scanner {
     this.i = i
   }
 
-  value(depth: number): void {
+  value(depth: number, parentKey = ''): void {
     if (depth > this.maxDepth) this.fail('too_deep', `nesting deeper than ${this.maxDepth}`)
     const c = this.t.charCodeAt(this.i)
-    if (c === 0x7b) return this.object(depth)
+    if (c === 0x7b) return this.object(depth, parentKey)
     if (c === 0x5b) return this.array(depth)
     if (c === 0x22) return void this.string()
     if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number()
@@ -97,22 +99,23 @@ class Scanner {
     this.fail('syntax', `unexpected character at offset ${this.i}`)
   }
 
-  object(depth: number): void {
+  object(depth: number, parentKey: string): void {
     this.i++ // {
     const checkKeys = depth <= KEY_CHECK_DEPTH
     const seen = checkKeys ? new Set<string>() : undefined
-    const seenPolicy = checkKeys ? new Set<string>() : undefined
+    const checkPolicy = depth < KEY_CHECK_DEPTH || POLICY_PARENTS.has(parentKey)
+    const seenPolicy = checkKeys && checkPolicy ? new Set<string>() : undefined
     this.skipWs()
     if (this.t.charCodeAt(this.i) === 0x7d) return void this.i++
     for (;;) {
       this.skipWs()
       if (this.t.charCodeAt(this.i) !== 0x22) this.fail('syntax', `expected a key at ${this.i}`)
       const key = this.string()
-      if (seen !== undefined && seenPolicy !== undefined) {
+      if (seen !== undefined) {
         if (seen.has(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
         seen.add(key)
         const lower = key.toLowerCase()
-        if (POLICY_KEYS.has(lower)) {
+        if (seenPolicy !== undefined && POLICY_KEYS.has(lower)) {
           if (seenPolicy.has(lower)) this.fail('duplicate_key', `case-variant key "${key}"`)
           seenPolicy.add(lower)
         }
@@ -125,7 +128,7 @@ class Scanner {
       this.i++
       this.skipWs()
       const start = this.i
-      this.value(depth + 1)
+      this.value(depth + 1, key)
       if (depth === 1 && key === 'id') this.rawId = this.t.slice(start, this.i)
       this.skipWs()
       const c = this.t.charCodeAt(this.i)

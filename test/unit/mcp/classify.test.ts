@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest'
+import { GatewayError } from '../../../src/errors.js'
+import { classify, type ClassifyPolicy } from '../../../src/mcp/classify.js'
+import { readRequestHead } from '../../../src/mcp/request-head.js'
+
+const MODERN = '2026-07-28'
+const envelope = (version = MODERN) => ({
+  'io.modelcontextprotocol/protocolVersion': version,
+  'io.modelcontextprotocol/clientCapabilities': {},
+})
+const verify: ClassifyPolicy = { parseAlways: true, parseMethods: new Set(), allowLegacy: true, maxDepth: 64 }
+const trust: ClassifyPolicy = { ...verify, parseAlways: false }
+
+function head(h: Record<string, string>) {
+  return readRequestHead(Object.entries(h).flat())
+}
+function body(v: unknown): Buffer {
+  return Buffer.from(typeof v === 'string' ? v : JSON.stringify(v))
+}
+function call(name: string, extra: Record<string, unknown> = {}) {
+  return { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {}, _meta: envelope(), ...extra } }
+}
+function reason(fn: () => unknown): string | undefined {
+  try {
+    fn()
+    return undefined
+  } catch (err) {
+    if (err instanceof GatewayError) return `${err.code}${err.data === undefined ? '' : ` ${JSON.stringify(err.data)}`}`
+    throw err
+  }
+}
+const modern = (method: string, name?: string) => ({
+  'mcp-protocol-version': MODERN,
+  'mcp-method': method,
+  ...(name === undefined ? {} : { 'mcp-name': name }),
+})
+
+describe('classify: 2026-07-28 requests', () => {
+  it('verifies headers against the body and names the target', () => {
+    const info = classify(head(modern('tools/call', 'echo')), body(call('echo')), verify)
+    expect(info).toMatchObject({ era: 'modern', method: 'tools/call', verified: true, targets: [{ kind: 'tool', name: 'echo' }] })
+  })
+
+  it('trusts headers without reading the body when the backend checks them itself', () => {
+    const info = classify(head(modern('tools/call', 'echo')), body('not json at all'), trust)
+    expect(info).toMatchObject({ verified: false, targets: [{ kind: 'tool', name: 'echo' }], message: undefined })
+  })
+
+  it('reads the body of a trusted backend when a feature needs it', () => {
+    const p = { ...trust, parseMethods: new Set(['tools/list']) }
+    expect(reason(() => classify(head(modern('tools/list')), body('nope'), p))).toBe('parse_error')
+  })
+
+  it.each([
+    ['a spoofed Mcp-Method (tools/list over a tools/call body)', modern('tools/list'), call('delete_all')],
+    ['a spoofed Mcp-Name', modern('tools/call', 'read_file'), call('delete_all')],
+    ['a case variant of Mcp-Method', modern('Tools/Call', 'echo'), call('echo')],
+    ['a missing Mcp-Name', modern('tools/call'), call('echo')],
+    ['Mcp-Name with no params.name in the body', modern('tools/call', 'echo'), { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { _meta: envelope() } }],
+    ['a sentinel that decodes to another name', modern('tools/call', `=?base64?${Buffer.from('read').toString('base64')}?=`), call('delete_all')],
+    ['an invalid sentinel', modern('tools/call', '=?base64?@@@?='), call('echo')],
+    ['an envelope naming a legacy version', modern('tools/call', 'echo'), call('echo', { _meta: envelope('2025-11-25') })],
+    ['a request without Mcp-Method', { 'mcp-protocol-version': MODERN }, call('echo')],
+    ['resources/read with another uri', modern('resources/read', 'config://other'), { jsonrpc: '2.0', id: 1, method: 'resources/read', params: { uri: 'config://app' } }],
+  ])('rejects %s with header_mismatch', (_label, h, b) => {
+    expect(reason(() => classify(head(h), body(b), verify))).toBe('header_mismatch')
+  })
+
+  it('a missing Mcp-Name is a mismatch even for a trusted backend (required header, SEP-2243)', () => {
+    expect(reason(() => classify(head(modern('prompts/get')), body('{}'), trust))).toBe('header_mismatch')
+  })
+
+  it('decodes a base64 sentinel before comparing', () => {
+    const h = modern('tools/call', `=?base64?${Buffer.from('Zürich').toString('base64')}?=`)
+    const info = classify(head(h), body(call('Zürich')), verify)
+    expect(info.targets).toEqual([{ kind: 'tool', name: 'Zürich' }])
+  })
+
+  it('lets a modern notification through without Mcp-Method', () => {
+    const b = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'listen:0' } }
+    expect(classify(head({ 'mcp-protocol-version': MODERN }), body(b), trust).kind).toBe('notification')
+  })
+
+  it.each([
+    ['a batch', '[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', 'batch_not_supported'],
+    ['a response object', '{"jsonrpc":"2.0","id":1,"result":{}}', 'invalid_request'],
+    ['a null id', '{"jsonrpc":"2.0","id":null,"method":"tools/list"}', 'invalid_request'],
+    ['params as an array', '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}', 'invalid_request'],
+    ['jsonrpc 1.0', '{"jsonrpc":"1.0","id":1,"method":"tools/list"}', 'invalid_request'],
+    ['duplicate method keys', '{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}', 'duplicate_key'],
+    ['truncated JSON', '{"jsonrpc":', 'parse_error'],
+    ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0x7d]), 'parse_error'],
+  ])('rejects %s', (_label, b, code) => {
+    expect(reason(() => classify(head(modern('tools/list')), typeof b === 'string' ? body(b) : b, verify))).toBe(code)
+  })
+
+  it('targets completion refs and listen subscriptions', () => {
+    const complete = { jsonrpc: '2.0', id: 1, method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'greet' }, argument: { name: 'a', value: '' } } }
+    expect(classify(head(modern('completion/complete')), body(complete), verify).targets).toEqual([{ kind: 'prompt', name: 'greet' }])
+    const listen = { jsonrpc: '2.0', id: 'listen:0', method: 'subscriptions/listen', params: { notifications: { resourceSubscriptions: ['a://1', 'b://2'] } } }
+    expect(classify(head(modern('subscriptions/listen')), body(listen), verify).targets).toEqual([
+      { kind: 'resource', uri: 'a://1' },
+      { kind: 'resource', uri: 'b://2' },
+    ])
+  })
+
+  it('refuses an unknown protocol version with the supported list', () => {
+    expect(reason(() => classify(head({ 'mcp-protocol-version': '2099-01-01' }), body('{}'), { ...verify, allowLegacy: false }))).toBe(
+      'unsupported_version {"supported":["2026-07-28"],"requested":"2099-01-01"}',
+    )
+  })
+})
+
+describe('classify: 2025-era requests', () => {
+  const legacyCall = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'delete_all' } }
+
+  it('judges a header-less legacy client on its body', () => {
+    const info = classify(head({}), body(legacyCall), trust)
+    expect(info).toMatchObject({ era: 'legacy', verified: true, targets: [{ kind: 'tool', name: 'delete_all' }] })
+  })
+
+  it('never trusts legacy-version headers: the body decides and must agree', () => {
+    const h = { 'mcp-protocol-version': '2025-06-18', 'mcp-method': 'tools/list' }
+    expect(reason(() => classify(head(h), body(legacyCall), trust))).toBe('header_mismatch')
+  })
+
+  it('rejects a modern envelope without the modern header', () => {
+    expect(reason(() => classify(head({}), body(call('echo')), trust))).toBe('header_mismatch')
+  })
+
+  it('lets legacy clients post JSON-RPC responses (2025 server→client requests)', () => {
+    const info = classify(head({ 'mcp-protocol-version': '2025-11-25' }), body('{"jsonrpc":"2.0","id":0,"result":{}}'), trust)
+    expect(info.kind).toBe('response')
+  })
+
+  it('refuses legacy clients where the server is modern-only', () => {
+    expect(reason(() => classify(head({}), body(legacyCall), { ...trust, allowLegacy: false }))).toBe(
+      'legacy_not_allowed {"supported":["2026-07-28"]}',
+    )
+  })
+
+  it('asks for params.name on a legacy tools/call', () => {
+    const b = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: {} }
+    expect(reason(() => classify(head({}), body(b), trust))).toBe('invalid_params')
+  })
+})
