@@ -2,6 +2,8 @@ import type { ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { GatewayError, type ErrorCode } from '../errors.js'
 import { HOP_BY_HOP } from '../mcp/headers.js'
+import { peekRawId } from '../mcp/jsonrpc.js'
+import { SseFramer } from './sse-framing.js'
 import type { Upstream } from './upstream.js'
 
 /** Rewrites a response body on its way to the client (list filtering, cache capture). */
@@ -94,6 +96,8 @@ export function forward(res: ServerResponse, req: ForwardRequest): Promise<Forwa
 class ProxyHandler implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined
   private transform: BodyTransform | undefined
+  /** Set for untransformed SSE: only whole events reach the client (B-08). */
+  private framer: SseFramer | undefined
   private status: number | undefined
   private headers: HeaderMap | undefined
   private headWritten = false
@@ -136,6 +140,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     const streaming = String(headers['content-type'] ?? '').startsWith('text/event-stream')
     if (streaming) out['x-accel-buffering'] = 'no'
     this.transform = this.req.transform?.(status, out)
+    if (streaming && this.transform === undefined) this.framer = new SseFramer()
     if (this.transform === undefined && !streaming && headers['content-length'] !== undefined) {
       out['content-length'] = headers['content-length']
     }
@@ -147,7 +152,8 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.settled) return
     let out: Buffer | undefined = chunk
-    if (this.transform !== undefined) {
+    if (this.framer !== undefined) out = this.framer.push(chunk)
+    else if (this.transform !== undefined) {
       try {
         out = this.transform.push(chunk)
       } catch (err) {
@@ -175,7 +181,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
       if (out !== undefined && out.length > 0) this.write(controller, out)
     }
     this.finish()
-    this.res.end()
+    this.res.end(this.unansweredStreamEvent())
     this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
   }
 
@@ -190,10 +196,29 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
       this.reject(classifyFailure(err, this.status))
       return
     }
-    // Bytes already reached the client: the only honest signal left is a broken connection, so a
-    // half-written JSON body or SSE event is never presented as complete (reliability B-07/B-08).
+    // An SSE stream that broke between events, before its answer, still gets a well-formed final
+    // error event: clients (the v2 SDK among them) otherwise wait out their own request timeout.
+    const event = this.unansweredStreamEvent()
+    if (event !== undefined) {
+      this.res.end(event)
+      this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
+      return
+    }
+    // Otherwise the only honest signal left is a broken connection, so a half-written JSON body
+    // is never presented as complete (reliability B-07).
     this.res.destroy()
     this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
+  }
+
+  /**
+   * A final JSON-RPC error event for an SSE stream that ended (or broke between events) without
+   * answering its request; undefined when it did answer, or when there is no id to answer.
+   */
+  private unansweredStreamEvent(): string | undefined {
+    if (this.framer === undefined || this.framer.sawResponse || this.req.body === null) return undefined
+    const id = peekRawId(this.req.body, 64)
+    if (id === undefined) return undefined
+    return `event: message\ndata: {"jsonrpc":"2.0","id":${id},"error":{"code":-31502,"message":"Upstream stream ended before the response","data":{"source":"gateway","reason":"upstream_stream_broken"}}}\n\n`
   }
 
   private writeHead(flush: boolean): void {
