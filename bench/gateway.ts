@@ -1,0 +1,105 @@
+/** Starts the built gateway (`dist/cli.js serve --config …`) pinned, and waits for /healthz. */
+import { existsSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { stringify } from 'yaml'
+import { spawnNode, type Child } from './children.js'
+
+/** A running gateway and the base URL its routes hang off. */
+export interface Gateway {
+  readonly child: Child
+  readonly baseUrl: string
+}
+
+export interface GatewaySpec {
+  readonly name: string
+  readonly repoRoot: string
+  readonly configDir: string
+  /** Server name → upstream URL; each is served at POST /mcp/<name>. */
+  readonly servers: Readonly<Record<string, string>>
+  readonly trustHeaders: boolean
+  readonly cpu: number
+}
+
+const HEALTH_TIMEOUT_MS = 20_000
+
+/**
+ * The gateway entry point: what `npm run build` produced, or BENCH_GATEWAY_ENTRY to bench another
+ * build (say, the previous release) through the same harness.
+ */
+export function gatewayEntry(repoRoot: string): string {
+  return process.env['BENCH_GATEWAY_ENTRY'] || join(repoRoot, 'dist', 'cli.js')
+}
+
+/** Writes the config, starts the gateway and resolves once GET /healthz answers 200. */
+export async function startGateway(spec: GatewaySpec): Promise<Gateway> {
+  const entry = gatewayEntry(spec.repoRoot)
+  if (!existsSync(entry)) {
+    throw new Error(
+      `gateway not built: ${entry} is missing. Run \`npm run build\` first, ` +
+        'or set BENCH_DIRECT_ONLY=1 to measure the backend alone.',
+    )
+  }
+  const port = await freePort()
+  const servers = Object.fromEntries(
+    Object.entries(spec.servers).map(([name, url]) => [
+      name,
+      { upstreams: [{ url }], trustHeaders: spec.trustHeaders },
+    ]),
+  )
+  const config = { listen: { host: '127.0.0.1', port }, servers, log: { level: 'warn' } }
+  const configPath = join(spec.configDir, `${spec.name}.yaml`)
+  await writeFile(configPath, stringify(config))
+  const child = spawnNode(spec.name, [entry, 'serve', '--config', configPath], {
+    cpu: spec.cpu,
+    cwd: spec.repoRoot,
+  })
+  const baseUrl = `http://127.0.0.1:${port}`
+  await waitHealthy(child, `${baseUrl}/healthz`, configPath)
+  return { child, baseUrl }
+}
+
+async function waitHealthy(child: Child, url: string, configPath: string): Promise<void> {
+  let exitCode: string | undefined
+  void child.exited.then((code) => (exitCode = code))
+  const deadline = Date.now() + HEALTH_TIMEOUT_MS
+  let lastError = 'no answer yet'
+  while (Date.now() < deadline) {
+    if (exitCode !== undefined) {
+      throw new Error(
+        `${child.name} exited (${exitCode}) before becoming healthy ` +
+          `(config ${configPath}):\n${child.output()}`,
+      )
+    }
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) })
+      await res.arrayBuffer()
+      if (res.status === 200) return
+      lastError = `GET /healthz → ${res.status}`
+    } catch (err) {
+      lastError = err instanceof Error ? err.message : String(err)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error(
+    `${child.name} did not become healthy within ${HEALTH_TIMEOUT_MS} ms (${lastError}); ` +
+      `config ${configPath}:\n${child.output()}`,
+  )
+}
+
+/**
+ * A port that was free a moment ago. The gateway needs its port in the config file, so the usual
+ * listen-on-0 is not available; the race with other processes is acceptable for a bench.
+ */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address !== null ? address.port : 0
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error('no free port'))))
+    })
+  })
+}
