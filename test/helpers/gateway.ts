@@ -1,0 +1,39 @@
+import { onTestFinished } from 'vitest'
+import { stringify } from 'yaml'
+import { parseConfigText } from '../../src/config/load.js'
+import { startGateway, type RunningGateway } from '../../src/server.js'
+
+/** A gateway started for one test, with its log lines captured. */
+export interface TestGateway extends RunningGateway {
+  /** `${url}/mcp/<server>` */
+  mcpUrl(server: string): string
+  /** Every JSON log line written so far. */
+  readonly logs: Record<string, unknown>[]
+}
+
+/**
+ * Starts a gateway on 127.0.0.1:0 with `config` (an object, serialised to YAML so it goes through
+ * the same loader as a file) and closes it when the test finishes.
+ */
+export async function startTestGateway(
+  config: Record<string, unknown>,
+  opts: { dir?: string; env?: NodeJS.ProcessEnv; autoClose?: boolean } = {},
+): Promise<TestGateway> {
+  const logs: Record<string, unknown>[] = []
+  const text = stringify({ listen: { host: '127.0.0.1', port: 0 }, log: { level: 'info' }, ...config })
+  const loaded = parseConfigText(text, { dir: opts.dir ?? process.cwd(), env: opts.env ?? {} })
+  const gw = await startGateway(loaded, {
+    logDestination: {
+      write(line: string) {
+        logs.push(JSON.parse(line) as Record<string, unknown>)
+      },
+    },
+  })
+  if (opts.autoClose !== false) onTestFinished(() => gw.close(200))
+  return Object.assign(gw, { logs, mcpUrl: (server: string) => `${gw.url}/mcp/${server}` })
+}
+
+/** Config for one server named `name` in front of `url`. */
+export function oneServer(url: string, server: Record<string, unknown> = {}, name = 'app'): Record<string, unknown> {
+  return { servers: { [name]: { upstreams: [{ url }], ...server } } }
+}
