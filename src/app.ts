@@ -8,10 +8,12 @@ import { accessLog } from './pipeline/access-log.js'
 import { authenticate } from './pipeline/authenticate.js'
 import { authorize } from './pipeline/authorize.js'
 import { classifyRequest } from './pipeline/classify.js'
+import { exchangeToken } from './pipeline/exchange-token.js'
 import { frontDoor } from './pipeline/front-door.js'
 import { listCache } from './pipeline/list-cache.js'
 import { proxy } from './pipeline/proxy.js'
 import { readRequest } from './pipeline/read-request.js'
+import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
 import type { RuntimeRef } from './runtime/ref.js'
 
 /** What the app needs from the process around it. */
@@ -34,6 +36,8 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
     const problems = [...(deps.ref.draining ? ['draining'] : []), ...deps.readiness()]
     return c.json({ ready: problems.length === 0, problems }, problems.length === 0 ? 200 : 503)
   })
+  // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
+  app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
 
   app.all(
     '/mcp/:server',
@@ -45,6 +49,7 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
     classifyRequest(), // SEP-2243 headers, body only where needed
     authorize(), // policy on named targets; list filters registered as result hooks
     listCache(), // public list results served from the edge
+    exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward
   )
   return app

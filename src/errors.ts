@@ -34,6 +34,12 @@ export const ERRORS = {
   invalid_token: { status: 401, rpc: -31001, message: 'Invalid access token' },
   insufficient_scope: { status: 403, rpc: -31003, message: 'Insufficient scope' },
   auth_unavailable: { status: 503, rpc: -31503, message: 'Token verification unavailable' },
+  token_in_query: {
+    status: 401,
+    rpc: -31001,
+    message: 'Access tokens are accepted in the Authorization header only',
+  },
+  token_exchange_failed: { status: 502, rpc: -31502, message: 'Upstream credentials unavailable' },
   // Message shape and SEP-2243 checks
   parse_error: { status: 400, rpc: -32700, message: 'Parse error: invalid JSON' },
   invalid_request: { status: 400, rpc: -32600, message: 'Invalid Request' },
@@ -72,16 +78,24 @@ export type ErrorCode = keyof typeof ERRORS
 /** Statuses that ask the client to come back later; they carry Retry-After. */
 const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([503])
 
+/** Options of a GatewayError: the cause, and response headers it needs (WWW-Authenticate …). */
+export interface GatewayErrorOptions extends ErrorOptions {
+  /** Gateway-built values only (never copied from a request or a backend). */
+  readonly headers?: Readonly<Record<string, string>>
+}
+
 /** A failure the gateway answers itself; `detail` is safe to show the client. */
 export class GatewayError extends Error {
   override readonly name = 'GatewayError'
+  readonly headers: Readonly<Record<string, string>> | undefined
   constructor(
     readonly code: ErrorCode,
     readonly detail?: string,
     readonly data?: Readonly<Record<string, unknown>>,
-    options?: ErrorOptions,
+    options?: GatewayErrorOptions,
   ) {
     super(detail === undefined ? ERRORS[code].message : `${ERRORS[code].message}: ${detail}`, options)
+    this.headers = options?.headers
   }
 }
 
@@ -108,6 +122,7 @@ export function renderError(err: GatewayError, rawId: string | undefined): Rende
     'x-mcp-gateway-error': err.code,
   }
   if (RETRY_AFTER_STATUSES.has(spec.status)) headers['retry-after'] = '1'
+  if (err.headers !== undefined) Object.assign(headers, err.headers)
   return { status: spec.status, headers, body }
 }
 

@@ -36,7 +36,7 @@ export interface StartOptions {
 export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const config = loaded.config
   const log = createLogger(config.log.level, opts.logDestination)
-  const ref: RuntimeRef = { current: createRuntime(config, log), draining: false }
+  const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir), draining: false }
   const metrics = createMetrics()
   const app = buildApp({ ref, log, metrics, readiness: () => [] })
   const server = createAdaptorServer({
@@ -77,7 +77,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
     ref,
     async reload(next) {
       const old = ref.current
-      ref.current = createRuntime(next.config, log)
+      ref.current = createRuntime(next.config, log, next.dir)
       // Let requests that started on the old runtime finish before its pools close.
       setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
     },

@@ -2,6 +2,9 @@ import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
+import { checkAuthConfig } from '../auth/compile.js'
+import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
+import type { PolicySet } from '../policy/policy.js'
 import { configSchema, type GatewayConfig } from './schema.js'
 
 /** A config that failed to load; `problems` lists every error as `path: message`. */
@@ -17,6 +20,8 @@ export interface LoadedConfig {
   readonly config: GatewayConfig
   readonly file: string | undefined
   readonly dir: string
+  /** The compiled `policies:` folder, loaded with the config so both are one snapshot. */
+  readonly policy?: PolicySet | undefined
 }
 
 /** Reads, validates and freezes a YAML config file. Throws ConfigError naming every problem. */
@@ -44,7 +49,8 @@ export function parseConfigText(
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems)
   problems.push(...crossCheck(parsed.data, opts.dir))
   if (problems.length > 0) throw new ConfigError(problems)
-  return { config: deepFreeze(parsed.data), file: opts.file, dir: opts.dir }
+  const policy = loadPolicies(parsed.data, opts.dir)
+  return { config: deepFreeze(parsed.data), file: opts.file, dir: opts.dir, policy }
 }
 
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
@@ -85,6 +91,16 @@ function formatIssue(issue: z.core.$ZodIssue): string {
   return `${path || '(root)'}: ${issue.message}`
 }
 
+/** Policy files are part of the config: `check` and reloads report their problems too. */
+function loadPolicies(c: GatewayConfig, dir: string): PolicySet | undefined {
+  try {
+    return loadConfiguredPolicies(c, dir)
+  } catch (err) {
+    if (err instanceof PolicyError) throw new ConfigError(err.problems)
+    throw err
+  }
+}
+
 /** References and combinations the schema alone cannot express. */
 function crossCheck(c: GatewayConfig, dir: string): string[] {
   const problems: string[] = []
@@ -101,6 +117,7 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
       if (f !== undefined && !existsSync(resolvePath(dir, f))) problems.push(`auth.jwt.${key}: file ${f} not found`)
     }
   }
+  problems.push(...checkAuthConfig(c, dir)) // key files, publicUrl shape, token exchange
   for (const [name, s] of Object.entries(c.servers)) {
     if (s.requiredScopes.length > 0 && c.auth === undefined) {
       problems.push(`servers.${name}.requiredScopes: needs auth to be configured`)

@@ -53,13 +53,20 @@ const retry = z.strictObject({
   minConcurrent: z.int().min(0).default(3),
 })
 
+/** RFC 6749 §3.3 scope-token: it goes into a quoted `WWW-Authenticate` parameter as is. */
+const scopeToken = z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'invalid scope (RFC 6749 scope-token)')
+
+/** RFC 8693 token exchange: the caller's token is traded for one meant for this backend. */
 const tokenExchange = z.strictObject({
   tokenUrl: url,
   clientId: z.string().min(1),
   clientSecret: z.string().min(1),
+  /** How the gateway authenticates to the token endpoint (RFC 6749 §2.3.1). */
+  clientAuth: z.enum(['basic', 'post']).default('basic'),
   audience: z.string().min(1).optional(),
   resource: url.optional(),
   scope: z.string().optional(),
+  timeoutMs: positiveMs.default(5000),
 })
 
 const server = z.strictObject({
@@ -71,7 +78,7 @@ const server = z.strictObject({
   /** Sent upstream on every request; the client's own credentials never are. */
   headers: z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'invalid header name'), z.string()).default({}),
   timeouts: timeouts.default(timeouts.parse({})),
-  requiredScopes: z.array(z.string().min(1)).default([]),
+  requiredScopes: z.array(scopeToken).default([]),
   origins: z.array(z.string().min(1)).optional(),
   balance: balance.default('least-request'),
   maxInFlight: z.int().min(1).default(256),
@@ -104,7 +111,7 @@ const auth = z.strictObject({
   resourceMetadata: z
     .strictObject({
       authorizationServers: z.array(url).min(1),
-      scopesSupported: z.array(z.string().min(1)).optional(),
+      scopesSupported: z.array(scopeToken).optional(),
     })
     .optional(),
 })

@@ -18,6 +18,8 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     const headers = [
       ...head.forward,
       ...server.upstreamHeaders,
+      // SECURITY: the token exchanged for this backend (issue 3), never the caller's own.
+      ...(c.var.upstreamAuthorization === undefined ? [] : ['authorization', c.var.upstreamAuthorization]),
       // SECURITY: gateway-owned identity headers; inbound copies were dropped (reliability S-20).
       'x-forwarded-for', incoming.socket.remoteAddress ?? '',
       'x-forwarded-proto', 'http',

@@ -1,6 +1,9 @@
 import type { Logger } from 'pino'
+import { compileAuth, type AuthRuntime } from '../auth/compile.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
+import { loadConfiguredPolicies } from '../policy/load.js'
+import type { PolicySet } from '../policy/policy.js'
 import { UpstreamPool } from '../upstream/pool.js'
 import { Upstream } from '../upstream/upstream.js'
 
@@ -21,6 +24,10 @@ export interface GatewayRuntime {
   readonly config: GatewayConfig
   readonly servers: ReadonlyMap<string, ServerRuntime>
   readonly allowedHosts: ReadonlySet<string> | undefined
+  /** The compiled org-wide allowlist; undefined without `policies:`. Hot reload swaps it. */
+  readonly policy: PolicySet | undefined
+  /** Token verifier, challenges, metadata and token exchange; undefined without `auth:`. */
+  readonly auth: AuthRuntime | undefined
 }
 
 /** Methods whose body a gateway feature needs to see even from a backend that checks headers. */
@@ -30,12 +37,20 @@ export function parseMethodsFor(config: GatewayConfig): Set<string> {
     // Policy names targets inside these bodies (completion refs, listen resource URIs).
     methods.add('completion/complete')
     methods.add('subscriptions/listen')
+    // A 2025-era resources/subscribe names a URI in its body (policy/targets.ts).
+    methods.add('resources/subscribe')
   }
   return methods
 }
 
 /** Compiles servers and their connection pools. */
-export function createRuntime(config: GatewayConfig, log: Logger): GatewayRuntime {
+export function createRuntime(
+  config: GatewayConfig,
+  log: Logger,
+  dir = process.cwd(),
+  // SECURITY: with `policies:` set a runtime never exists without its policy (throws PolicyError).
+  policy: PolicySet | undefined = loadConfiguredPolicies(config, dir),
+): GatewayRuntime {
   const parseMethods = parseMethodsFor(config)
   const servers = new Map<string, ServerRuntime>()
   for (const [name, cfg] of Object.entries(config.servers)) {
@@ -64,6 +79,8 @@ export function createRuntime(config: GatewayConfig, log: Logger): GatewayRuntim
     config,
     servers,
     allowedHosts: config.allowedHosts === undefined ? undefined : new Set(config.allowedHosts),
+    auth: compileAuth(config, dir), // key files resolve against the config's folder
+    policy,
   }
 }
 

@@ -1,0 +1,96 @@
+import { existsSync } from 'node:fs'
+import { isAbsolute, resolve } from 'node:path'
+import type { GatewayConfig } from '../config/schema.js'
+import { checkKeyFiles } from './key-source.js'
+import {
+  challengesFor,
+  metadataFor,
+  metadataUrl,
+  publicBase,
+  resourceUrl,
+  type Challenges,
+  type ProtectedResourceMetadata,
+} from './resource.js'
+import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
+import { createVerifier, type Verifier } from './verifier.js'
+
+/** Authentication of one server, compiled once per config. */
+export interface ServerAuth {
+  /** Accepted `aud` values: `auth.jwt.audience`, or this server's resource URI. */
+  readonly audience: string | readonly string[]
+  readonly requiredScopes: readonly string[]
+  readonly challenges: Challenges
+  /** RFC 9728 document served at this server's well-known URL. */
+  readonly metadata: ProtectedResourceMetadata
+  /** RFC 8693 exchange for upstream credentials, when `tokenExchange` is configured. */
+  readonly exchanger: TokenExchanger | undefined
+}
+
+/** Everything authentication needs at request time; part of the runtime swapped on reload. */
+export interface AuthRuntime {
+  readonly verifier: Verifier
+  readonly servers: ReadonlyMap<string, ServerAuth>
+  /** Served at the root well-known URL: the gateway as a whole (resource = publicUrl). */
+  readonly rootMetadata: ProtectedResourceMetadata
+  /** `auth.publicUrl`'s path ('' or '/prefix'), for matching well-known request paths. */
+  readonly prefix: string
+}
+
+/** Compiles `auth:` and every server's auth settings; undefined when auth is off. */
+export function compileAuth(config: GatewayConfig, configDir: string): AuthRuntime | undefined {
+  const auth = config.auth
+  if (auth === undefined) return undefined
+  const base = publicBase(auth.publicUrl)
+  const issuers = typeof auth.jwt.issuer === 'string' ? [auth.jwt.issuer] : auth.jwt.issuer
+  // RFC 9728 §2: the AS whose tokens we accept; by default the issuers themselves.
+  const authServers = auth.resourceMetadata?.authorizationServers ?? issuers
+  const advertised = auth.resourceMetadata?.scopesSupported ?? []
+  const servers = new Map<string, ServerAuth>()
+  for (const [name, s] of Object.entries(config.servers)) {
+    const resource = resourceUrl(base, name)
+    servers.set(name, {
+      audience: auth.jwt.audience ?? resource,
+      requiredScopes: s.requiredScopes,
+      challenges: challengesFor(metadataUrl(base, name), s.requiredScopes),
+      // A required scope must be one a client can find out about and request.
+      metadata: metadataFor(resource, authServers, unique([...s.requiredScopes, ...advertised])),
+      exchanger: s.tokenExchange === undefined ? undefined : createTokenExchanger(s.tokenExchange),
+    })
+  }
+  const allRequired = Object.values(config.servers).flatMap((s) => s.requiredScopes)
+  return {
+    verifier: createVerifier(auth, configDir, { maxTokenBytes: config.limits.maxTokenBytes }),
+    servers,
+    rootMetadata: metadataFor(resourceUrl(base), authServers, unique([...allRequired, ...advertised])),
+    prefix: base.prefix,
+  }
+}
+
+/** Auth problems the schema cannot see, for the config loader's cross-check. */
+export function checkAuthConfig(config: GatewayConfig, configDir: string): string[] {
+  const problems: string[] = []
+  const auth = config.auth
+  if (auth !== undefined) {
+    const u = new URL(auth.publicUrl)
+    if (u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+      problems.push('auth.publicUrl: scheme://host[:port][/path] only (no query, fragment or userinfo)')
+    }
+    const j = auth.jwt
+    const files = [j.jwksFile, j.publicKeyFile].filter((f) => f !== undefined)
+    if (files.every((f) => existsSync(isAbsolute(f) ? f : resolve(configDir, f)))) {
+      problems.push(...checkKeyFiles(j, configDir))
+    }
+  }
+  for (const [name, s] of Object.entries(config.servers)) {
+    if (s.tokenExchange === undefined) continue
+    if (auth === undefined) problems.push(`servers.${name}.tokenExchange: needs auth to be configured`)
+    if (Object.keys(s.headers).some((h) => h.toLowerCase() === 'authorization')) {
+      problems.push(`servers.${name}.headers.Authorization: conflicts with tokenExchange (which sets it)`)
+    }
+  }
+  return problems
+}
+
+function unique(xs: readonly string[]): string[] {
+  return [...new Set(xs)]
+}

@@ -1,0 +1,108 @@
+import { errors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose'
+import type { AuthConfig } from '../config/schema.js'
+import type { Principal } from '../env.js'
+import { AuthFailure } from './failure.js'
+import { createKeySource, JwksUnavailable, type KeySource } from './key-source.js'
+
+/** Checks a bearer token for one audience; resolves to the caller or rejects with AuthFailure. */
+export interface Verifier {
+  verify(token: string, audience: string | readonly string[]): Promise<Principal>
+}
+
+/** Options that live outside `auth:` (limits) or exist for tests. */
+export interface VerifierOptions {
+  readonly maxTokenBytes: number
+  /** Inject a key source (tests); default: the one `auth.jwt` names. */
+  readonly keys?: KeySource
+}
+
+/**
+ * Compiles `auth.jwt` once. Every check is pinned (spec 2026-07-28 §8, reliability.md S-02): the
+ * signature by a configured key, the algorithm from the configured asymmetric list, `iss`, `aud`,
+ * and `exp`, which jose only checks when present unless required.
+ */
+export function createVerifier(auth: AuthConfig, configDir: string, opts: VerifierOptions): Verifier {
+  const jwt = auth.jwt
+  const keys = opts.keys ?? createKeySource(jwt, configDir)
+  const base = {
+    // SECURITY: asymmetric only (schema enum): no alg:none, no HS256 keyed with the public key.
+    algorithms: [...jwt.algorithms],
+    // SECURITY: jose requires `iss` to be present and one of these.
+    issuer: typeof jwt.issuer === 'string' ? jwt.issuer : [...jwt.issuer],
+    // SECURITY: a token without `exp` would never expire (reliability.md A-33).
+    requiredClaims: ['exp'],
+    clockTolerance: jwt.clockToleranceSec,
+  } as const satisfies JWTVerifyOptions
+  return {
+    async verify(token, audience) {
+      // SECURITY: size first, before any base64 or JSON decoding (reliability.md A-37).
+      if (token.length > opts.maxTokenBytes) throw new AuthFailure('invalid_token', 'token too large')
+      const warm = keys.warm()
+      // SECURITY: RFC 8707 audience binding: only tokens issued for this resource (S-02).
+      const options = { ...base, audience: typeof audience === 'string' ? audience : [...audience] }
+      let payload: JWTPayload
+      try {
+        const key = keys.key
+        const result =
+          typeof key === 'function'
+            ? await jwtVerify(token, key, options)
+            : await jwtVerify(token, key, options)
+        payload = result.payload
+      } catch (err) {
+        throw classifyFailure(err, warm, keys)
+      }
+      return toPrincipal(payload, token)
+    },
+  }
+}
+
+/**
+ * A key set that could not be fetched is the gateway's problem (503), unless keys were loaded and
+ * fresh: then the failure came from refetching for an unknown `kid`, and that token is refused
+ * (reliability.md B-20 b). Everything else jose throws is about the token itself.
+ */
+function classifyFailure(err: unknown, warm: boolean, keys: KeySource): AuthFailure {
+  if (err instanceof JwksUnavailable || err instanceof errors.JWKSTimeout || err instanceof errors.JWKSInvalid) {
+    if (warm) return new AuthFailure('invalid_token', 'unknown signing key', 1, { cause: err })
+    return new AuthFailure('unavailable', 'signing keys unavailable', keys.retryAfterSec(), { cause: err })
+  }
+  return new AuthFailure('invalid_token', reasonOf(err), 1, { cause: err })
+}
+
+/** Fixed, short reasons: never jose's message (it may quote claim values). */
+function reasonOf(err: unknown): string {
+  if (err instanceof errors.JWTExpired) return 'token expired'
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    if (err.claim === 'nbf' || err.claim === 'iat') return 'token not yet valid'
+    if (err.claim === 'exp') return 'missing or invalid exp'
+    if (err.claim === 'iss' || err.claim === 'aud') return `wrong ${err.claim}`
+    return `invalid ${err.claim} claim`
+  }
+  if (err instanceof errors.JWKSNoMatchingKey) return 'unknown signing key'
+  if (err instanceof errors.JOSEAlgNotAllowed) return 'algorithm not allowed'
+  if (err instanceof errors.JWSSignatureVerificationFailed) return 'bad signature'
+  return 'malformed token'
+}
+
+/** The verified caller. Scopes come from `scope` (RFC 8693 §4.2, space-separated) or `scp`. */
+function toPrincipal(payload: JWTPayload, token: string): Principal {
+  return {
+    subject: typeof payload.sub === 'string' ? payload.sub : '',
+    issuer: payload.iss ?? '',
+    claims: payload,
+    scopes: scopesOf(payload),
+    token,
+  }
+}
+
+/** `scope: "a b"`, or `scp` as an array (Okta) or a space-separated string (Entra ID). */
+export function scopesOf(payload: JWTPayload): ReadonlySet<string> {
+  const out = new Set<string>()
+  const add = (v: unknown): void => {
+    const list: unknown[] = typeof v === 'string' ? v.split(' ') : Array.isArray(v) ? v : []
+    for (const s of list) if (typeof s === 'string' && s !== '') out.add(s)
+  }
+  add(payload['scope'])
+  add(payload['scp'])
+  return out
+}
