@@ -13,24 +13,24 @@ export const accessLog = (log: Logger, metrics: GatewayMetrics): MiddlewareHandl
     try {
       await next()
     } finally {
-      const mcp = c.var.mcp
-      const server = c.var.server?.name ?? 'unknown'
-      const method = methodLabel(mcp?.method ?? c.var.head?.method)
+      const mcp = c.get('mcp')
+      const server = c.get('server')?.name ?? 'unknown'
+      const method = methodLabel(mcp?.method ?? c.get('head')?.method)
       const status = c.env.outgoing.headersSent ? c.env.outgoing.statusCode : c.res.status
       const seconds = (performance.now() - start) / 1000
-      metrics.requests.inc({ server, method, outcome: c.var.outcome ?? 'ok', status })
+      metrics.requests.inc({ server, method, outcome: c.get('outcome') ?? 'ok', status })
       metrics.duration.observe({ server, method }, seconds)
       if (log.isLevelEnabled('info')) {
         const target = mcp?.targets[0]
         log.info(
           {
-            server: c.var.server?.name,
-            method: mcp?.method ?? c.var.head?.method,
+            server: c.get('server')?.name,
+            method: mcp?.method ?? c.get('head')?.method,
             name: target === undefined ? undefined : target.kind === 'resource' ? target.uri : target.name,
             era: mcp?.era,
             status,
-            upstream: c.var.upstreamId,
-            outcome: c.var.outcome ?? 'ok',
+            upstream: c.get('upstreamId'),
+            outcome: c.get('outcome') ?? 'ok',
             ms: Math.round(seconds * 10_000) / 10,
           },
           'request',

@@ -17,6 +17,6 @@ const LEGACY_SESSION_REQUEST: McpRequestInfo = {
 export const classifyRequest = (): MiddlewareHandler<GatewayEnv> =>
   async function classifyRequest(c, next) {
     if (c.env.incoming.method !== 'POST') c.set('mcp', LEGACY_SESSION_REQUEST)
-    else c.set('mcp', classify(c.var.head, c.var.body, c.var.server.classify))
+    else c.set('mcp', classify(c.get('head'), c.get('body'), c.get('server').classify))
     await next()
   }

@@ -18,7 +18,7 @@ export const readRequest = (): MiddlewareHandler<GatewayEnv> =>
       c.set('body', EMPTY)
       return next()
     }
-    const head = c.var.head
+    const head = c.get('head')
     // SECURITY: a compressed body would be judged on bytes the backend then inflates differently
     // (and invites decompression bombs, reliability A-04).
     if (head.contentEncoding !== undefined && head.contentEncoding.toLowerCase() !== 'identity') {
@@ -26,7 +26,7 @@ export const readRequest = (): MiddlewareHandler<GatewayEnv> =>
     }
     // SECURITY: a CORS-simple text/plain POST skips preflight (hono GHSA-2234-fmw7-43wr).
     if (!isJsonMediaType(head.contentType)) throw new GatewayError('unsupported_media_type')
-    const limits = c.var.runtime.config.limits
+    const limits = c.get('runtime').config.limits
     c.set('body', await readBody(incoming, limits.maxBodyBytes, limits.bodyTimeoutMs))
     await next()
   }
