@@ -47,7 +47,7 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
     authenticate(), // bearer token → principal; 401/403 before any body is read
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
-    authorize(), // policy on named targets; list filters registered as result hooks
+    authorize(deps.log), // policy on named targets; list filters registered as result hooks
     listCache(), // public list results served from the edge
     exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward

@@ -4,6 +4,7 @@ import { createAdaptorServer } from '@hono/node-server'
 import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { LoadedConfig } from './config/load.js'
+import { watchConfig, type ConfigWatcher } from './config/watch.js'
 import { startAdmin } from './observability/admin.js'
 import { createLogger } from './observability/log.js'
 import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
@@ -30,15 +31,18 @@ export interface RunningGateway {
 export interface StartOptions {
   readonly logDestination?: DestinationStream
   readonly port?: number
+  /** Watch the config file and policy folder for changes (default true). */
+  readonly watch?: boolean
 }
 
 /** Starts the gateway on the configured (or given) port. */
 export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const config = loaded.config
   const log = createLogger(config.log.level, opts.logDestination)
-  const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir), draining: false }
+  const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir, loaded.policy), draining: false }
   const metrics = createMetrics()
-  const app = buildApp({ ref, log, metrics, readiness: () => [] })
+  let watcher: ConfigWatcher | undefined
+  const app = buildApp({ ref, log, metrics, readiness: () => watcher?.problems() ?? [] })
   const server = createAdaptorServer({
     fetch: app.fetch,
     serverOptions: {
@@ -67,6 +71,21 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   const admin =
     config.admin === undefined ? undefined : await startAdmin(metrics.registry, config.admin.host, config.admin.port)
   if (admin !== undefined) log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
+  const reload = async (next: LoadedConfig): Promise<void> => {
+    const old = ref.current
+    ref.current = createRuntime(next.config, log, next.dir, next.policy)
+    // Let requests that started on the old runtime finish before its pools close.
+    setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
+  }
+  if (opts.watch !== false) {
+    watcher = watchConfig({
+      loaded,
+      log,
+      applyConfig: reload,
+      // Policies alone change: swap just them, so pools and open streams are untouched.
+      applyPolicy: (policy) => void (ref.current = { ...ref.current, policy }),
+    })
+  }
 
   return {
     url: `http://${host}:${port}`,
@@ -75,13 +94,9 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
     log,
     metrics,
     ref,
-    async reload(next) {
-      const old = ref.current
-      ref.current = createRuntime(next.config, log, next.dir)
-      // Let requests that started on the old runtime finish before its pools close.
-      setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
-    },
+    reload,
     async close(drainMs = config.shutdown.drainMs) {
+      watcher?.close()
       ref.draining = true
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()

@@ -1,0 +1,51 @@
+import type { Logger } from 'pino'
+import type { McpTarget } from '../mcp/classify.js'
+import type { PolicyCaller } from '../policy/compile.js'
+import type { Decision } from '../policy/policy.js'
+
+/** One policy decision on a named target, as the audit log records it. */
+export interface AuditEntry {
+  readonly caller: PolicyCaller | undefined
+  readonly server: string
+  readonly method: string | undefined
+  readonly target: McpTarget
+  readonly decision: Decision
+  /** Id of the policy set that decided (changes on every reload that changes a rule). */
+  readonly policy: string
+}
+
+/** Writes the audit trail: one JSON line per decision, marked `audit: true`. */
+export interface AuditLog {
+  record(entry: AuditEntry): void
+}
+
+/**
+ * A child of the process logger with `audit: true`. It writes at `info` even when `log.level` is
+ * higher (an audit trail that a log level can switch off is not one), but stays quiet under
+ * `silent`. SECURITY: only `sub` and `iss` of the caller are written, never the token or claims
+ * (reliability S-21).
+ */
+export function createAuditLog(log: Logger): AuditLog {
+  const audit = log.child({ audit: true }, { level: log.level === 'silent' ? 'silent' : 'info' })
+  return {
+    record({ caller, server, method, target, decision, policy }) {
+      const denied = !decision.allow || decision.dryRun
+      audit.info(
+        {
+          sub: caller?.subject ?? null,
+          iss: caller?.issuer ?? null,
+          server,
+          method: method ?? null,
+          kind: target.kind,
+          target: target.kind === 'resource' ? target.uri : target.name,
+          decision: denied ? 'deny' : 'allow',
+          rule: decision.rule?.name ?? null,
+          reason: decision.reason,
+          dryRun: decision.dryRun,
+          policy,
+        },
+        decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : 'policy allowed',
+      )
+    },
+  }
+}

@@ -1,0 +1,76 @@
+import { createHash } from 'node:crypto'
+import { compilePatterns, type Matcher } from './pattern.js'
+import type { RuleConfig, TargetPatterns } from './schema.js'
+
+/** What a request can name: the kinds of target policy decides on. */
+export type TargetKind = 'tool' | 'prompt' | 'resource'
+
+/** The caller as policy sees it; the auth stage's Principal fits (src/policy stays hono-free). */
+export interface PolicyCaller {
+  readonly subject: string
+  readonly issuer: string
+  readonly claims: Readonly<Record<string, unknown>>
+}
+
+/** A rule as parsed from a file, with where it came from (`policies/a.yaml rules[2]`). */
+export interface SourcedRule {
+  readonly rule: RuleConfig
+  readonly source: string
+}
+
+/** A rule compiled once: patterns are matchers, `when` is a predicate; nothing parsed per request. */
+export interface CompiledRule {
+  /** `name#<hash of the rule's content>`: changes whenever the rule does (cache keys use it). */
+  readonly id: string
+  readonly name: string
+  readonly source: string
+  readonly servers: Matcher
+  /** Undefined: the rule applies to every caller, anonymous ones included. */
+  readonly when: ((caller: PolicyCaller | undefined) => boolean) | undefined
+  readonly allow: Readonly<Record<TargetKind, Matcher>>
+  readonly deny: Readonly<Record<TargetKind, Matcher>>
+  readonly dryRun: boolean
+}
+
+/** Compiles one validated rule. */
+export function compileRule({ rule, source }: SourcedRule): CompiledRule {
+  const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
+  const claims = rule.when?.claims
+  return {
+    id: `${rule.name}#${hash}`,
+    name: rule.name,
+    source,
+    servers: compilePatterns(rule.servers),
+    when: claims === undefined ? undefined : compileClaims(claims),
+    allow: compileTargets(rule.allow),
+    deny: compileTargets(rule.deny),
+    dryRun: rule.mode === 'dry-run',
+  }
+}
+
+function compileTargets(t: TargetPatterns | undefined): Record<TargetKind, Matcher> {
+  return {
+    tool: compilePatterns(t?.tools),
+    prompt: compilePatterns(t?.prompts),
+    resource: compilePatterns(t?.resources),
+  }
+}
+
+/**
+ * Every listed claim must equal the value or, when the claim is an array, contain it. Strict
+ * equality: `1` never matches `"1"`. Without a verified caller nothing matches.
+ */
+function compileClaims(
+  claims: Readonly<Record<string, string | number | boolean>>,
+): (caller: PolicyCaller | undefined) => boolean {
+  const wanted = Object.entries(claims)
+  return (caller) => {
+    if (caller === undefined) return false
+    return wanted.every(([name, value]) => {
+      // SECURITY: own claims only, so `constructor` or `__proto__` never match inherited values.
+      if (!Object.hasOwn(caller.claims, name)) return false
+      const actual = caller.claims[name]
+      return actual === value || (Array.isArray(actual) && actual.includes(value))
+    })
+  }
+}

@@ -1,0 +1,125 @@
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { parseDocument } from 'yaml'
+import { compileRule, type SourcedRule } from './compile.js'
+import { PolicySet, type PolicyMode } from './policy.js'
+import { formatPolicyIssue, policyFileSchema } from './schema.js'
+
+/** A policy folder that failed to load; `problems` lists every error as `file: path: message`. */
+export class PolicyError extends Error {
+  override readonly name = 'PolicyError'
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid policies:\n  ${problems.join('\n  ')}`)
+  }
+}
+
+/** Where the policies are and what they are checked against. */
+export interface PolicyLoadOptions {
+  /** Absolute path of the folder. */
+  readonly folder: string
+  /** How the folder is named in messages (the configured `policies:` value). */
+  readonly label: string
+  readonly mode: PolicyMode
+  /** Server names of the config: a rule naming another server literally is a typo. */
+  readonly servers: readonly string[]
+}
+
+const POLICY_FILE = /^[^.].*\.ya?ml$/
+
+/**
+ * The policy files of a folder, sorted by name: `*.yaml` and `*.yml` directly inside it (no
+ * subfolders, so `policies/examples/` is never loaded by accident; dotfiles such as editor swap
+ * files are skipped). Symlinks are followed, as Kubernetes ConfigMap volumes need.
+ */
+export function listPolicyFiles(folder: string): string[] {
+  return readdirSync(folder)
+    .filter((name) => POLICY_FILE.test(name) && statSync(join(folder, name)).isFile())
+    .sort()
+}
+
+/** Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. */
+export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
+  const problems: string[] = []
+  let files: string[] = []
+  try {
+    files = listPolicyFiles(opts.folder)
+  } catch (err) {
+    throw new PolicyError([`${opts.label}: ${(err as Error).message}`])
+  }
+  const rules: SourcedRule[] = []
+  for (const file of files) {
+    const label = `${opts.label.replace(/\/+$/, '')}/${file}`
+    rules.push(...readPolicyFile(join(opts.folder, file), label, problems))
+  }
+  problems.push(...crossCheck(rules, opts.servers))
+  if (problems.length > 0) throw new PolicyError(problems)
+  const compiled = rules.map(compileRule)
+  const id = createHash('sha256')
+    .update(JSON.stringify([opts.mode, ...compiled.map((r) => r.id)]))
+    .digest('hex')
+    .slice(0, 12)
+  return new PolicySet(compiled, opts.mode, id, opts.servers)
+}
+
+/** Parses one file; problems are appended as `label: path: message`. */
+export function readPolicyFile(path: string, label: string, problems: string[]): SourcedRule[] {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    problems.push(`${label}: ${(err as Error).message}`)
+    return []
+  }
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
+  if (doc.errors.length > 0) {
+    problems.push(...doc.errors.map((e) => `${label}: yaml: ${e.message}`))
+    return []
+  }
+  const raw: unknown = doc.toJS()
+  // An empty file is refused, not read as "no rules": a half-written save must not deny everything.
+  if (raw === null || raw === undefined) {
+    problems.push(`${label}: the file is empty (expected rules: [...])`)
+    return []
+  }
+  const parsed = policyFileSchema.safeParse(raw)
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(...formatPolicyIssue(issue).map((p) => `${label}: ${p}`))
+    }
+    return []
+  }
+  return parsed.data.rules.map((rule, i) => ({ rule, source: `${label} rules[${i}]` }))
+}
+
+function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): string[] {
+  const problems: string[] = []
+  const known = new Set(servers)
+  const seen = new Map<string, string>()
+  for (const { rule, source } of rules) {
+    const first = seen.get(rule.name)
+    if (first !== undefined) problems.push(`${source}.name: duplicate rule name "${rule.name}" (also ${first})`)
+    else seen.set(rule.name, source)
+    rule.servers.forEach((s, i) => {
+      // SECURITY: a misspelt server in a deny rule would silently deny nothing.
+      if (!s.includes('*') && !known.has(s)) {
+        problems.push(`${source}.servers[${i}]: no server named "${s}" in the config`)
+      }
+    })
+  }
+  return problems
+}
+
+/** The policies a config names (`policies:` resolved against the config's folder), if any. */
+export function loadConfiguredPolicies(
+  config: { readonly policies?: string | undefined; readonly policyMode: PolicyMode; readonly servers: object },
+  dir: string,
+): PolicySet | undefined {
+  if (config.policies === undefined) return undefined
+  return loadPolicySet({
+    folder: resolve(dir, config.policies),
+    label: config.policies,
+    mode: config.policyMode,
+    servers: Object.keys(config.servers),
+  })
+}

@@ -1,0 +1,58 @@
+import { z } from 'zod'
+
+/**
+ * The policy file format: YAML files in the `policies:` folder, each `{ rules: [...] }`. Strict:
+ * an unknown key is an error that names its file and path, so a typo (`alow:`) can never turn
+ * into a rule that silently says nothing.
+ */
+
+const pattern = z.string().min(1, 'a pattern cannot be empty')
+const patterns = z.array(pattern)
+
+const targets = z.strictObject({
+  tools: patterns.optional(),
+  prompts: patterns.optional(),
+  resources: patterns.optional(),
+})
+
+/** A claim matches when it equals the value, or is an array that contains it (strict equality). */
+const claimValue = z.union([z.string(), z.number(), z.boolean()])
+
+const when = z.strictObject({
+  claims: z
+    .record(z.string().min(1), claimValue)
+    .refine((c) => Object.keys(c).length > 0, 'name at least one claim'),
+})
+
+const rule = z
+  .strictObject({
+    name: z.string().min(1),
+    description: z.string().optional(),
+    /** Server names or patterns (`"*"` = every server). */
+    servers: z.array(pattern).min(1),
+    when: when.optional(),
+    allow: targets.optional(),
+    deny: targets.optional(),
+    /** `dry-run`: evaluated and audited as "would deny", never blocks. */
+    mode: z.enum(['enforce', 'dry-run']).optional(),
+  })
+  .refine((r) => r.allow !== undefined || r.deny !== undefined, 'a rule needs allow or deny')
+
+export const policyFileSchema = z.strictObject({ rules: z.array(rule) })
+
+export type PolicyFile = z.infer<typeof policyFileSchema>
+export type RuleConfig = z.infer<typeof rule>
+export type TargetPatterns = z.infer<typeof targets>
+
+/** `rules[0].allow.tools[1]: expected string`, the same shape as config errors. */
+export function formatPolicyIssue(issue: z.core.$ZodIssue): string[] {
+  let path = ''
+  for (const p of issue.path) {
+    if (typeof p === 'number') path += `[${p}]`
+    else path += path ? `.${String(p)}` : String(p)
+  }
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((k) => `${path ? `${path}.` : ''}${k}: unknown key`)
+  }
+  return [`${path || '(root)'}: ${issue.message}`]
+}
