@@ -1,11 +1,15 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfigFile } from './config/load.js'
+import { explainCommand } from './policy/explain.js'
 import { startGateway } from './server.js'
 
 const USAGE = `usage:
   mcp-edge serve --config FILE    run the gateway
   mcp-edge check --config FILE    validate a config; exits 1 listing every problem
+  mcp-edge explain --config FILE --server NAME (--tool NAME | --prompt NAME | --resource URI)
+                   [--claims JSON] [--json]
+                                  the policy decision and the rule that made it; exits 0 allow, 3 deny
 `
 
 /** Entry point of the `mcp-edge` binary. */
@@ -31,6 +35,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       return check(file)
     case 'serve':
       return serve(file)
+    case 'explain':
+      return explainCommand(file, rest, {
+        out: (text) => process.stdout.write(text),
+        err: (text) => process.stderr.write(text),
+      })
     default:
       process.stderr.write(`mcp-edge: unknown command ${command}\n${USAGE}`)
       return 2

@@ -1,0 +1,140 @@
+import { parseArgs } from 'node:util'
+import { ConfigError, loadConfigFile } from '../config/load.js'
+import type { McpTarget } from '../mcp/classify.js'
+import { isRecord } from '../mcp/jsonrpc.js'
+import type { PolicyCaller } from './compile.js'
+import type { Decision, PolicySet } from './policy.js'
+
+/** Exit codes of `mcp-edge explain`. */
+export const EXPLAIN_EXIT = { allow: 0, invalidConfig: 1, usage: 2, deny: 3 } as const
+
+/** Where explain writes. */
+export interface ExplainIo {
+  out(text: string): void
+  err(text: string): void
+}
+
+export const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME (--tool NAME | --prompt NAME | --resource URI)
+                        [--claims JSON] [--json]
+  Prints the policy decision for a caller and the rule that made it.
+  --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
+            (omitted: an anonymous caller, which rules with \`when\` never match)
+  exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
+`
+
+const REASONS: Readonly<Record<Decision['reason'], string>> = {
+  allow_rule: 'an allow rule matched and no deny rule did',
+  deny_rule: 'a deny rule matched (deny wins over any allow)',
+  default_deny: 'no rule allows it (default deny)',
+}
+
+/** `mcp-edge explain`: what would the policy decide for this caller, target and server? */
+export function explainCommand(file: string, args: readonly string[], io: ExplainIo): number {
+  let opts
+  try {
+    opts = parseExplainArgs(args)
+  } catch (err) {
+    io.err(`mcp-edge explain: ${(err as Error).message}\n${EXPLAIN_USAGE}`)
+    return EXPLAIN_EXIT.usage
+  }
+  let loaded
+  try {
+    loaded = loadConfigFile(file)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    io.err(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    return EXPLAIN_EXIT.invalidConfig
+  }
+  const servers = Object.keys(loaded.config.servers)
+  if (!servers.includes(opts.server)) {
+    io.err(`mcp-edge explain: no server "${opts.server}" in ${file} (servers: ${servers.join(', ')})\n`)
+    return EXPLAIN_EXIT.usage
+  }
+  const policy = loaded.policy
+  if (policy === undefined) {
+    io.out(opts.json ? `${JSON.stringify({ decision: 'allow', policies: false })}\n` : 'decision: allow\nreason: no policies configured\n')
+    return EXPLAIN_EXIT.allow
+  }
+  const decision = policy.check(opts.caller, opts.server, opts.target)
+  io.out(opts.json ? `${JSON.stringify(toJson(decision, opts, policy))}\n` : describe(decision, opts, policy))
+  return decision.allow ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
+}
+
+interface ExplainOptions {
+  readonly server: string
+  readonly target: McpTarget
+  readonly caller: PolicyCaller | undefined
+  readonly json: boolean
+}
+
+function parseExplainArgs(args: readonly string[]): ExplainOptions {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      config: { type: 'string', short: 'c' },
+      claims: { type: 'string' },
+      server: { type: 'string' },
+      tool: { type: 'string' },
+      prompt: { type: 'string' },
+      resource: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    strict: true,
+    allowPositionals: false,
+  })
+  if (values.server === undefined) throw new Error('--server is required')
+  const named = [
+    values.tool === undefined ? [] : [{ kind: 'tool', name: values.tool } as const],
+    values.prompt === undefined ? [] : [{ kind: 'prompt', name: values.prompt } as const],
+    values.resource === undefined ? [] : [{ kind: 'resource', uri: values.resource } as const],
+  ].flat()
+  const target = named[0]
+  if (target === undefined || named.length > 1) throw new Error('name exactly one of --tool, --prompt, --resource')
+  return { server: values.server, target, caller: parseClaims(values.claims), json: values.json === true }
+}
+
+function parseClaims(text: string | undefined): PolicyCaller | undefined {
+  if (text === undefined) return undefined
+  let claims: unknown
+  try {
+    claims = JSON.parse(text)
+  } catch {
+    throw new Error('--claims must be a JSON object')
+  }
+  if (!isRecord(claims)) throw new Error('--claims must be a JSON object')
+  const subject = typeof claims.sub === 'string' ? claims.sub : ''
+  const issuer = typeof claims.iss === 'string' ? claims.iss : ''
+  return { subject, issuer, claims }
+}
+
+function describe(d: Decision, o: ExplainOptions, policy: PolicySet): string {
+  const t = o.target
+  const name = t.kind === 'resource' ? t.uri : t.name
+  const matched = policy.rulesFor(o.server).all.filter((r) => r.when === undefined || r.when(o.caller))
+  const lines = [
+    `decision: ${d.allow && !d.dryRun ? 'allow' : 'deny'}${d.dryRun ? ' (dry run: not enforced, the request goes through)' : ''}`,
+    `target: ${t.kind} ${JSON.stringify(name)} on server ${JSON.stringify(o.server)}`,
+    `caller: ${o.caller === undefined ? 'anonymous' : `sub ${JSON.stringify(o.caller.subject)}, iss ${JSON.stringify(o.caller.issuer)}`}`,
+    `rule: ${d.rule === undefined ? '(none)' : `${d.rule.name} (${d.rule.source})${d.rule.dryRun ? ' [mode: dry-run]' : ''}`}`,
+    `reason: ${REASONS[d.reason]}`,
+    `dry run: ${d.dryRun ? 'yes' : 'no'}${policy.mode === 'dry-run' ? ' (policyMode: dry-run)' : ''}`,
+    `rules for this caller on ${o.server}: ${matched.map((r) => r.name).join(', ') || '(none)'}`,
+  ]
+  return `${lines.join('\n')}\n`
+}
+
+function toJson(d: Decision, o: ExplainOptions, policy: PolicySet): Record<string, unknown> {
+  const t = o.target
+  return {
+    decision: d.allow && !d.dryRun ? 'allow' : 'deny',
+    enforced: !d.dryRun,
+    server: o.server,
+    kind: t.kind,
+    target: t.kind === 'resource' ? t.uri : t.name,
+    rule: d.rule?.name ?? null,
+    source: d.rule?.source ?? null,
+    reason: d.reason,
+    dryRun: d.dryRun,
+    policy: policy.id,
+  }
+}
