@@ -61,7 +61,11 @@ export function compileAuth(config: GatewayConfig, configDir: string): AuthRunti
   return {
     verifier: createVerifier(auth, configDir, { maxTokenBytes: config.limits.maxTokenBytes }),
     servers,
-    rootMetadata: metadataFor(resourceUrl(base), authServers, unique([...allRequired, ...advertised])),
+    rootMetadata: metadataFor(
+      resourceUrl(base),
+      authServers,
+      unique([...allRequired, ...advertised]),
+    ),
     prefix: base.prefix,
   }
 }
@@ -73,7 +77,7 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
   if (auth !== undefined) {
     const u = new URL(auth.publicUrl)
     if (u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
-      problems.push('auth.publicUrl: scheme://host[:port][/path] only (no query, fragment or userinfo)')
+      problems.push('auth.publicUrl: no query, fragment or userinfo allowed')
     }
     const j = auth.jwt
     const files = [j.jwksFile, j.publicKeyFile].filter((f) => f !== undefined)
@@ -83,9 +87,11 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
   }
   for (const [name, s] of Object.entries(config.servers)) {
     if (s.tokenExchange === undefined) continue
-    if (auth === undefined) problems.push(`servers.${name}.tokenExchange: needs auth to be configured`)
+    if (auth === undefined) {
+      problems.push(`servers.${name}.tokenExchange: needs auth to be configured`)
+    }
     if (Object.keys(s.headers).some((h) => h.toLowerCase() === 'authorization')) {
-      problems.push(`servers.${name}.headers.Authorization: conflicts with tokenExchange (which sets it)`)
+      problems.push(`servers.${name}.headers.Authorization: conflicts with tokenExchange`)
     }
   }
   return problems

@@ -5,7 +5,7 @@
  */
 export type AuthFailureKind = 'invalid_token' | 'unavailable'
 
-/** A refused or uncheckable token; `reason` is short, fixed text that is safe to show the caller. */
+/** A refused or uncheckable token; `reason` is short fixed text, safe to show the caller. */
 export class AuthFailure extends Error {
   override readonly name = 'AuthFailure'
   constructor(

@@ -16,7 +16,7 @@ type JwtConfig = AuthConfig['jwt']
 /** Where verification keys come from: a resolver over a JWK Set, or one public key. */
 export interface KeySource {
   readonly key: JWTVerifyGetKey | KeyObject
-  /** True while a key set is loaded and fresh, so a failed fetch now is an unknown-`kid` refetch. */
+  /** True while a key set is loaded and fresh: a failed fetch now is an unknown-`kid` refetch. */
   warm(): boolean
   /** Seconds until the next JWKS fetch attempt is allowed (0 when not backing off). */
   retryAfterSec(): number
@@ -30,7 +30,7 @@ export class JwksUnavailable extends Error {
 /** Builds the key source the config names (exactly one of jwksUrl, jwksFile, publicKeyFile). */
 export function createKeySource(jwt: JwtConfig, configDir: string): KeySource {
   if (jwt.jwksUrl !== undefined) return remoteKeySource(new URL(jwt.jwksUrl), jwt)
-  const always: Pick<KeySource, 'warm' | 'retryAfterSec'> = { warm: () => true, retryAfterSec: () => 0 }
+  const always = { warm: () => true, retryAfterSec: () => 0 }
   if (jwt.jwksFile !== undefined) {
     return { key: createLocalJWKSet(readJwks(pathIn(configDir, jwt.jwksFile))), ...always }
   }
@@ -43,8 +43,8 @@ export function createKeySource(jwt: JwtConfig, configDir: string): KeySource {
 /**
  * jose's remote set caches keys for `cacheMaxAge`, refetches on an unknown `kid` at most once per
  * `cooldownDuration` and shares one in-flight fetch between concurrent callers. What it does not do
- * is hold back after a failed fetch, so while the endpoint is down every request would hit it again;
- * the fetch below refuses for a short while after a failure (at most 1 s, or the cooldown).
+ * is hold back after a failed fetch, so while the endpoint is down every request would hit it
+ * again; the fetch below refuses for a short while after a failure (1 s, or the cooldown if less).
  */
 function remoteKeySource(url: URL, jwt: JwtConfig): KeySource {
   const backoffMs = Math.min(jwt.jwksCooldownMs, 1000)
@@ -60,7 +60,8 @@ function remoteKeySource(url: URL, jwt: JwtConfig): KeySource {
       return new Response(text, { status: 200, headers: { 'content-type': 'application/json' } })
     } catch (err) {
       failedUntil = Date.now() + backoffMs
-      throw err instanceof JwksUnavailable ? err : new JwksUnavailable('JWKS fetch failed', { cause: err })
+      if (err instanceof JwksUnavailable) throw err
+      throw new JwksUnavailable('JWKS fetch failed', { cause: err })
     }
   }
   const remote = createRemoteJWKSet(url, {
@@ -100,7 +101,7 @@ function readJwks(file: string): JSONWebKeySet {
 function readPublicKey(file: string): KeyObject {
   const pem = readFileSync(file, 'utf8')
   // SECURITY: a private key here means a signing secret sits in the gateway's config.
-  if (pem.includes('PRIVATE KEY')) throw new Error(`${file} holds a private key; give the public key`)
+  if (pem.includes('PRIVATE KEY')) throw new Error(`${file} holds a private key, not a public one`)
   return createPublicKey(pem)
 }
 

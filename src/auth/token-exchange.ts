@@ -32,7 +32,10 @@ const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
  * One exchanger per backend. Results are cached per caller token (by hash: the raw token is never a
  * key) until shortly before they expire, and concurrent exchanges for one token share one request.
  */
-export function createTokenExchanger(cfg: TokenExchangeConfig, opts: TokenExchangeOptions = {}): TokenExchanger {
+export function createTokenExchanger(
+  cfg: TokenExchangeConfig,
+  opts: TokenExchangeOptions = {},
+): TokenExchanger {
   const cache = new LRUCache<string, string>({ max: opts.maxEntries ?? 10_000 })
   const pending = new Map<string, Promise<string>>()
   return {
@@ -107,15 +110,18 @@ function parseTokenResponse(text: string, subjectToken: string): { token: string
   } catch {
     throw new TokenExchangeFailure('token endpoint sent no JSON')
   }
-  if (typeof body !== 'object' || body === null) throw new TokenExchangeFailure('token endpoint sent no JSON object')
-  const { access_token: token, token_type: type, expires_in: expiresIn } = body as Record<string, unknown>
+  if (typeof body !== 'object' || body === null) throw new TokenExchangeFailure('no JSON object')
+  const fields = body as Record<string, unknown>
+  const { access_token: token, token_type: type, expires_in: expiresIn } = fields
   // SECURITY: the value goes into a header we build; nothing but a b64token may get there.
-  if (typeof token !== 'string' || !B64TOKEN.test(token)) throw new TokenExchangeFailure('no usable access_token')
+  if (typeof token !== 'string' || !B64TOKEN.test(token)) {
+    throw new TokenExchangeFailure('no usable access_token')
+  }
   if (typeof type !== 'string' || type.toLowerCase() !== 'bearer') {
     throw new TokenExchangeFailure('token_type is not Bearer')
   }
   // SECURITY: an endpoint that echoes the subject token would turn this into token passthrough.
-  if (token === subjectToken) throw new TokenExchangeFailure('token endpoint returned the caller token')
+  if (token === subjectToken) throw new TokenExchangeFailure('the caller token came back')
   const lifetimeMs = typeof expiresIn === 'number' && expiresIn > 0 ? expiresIn * 1000 : 0
   // Reuse until shortly before expiry: a tenth of the lifetime, at most 30 s, early.
   return { token, ttlMs: Math.floor(lifetimeMs - Math.min(30_000, lifetimeMs / 10)) }

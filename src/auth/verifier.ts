@@ -21,7 +21,11 @@ export interface VerifierOptions {
  * signature by a configured key, the algorithm from the configured asymmetric list, `iss`, `aud`,
  * and `exp`, which jose only checks when present unless required.
  */
-export function createVerifier(auth: AuthConfig, configDir: string, opts: VerifierOptions): Verifier {
+export function createVerifier(
+  auth: AuthConfig,
+  configDir: string,
+  opts: VerifierOptions,
+): Verifier {
   const jwt = auth.jwt
   const keys = opts.keys ?? createKeySource(jwt, configDir)
   const base = {
@@ -36,7 +40,9 @@ export function createVerifier(auth: AuthConfig, configDir: string, opts: Verifi
   return {
     async verify(token, audience) {
       // SECURITY: size first, before any base64 or JSON decoding (reliability.md A-37).
-      if (token.length > opts.maxTokenBytes) throw new AuthFailure('invalid_token', 'token too large')
+      if (token.length > opts.maxTokenBytes) {
+        throw new AuthFailure('invalid_token', 'token too large')
+      }
       const warm = keys.warm()
       // SECURITY: RFC 8707 audience binding: only tokens issued for this resource (S-02).
       const options = { ...base, audience: typeof audience === 'string' ? audience : [...audience] }
@@ -62,9 +68,14 @@ export function createVerifier(auth: AuthConfig, configDir: string, opts: Verifi
  * (reliability.md B-20 b). Everything else jose throws is about the token itself.
  */
 function classifyFailure(err: unknown, warm: boolean, keys: KeySource): AuthFailure {
-  if (err instanceof JwksUnavailable || err instanceof errors.JWKSTimeout || err instanceof errors.JWKSInvalid) {
+  const fetchFailed =
+    err instanceof JwksUnavailable ||
+    err instanceof errors.JWKSTimeout ||
+    err instanceof errors.JWKSInvalid
+  if (fetchFailed) {
     if (warm) return new AuthFailure('invalid_token', 'unknown signing key', 1, { cause: err })
-    return new AuthFailure('unavailable', 'signing keys unavailable', keys.retryAfterSec(), { cause: err })
+    const retry = keys.retryAfterSec()
+    return new AuthFailure('unavailable', 'signing keys unavailable', retry, { cause: err })
   }
   return new AuthFailure('invalid_token', reasonOf(err), 1, { cause: err })
 }

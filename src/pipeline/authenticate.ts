@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from 'hono'
-import { readBearer, hasQueryToken } from '../auth/bearer.js'
+import { hasQueryToken, readBearer } from '../auth/bearer.js'
 import type { ServerAuth } from '../auth/compile.js'
 import { AuthFailure } from '../auth/failure.js'
 import type { GatewayEnv } from '../env.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, type ErrorCode } from '../errors.js'
 
 /**
  * Bearer token → Principal (spec 2026-07-28 §8; reliability.md §0.4 step 5). Runs after the front
@@ -12,25 +12,33 @@ import { GatewayError } from '../errors.js'
  */
 export const authenticate = (): MiddlewareHandler<GatewayEnv> =>
   async function authenticate(c, next) {
-    const auth = c.var.runtime.auth
+    const runtime = c.get('runtime')
+    const auth = runtime.auth
     if (auth === undefined) {
       c.set('principal', undefined)
       return next()
     }
-    const server = auth.servers.get(c.var.server.name) as ServerAuth
-    const incoming = c.env.incoming
-    // An unread body would be drained by Node after we answer; close instead (cheap rejection).
-    const unread = incoming.headers['transfer-encoding'] !== undefined || (c.var.head.contentLength ?? 0) > 0
-    const close = unread ? { connection: 'close' } : {}
-    const refuse = (code: 'unauthenticated' | 'invalid_token' | 'token_in_query', challenge: string, detail?: string) =>
-      new GatewayError(code, detail, undefined, { headers: { 'www-authenticate': challenge, ...close } })
-    // SECURITY: spec §8: tokens never in the URI. Refused even beside a good header token, so a
-    // token in a URL (logged by every proxy on the way) never works.
-    if (hasQueryToken(incoming.url)) throw refuse('token_in_query', server.challenges.invalidRequest)
-    const limits = c.var.runtime.config.limits
-    const bearer = readBearer(c.var.head.authorization, limits.maxTokenBytes)
+    const server = auth.servers.get(c.get('server').name) as ServerAuth
+    const { incoming } = c.env
+    const head = c.get('head')
+    // Node would drain an unread body after we answer; closing is the cheap rejection.
+    const unread =
+      incoming.headers['transfer-encoding'] !== undefined || (head.contentLength ?? 0) > 0
+    const close: Record<string, string> = unread ? { connection: 'close' } : {}
+    const refuse = (code: ErrorCode, challenge: string, detail?: string): GatewayError => {
+      const headers = { 'www-authenticate': challenge, ...close }
+      return new GatewayError(code, detail, undefined, { headers })
+    }
+    // SECURITY: spec §8: never a token in the URI. Refused even beside a good header token, so a
+    // token that proxies on the way have logged never works.
+    if (hasQueryToken(incoming.url)) {
+      throw refuse('token_in_query', server.challenges.invalidRequest)
+    }
+    const bearer = readBearer(head.authorization, runtime.config.limits.maxTokenBytes)
     if (bearer.kind === 'none') throw refuse('unauthenticated', server.challenges.missing)
-    if (bearer.kind === 'malformed') throw refuse('invalid_token', server.challenges.invalid, bearer.reason)
+    if (bearer.kind === 'malformed') {
+      throw refuse('invalid_token', server.challenges.invalid, bearer.reason)
+    }
     let principal
     try {
       principal = await auth.verifier.verify(bearer.token, server.audience)
@@ -43,10 +51,9 @@ export const authenticate = (): MiddlewareHandler<GatewayEnv> =>
       }
       throw refuse('invalid_token', server.challenges.invalid, err.reason)
     }
-    // Spec §8: 403 insufficient_scope naming every scope the server needs, in one challenge.
+    // Spec §8: 403 insufficient_scope, naming every scope the server needs in one challenge.
     if (server.requiredScopes.some((s) => !principal.scopes.has(s))) {
-      const headers = { 'www-authenticate': server.challenges.insufficientScope, ...close }
-      throw new GatewayError('insufficient_scope', undefined, undefined, { headers })
+      throw refuse('insufficient_scope', server.challenges.insufficientScope)
     }
     c.set('principal', principal)
     await next()

@@ -11,9 +11,9 @@ import { GatewayError } from '../errors.js'
  */
 export const exchangeToken = (): MiddlewareHandler<GatewayEnv> =>
   async function exchangeToken(c, next) {
-    const exchanger = c.var.runtime.auth?.servers.get(c.var.server.name)?.exchanger
+    const exchanger = c.get('runtime').auth?.servers.get(c.get('server').name)?.exchanger
     if (exchanger === undefined) return next()
-    const principal = c.var.principal
+    const principal = c.get('principal')
     // SECURITY: fail closed; the loader already refuses tokenExchange without auth.
     if (principal === undefined) throw new GatewayError('token_exchange_failed', 'no caller token')
     let token: string
