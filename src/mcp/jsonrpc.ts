@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors.js'
-import { JsonScanError, scanJson } from './strict-json.js'
+import { findTopLevelId, JsonScanError, scanJson } from './strict-json.js'
 
 /** A JSON-RPC 2.0 message as the client sent it, after strict parsing and shape checks. */
 export interface JsonRpcMessage {
@@ -64,14 +64,10 @@ function checkShape(value: unknown, rawId: string | undefined): JsonRpcMessage {
 }
 
 /** Best-effort raw id for an error reply to a body that was not (or could not be) parsed. */
-export function peekRawId(body: Uint8Array | undefined, maxDepth: number): string | undefined {
+export function peekRawId(body: Uint8Array | undefined): string | undefined {
   if (body === undefined || body.length === 0) return undefined
   try {
-    const scan = scanJson(utf8.decode(body), { maxDepth })
-    if (scan.rawId === undefined) return undefined
-    const first = scan.rawId.charCodeAt(0)
-    // Only string or number ids are echoed (JSON-RPC 2.0 §5: id is null when it can't be read).
-    return first === 0x22 || first === 0x2d || (first >= 0x30 && first <= 0x39) ? scan.rawId : undefined
+    return findTopLevelId(utf8.decode(body))
   } catch {
     return undefined
   }

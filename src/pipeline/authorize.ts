@@ -40,7 +40,7 @@ export const authorize = (log: Logger): MiddlewareHandler<GatewayEnv> => {
     c.set('servedBy', 'gateway')
     // A notification gets no answer (JSON-RPC 2.0 §4.1); 202 is what a server sends for one.
     if (mcp.kind === 'notification') return c.body(null, 202)
-    const rawId = mcp.message?.rawId ?? peekRawId(c.get('body'), runtime.config.limits.maxJsonDepth)
+    const rawId = mcp.message?.rawId ?? peekRawId(c.get('body'))
     return c.body(renderDenial(denied, rawId ?? 'null'), 200, { 'content-type': 'application/json' })
   }
 }
