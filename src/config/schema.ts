@@ -51,6 +51,17 @@ const retry = z.strictObject({
   /** Retries allowed as a share of in-flight requests (Envoy retry budget). */
   budgetPercent: z.number().min(0).max(100).default(20),
   minConcurrent: z.int().min(0).default(3),
+  /** Full-jitter backoff base before a retry (Envoy router: 25 ms). */
+  backoffBaseMs: nonNegativeMs.default(25),
+  /** Response-head timeout of one try; unset = whatever is left of timeouts.responseHeadersMs. */
+  perTryTimeoutMs: positiveMs.optional(),
+})
+
+/** Passive ejection of a replica after consecutive failures (Envoy outlier detection). */
+const outlier = z.strictObject({
+  consecutiveFailures: z.int().min(1).default(5),
+  baseEjectionMs: positiveMs.default(30_000),
+  maxEjectionMs: positiveMs.default(300_000),
 })
 
 /** RFC 6749 §3.3 scope-token: it goes into a quoted `WWW-Authenticate` parameter as is. */
@@ -83,6 +94,7 @@ const server = z.strictObject({
   balance: balance.default('least-request'),
   maxInFlight: z.int().min(1).default(256),
   healthCheck: healthCheck.optional(),
+  outlier: outlier.default(outlier.parse({})),
   routes: z.array(route).default([]),
   retry: retry.default(retry.parse({})),
   tokenExchange: tokenExchange.optional(),
