@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest'
+import { renderDenial } from '../../../src/policy/denial.js'
+import { policyTargets } from '../../../src/policy/targets.js'
+
+describe('denials look like unknown targets', () => {
+  it.each([
+    [{ kind: 'tool', name: 'delete_station' } as const, '7', '{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: delete_station"}}'],
+    [{ kind: 'prompt', name: 'review' } as const, '"a-1"', '{"jsonrpc":"2.0","id":"a-1","error":{"code":-32602,"message":"Unknown prompt: review"}}'],
+    [
+      { kind: 'resource', uri: 'docs://secret' } as const,
+      '12345678901234567890',
+      '{"jsonrpc":"2.0","id":12345678901234567890,"error":{"code":-32602,"message":"Resource not found: docs://secret","data":{"uri":"docs://secret"}}}',
+    ],
+    [
+      { kind: 'tool', name: 'quote"\\\n' } as const,
+      '"\\u0041"',
+      '{"jsonrpc":"2.0","id":"\\u0041","error":{"code":-32602,"message":"Unknown tool: quote\\"\\\\\\n"}}',
+    ],
+  ])('%j with id %s', (target, rawId, expected) => {
+    const body = renderDenial(target, rawId)
+    expect(body).toBe(expected)
+    expect(body).not.toMatch(/gateway|policy/i)
+    expect(() => JSON.parse(body) as unknown).not.toThrow()
+  })
+
+  it('adds the URI of a 2025-era resources/subscribe to the targets', () => {
+    const msg = { kind: 'request', method: 'resources/subscribe', params: { uri: 'docs://x' }, rawId: '1' } as const
+    expect(policyTargets([], msg)).toEqual([{ kind: 'resource', uri: 'docs://x' }])
+    expect(policyTargets([], { ...msg, params: { uri: 3 } })).toEqual([])
+    expect(policyTargets([], { ...msg, method: 'tools/list' })).toEqual([])
+  })
+})

@@ -1,0 +1,118 @@
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { explainCommand } from '../../../src/policy/explain.js'
+import { tempFolder } from './fixtures.js'
+
+const CONFIG = `
+policies: ./policies
+servers:
+  weather: { upstreams: [{ url: "http://127.0.0.1:1/mcp" }] }
+  docs: { upstreams: [{ url: "http://127.0.0.1:2/mcp" }] }
+`
+const RULES = `
+rules:
+  - name: everyone-reads-weather
+    servers: [weather]
+    allow: { tools: ["get_*"] }
+  - name: eng-docs
+    when: { claims: { groups: eng } }
+    servers: [docs]
+    allow: { tools: ["*"], resources: ["docs://*"] }
+  - name: no-deletes-anywhere
+    servers: ["*"]
+    deny: { tools: ["delete_*"] }
+  - name: retire-slow
+    mode: dry-run
+    servers: [weather]
+    deny: { tools: [get_slow] }
+`
+
+function run(args: string[], config = CONFIG, rules = RULES): { code: number; out: string; err: string } {
+  const dir = tempFolder({ 'gateway.yaml': config, 'policies/main.yaml': rules })
+  let out = ''
+  let err = ''
+  const file = join(dir, 'gateway.yaml')
+  const code = explainCommand(file, ['--config', file, ...args], {
+    out: (t) => void (out += t),
+    err: (t) => void (err += t),
+  })
+  return { code, out, err }
+}
+
+describe('mcp-edge explain', () => {
+  it('prints an allow with its rule and exits 0', () => {
+    const r = run(['--server', 'weather', '--tool', 'get_forecast'])
+    expect(r.code).toBe(0)
+    expect(r.out).toContain('decision: allow\n')
+    expect(r.out).toContain('rule: everyone-reads-weather (./policies/main.yaml rules[0])\n')
+    expect(r.out).toContain('dry run: no\n')
+  })
+
+  it('prints a deny with the deny rule and exits 3', () => {
+    const r = run(['--server', 'weather', '--tool', 'delete_station', '--claims', '{"sub":"alice","groups":["eng"]}'])
+    expect(r.code).toBe(3)
+    expect(r.out).toContain('decision: deny\n')
+    expect(r.out).toContain('rule: no-deletes-anywhere')
+    expect(r.out).toContain('deny wins over any allow')
+    expect(r.out).toContain('caller: sub "alice"')
+  })
+
+  it('explains a default deny (no rule) and case variants', () => {
+    const r = run(['--server', 'weather', '--tool', 'Get_forecast'])
+    expect(r.code).toBe(3)
+    expect(r.out).toContain('rule: (none)\n')
+    expect(r.out).toContain('default deny')
+  })
+
+  it('applies claims: eng sees docs, an anonymous caller does not', () => {
+    const args = ['--server', 'docs', '--resource', 'docs://readme']
+    expect(run([...args, '--claims', '{"sub":"alice","groups":["eng","ops"]}']).code).toBe(0)
+    expect(run([...args, '--claims', '{"sub":"bob","groups":["sales"]}']).code).toBe(3)
+    expect(run(args).code).toBe(3)
+  })
+
+  it('shows a dry-run "would deny" and exits 0, since the request goes through', () => {
+    const r = run(['--server', 'weather', '--tool', 'get_slow'])
+    expect(r.code).toBe(0)
+    expect(r.out).toContain('decision: deny (dry run: not enforced, the request goes through)\n')
+    expect(r.out).toContain('[mode: dry-run]')
+    expect(r.out).toContain('dry run: yes\n')
+  })
+
+  it('prints JSON with --json', () => {
+    const r = run(['--server', 'docs', '--prompt', 'summarize', '--json'])
+    expect(r.code).toBe(3)
+    expect(JSON.parse(r.out)).toMatchObject({
+      decision: 'deny',
+      enforced: true,
+      kind: 'prompt',
+      target: 'summarize',
+      rule: null,
+      reason: 'default_deny',
+      dryRun: false,
+    })
+  })
+
+  it('reports global dry run', () => {
+    const r = run(['--server', 'weather', '--tool', 'delete_station'], `policyMode: dry-run\n${CONFIG}`)
+    expect(r.code).toBe(0)
+    expect(r.out).toContain('dry run: yes (policyMode: dry-run)')
+  })
+
+  it('exits 1 listing policy problems, 2 on usage errors', () => {
+    const bad = run(['--server', 'weather', '--tool', 'x'], CONFIG, 'rules: [{ name: a, servers: [weather], alow: {} }]')
+    expect(bad.code).toBe(1)
+    expect(bad.err).toContain('./policies/main.yaml: rules[0].alow: unknown key')
+    expect(run(['--server', 'weather']).code).toBe(2)
+    expect(run(['--server', 'weather', '--tool', 'a', '--prompt', 'b']).code).toBe(2)
+    expect(run(['--server', 'nope', '--tool', 'a']).code).toBe(2)
+    expect(run(['--server', 'weather', '--tool', 'a', '--claims', '[1]']).code).toBe(2)
+    expect(run(['--server', 'weather', '--tool', 'a', '--bogus']).code).toBe(2)
+  })
+
+  it('allows everything when the config has no policies', () => {
+    const r = run(['--server', 'weather', '--tool', 'delete_station'], CONFIG.replace('policies: ./policies\n', ''))
+    expect(r.code).toBe(0)
+    expect(r.out).toContain('no policies configured')
+  })
+})
