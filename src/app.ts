@@ -1,5 +1,6 @@
 import { Hono, type Context } from 'hono'
 import type { Logger } from 'pino'
+import type { EdgeCache } from './cache/edge-cache.js'
 import type { GatewayEnv } from './env.js'
 import type { GatewayMetrics } from './observability/metrics.js'
 import { GatewayError, renderError, toGatewayError } from './errors.js'
@@ -23,6 +24,8 @@ export interface GatewayDeps {
   readonly metrics: GatewayMetrics
   /** Extra readiness problems (unhealthy upstreams, a rejected reload …); empty = ready. */
   readonly readiness: () => readonly string[]
+  /** The edge cache (issue 4), when `cache:` is configured. */
+  readonly cache?: EdgeCache | undefined
 }
 
 /** The whole request path, in order, on one screen. */
@@ -48,7 +51,7 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
     authorize(deps.log), // policy on named targets; list filters registered as result hooks
-    listCache(), // public list results served from the edge
+    listCache(deps.cache, deps.log), // cacheable results served from the edge
     exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward
   )

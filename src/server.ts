@@ -3,13 +3,15 @@ import type { Server } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
 import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
+import { startCache, type CacheSetupOptions, type GatewayCache } from './cache/setup.js'
 import type { LoadedConfig } from './config/load.js'
 import { watchConfig, type ConfigWatcher } from './config/watch.js'
 import { startAdmin } from './observability/admin.js'
 import { createLogger } from './observability/log.js'
 import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
 import type { RuntimeRef } from './runtime/ref.js'
-import { closeRuntime, createRuntime } from './runtime/runtime.js'
+import { closeRuntime, createRuntime, replicasOut, type RuntimeShared } from './runtime/runtime.js'
+import { Lifecycle } from './upstream/lifecycle.js'
 
 /** A running gateway. */
 export interface RunningGateway {
@@ -21,6 +23,8 @@ export interface RunningGateway {
   readonly log: Logger
   readonly metrics: GatewayMetrics
   readonly ref: RuntimeRef
+  /** The edge cache, when `cache:` is configured (issue 4). */
+  readonly cache: GatewayCache | undefined
   /** Swaps in a new validated config; in-flight requests finish on the old one. */
   reload(loaded: LoadedConfig): Promise<void>
   /** Stops accepting, lets in-flight requests finish up to `drainMs`, then closes everything. */
@@ -33,16 +37,22 @@ export interface StartOptions {
   readonly port?: number
   /** Watch the config file and policy folder for changes (default true). */
   readonly watch?: boolean
+  /** Cache clock and reconnect timing, for tests. */
+  readonly cache?: CacheSetupOptions
 }
 
 /** Starts the gateway on the configured (or given) port. */
 export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}): Promise<RunningGateway> {
   const config = loaded.config
   const log = createLogger(config.log.level, opts.logDestination)
-  const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir, loaded.policy), draining: false }
   const metrics = createMetrics()
+  // Drain state and metrics outlive config reloads (issue 5).
+  const shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics }
+  const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir, loaded.policy, shared), draining: false }
   let watcher: ConfigWatcher | undefined
-  const app = buildApp({ ref, log, metrics, readiness: () => watcher?.problems() ?? [] })
+  const cache = startCache(config.cache, { log, metrics }, opts.cache)
+  cache?.sync(ref.current.servers.values(), config.cache)
+  const app = buildApp({ ref, log, metrics, readiness: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache })
   const server = createAdaptorServer({
     fetch: app.fetch,
     serverOptions: {
@@ -58,6 +68,8 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   // Node silently drops headers past maxHeadersCount; 0 lifts that so our own count check sees
   // them all (the byte size stays bounded by maxHeaderSize).
   server.maxHeadersCount = 0
+  // Counts responses in progress, so a drain knows when the last accepted request is done.
+  server.on('request', (_req, res) => shared.lifecycle.track(res))
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(opts.port ?? config.listen.port, config.listen.host, () => {
@@ -73,7 +85,8 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   if (admin !== undefined) log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
   const reload = async (next: LoadedConfig): Promise<void> => {
     const old = ref.current
-    ref.current = createRuntime(next.config, log, next.dir, next.policy)
+    ref.current = createRuntime(next.config, log, next.dir, next.policy, shared)
+    cache?.sync(ref.current.servers.values(), next.config.cache)
     // Let requests that started on the old runtime finish before its pools close.
     setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
   }
@@ -94,15 +107,20 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
     log,
     metrics,
     ref,
+    cache,
     reload,
     async close(drainMs = config.shutdown.drainMs) {
       watcher?.close()
       ref.draining = true
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
-      const timer = setTimeout(() => server.closeAllConnections(), drainMs)
+      // In-flight requests finish (up to drainMs); listen and 2025-era GET streams end after their
+      // last complete event; then whatever is left, idle keep-alive sockets included, is closed.
+      const finished = await shared.lifecycle.drain(drainMs)
+      if (!finished) log.warn({ drainMs }, 'drain deadline reached; closing the remaining connections')
+      server.closeAllConnections()
       await closed
-      clearTimeout(timer)
+      await cache?.close() // listen streams first: they hold upstream connections
       await closeRuntime(ref.current)
       await admin?.close()
       log.flush()

@@ -1,8 +1,106 @@
-import type { MiddlewareHandler } from 'hono'
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
+import type { Context, MiddlewareHandler, Next } from 'hono'
+import type { Logger } from 'pino'
+import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
+import type { CacheEntry } from '../cache/entry.js'
+import { cacheRequestOf } from '../cache/request.js'
+import type { Leader } from '../cache/single-flight.js'
+import type { Slot } from '../cache/store.js'
 import type { GatewayEnv } from '../env.js'
+import { GatewayError, type ErrorCode } from '../errors.js'
+import type { ResultHook } from '../mcp/result-transform.js'
 
-/** Edge cache of public list results (issue 4). Without `cache:` every request goes upstream. */
-export const listCache = (): MiddlewareHandler<GatewayEnv> =>
-  async function listCache(_c, next) {
-    await next()
+/** Upstream failures a stale entry may stand in for (caching.mdx §ttlMs: MAY serve stale on errors). */
+const STALE_ON: ReadonlySet<ErrorCode> = new Set([
+  'upstream_unavailable', 'upstream_bad_response', 'upstream_timeout', 'no_upstream', 'overloaded',
+])
+
+/**
+ * Edge cache of cacheable results (issue 4). A hit is answered here from pre-serialised bytes with
+ * the requester's own id, then filtered by the caller's policy; a miss joins or leads the single
+ * flight for its key and registers a hook that stores the upstream's answer when policy allows.
+ * Without `cache:` every request goes upstream.
+ */
+export const listCache = (cache: EdgeCache | undefined, log: Logger): MiddlewareHandler<GatewayEnv> =>
+  async function listCache(c, next) {
+    if (cache === undefined) return next()
+    const resolved = cacheRequestOf(c.get('server'), c.get('mcp'), c.get('principal'), cache.rules.allowPrivate)
+    if (resolved === undefined) return next()
+    const { req, rawId } = resolved
+    const slot = cache.lookup(req) ?? (await cache.lookupShared(req))
+    if (slot !== undefined) return serve(c, cache, slot, rawId, 'cache_hit')
+    // Round two exists for private answers: once a key is known to answer privately, waiters
+    // re-coalesce per authorization context instead of each going upstream (reliability C-6).
+    for (let round = 0; round < 2; round++) {
+      const flight = cache.begin(req)
+      if (flight.leader) return miss(c, next, cache, req, rawId, flight, log)
+      const entry = await flight.wait
+      if (entry !== undefined && cache.usableFor(entry, req)) {
+        cache.event('coalesced')
+        return serve(c, cache, { entry, bytes: entry.result }, rawId, 'cache_hit')
+      }
+      const stored = cache.lookup(req)
+      if (stored !== undefined) return serve(c, cache, stored, rawId, 'cache_hit')
+    }
+    return miss(c, next, cache, req, rawId, undefined, log)
   }
+
+/** Forwards upstream with a capture hook; on an upstream failure, serves a stale entry if allowed. */
+async function miss(
+  c: Context<GatewayEnv>,
+  next: Next,
+  cache: EdgeCache,
+  req: CacheRequest,
+  rawId: string,
+  flight: Leader<CacheEntry> | undefined,
+  log: Logger,
+): Promise<Response | void> {
+  cache.event('miss')
+  const generation = cache.generation(req.server)
+  const capture: ResultHook = (message) => {
+    let entry: CacheEntry | undefined
+    try {
+      entry = cache.capture(req, message, generation)
+    } catch (err) {
+      log.warn({ err, server: c.get('server').name, method: req.method }, 'cache: could not store an answer')
+    }
+    flight?.settle(entry)
+    return undefined // the capture never changes what the client gets
+  }
+  // A copy: the array may be shared with other stages (env.ts resultHooks).
+  c.set('resultHooks', [...(c.get('resultHooks') ?? []), capture])
+  try {
+    await next()
+  } finally {
+    flight?.settle(undefined) // no answer captured (error, non-200, client gone): waiters go on
+  }
+  // hono hands an error thrown downstream to onError and resolves next(); it stays on c.error.
+  const err = c.error
+  if (!(err instanceof GatewayError) || !STALE_ON.has(err.code) || c.env.outgoing.headersSent) return
+  const stale = await cache.stale(req)
+  if (stale === undefined || c.env.outgoing.headersSent) return
+  log.warn(
+    { server: c.get('server').name, method: req.method, reason: err.code, ageMs: cache.now() - stale.entry.storedAt },
+    'cache: upstream failed; served a stale entry (stale-if-error)',
+  )
+  // Replaces the rendered error; hono merges headers, so the already-sent marker survives.
+  c.res = serve(c, cache, stale, rawId, 'cache_stale')
+}
+
+/** Writes a cache answer straight into Node's response (the proxy's fast path). */
+function serve(
+  c: Context<GatewayEnv>,
+  cache: EdgeCache,
+  slot: Slot,
+  rawId: string,
+  outcome: 'cache_hit' | 'cache_stale',
+): Response {
+  const body = cache.render(slot, rawId, slot.entry.method, c.get('listFilter'))
+  const out = c.env.outgoing
+  out.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length })
+  out.end(body)
+  c.set('servedBy', 'cache')
+  c.set('outcome', outcome)
+  cache.event(outcome === 'cache_hit' ? 'hit' : 'stale')
+  return RESPONSE_ALREADY_SENT
+}

@@ -4,6 +4,7 @@ import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import { loadConfiguredPolicies } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
+import { CACHEABLE_METHODS } from '../cache/policy.js'
 import { UpstreamPool } from '../upstream/pool.js'
 import { Upstream } from '../upstream/upstream.js'
 
@@ -39,6 +40,10 @@ export function parseMethodsFor(config: GatewayConfig): Set<string> {
     methods.add('subscriptions/listen')
     // A 2025-era resources/subscribe names a URI in its body (policy/targets.ts).
     methods.add('resources/subscribe')
+  }
+  if (config.cache !== undefined) {
+    // The cache key needs cursor/uri, and a hit answers with the request's raw id (issue 4).
+    for (const method of CACHEABLE_METHODS) methods.add(method)
   }
   return methods
 }

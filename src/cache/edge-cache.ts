@@ -1,0 +1,227 @@
+import { createHash } from 'node:crypto'
+import { LRUCache } from 'lru-cache'
+import type { CacheConfig } from '../config/schema.js'
+import { filterMessage, type ListFilter } from '../mcp/list-filter.js'
+import type { GatewayMetrics } from '../observability/metrics.js'
+import { createEntry, decodeEntry, encodeEntry, parseResult, renderHit, resultBytes, type CacheEntry } from './entry.js'
+import { uriTag } from './key.js'
+import { decideStore, type StoreRules } from './policy.js'
+import type { SharedTier } from './redis.js'
+import { SingleFlight, type Leader, type Waiter } from './single-flight.js'
+import { isFresh, MemoryTier, type Clock, type Slot } from './store.js'
+
+/** One cacheable request, resolved once by the list-cache stage. */
+export interface CacheRequest {
+  /** Server tag (key.ts serverTag). */
+  readonly server: string
+  readonly method: string
+  readonly uri: string | undefined
+  readonly publicKey: string
+  /** Set when per-caller caching is on and the caller has an authorization context. */
+  readonly privateKey: string | undefined
+}
+
+/** What a change notification invalidates (subscriptions.mdx / caching.mdx §Invalidation). */
+export type Invalidation =
+  | { readonly kind: 'tools' | 'prompts' | 'resources' | 'all' }
+  | { readonly kind: 'resource'; readonly uri: string }
+
+/** Closed set of cache event labels (style.md §7). */
+export type CacheEvent =
+  | 'hit' | 'miss' | 'store' | 'evict' | 'expire' | 'invalidate' | 'stale' | 'shared_hit' | 'coalesced'
+
+/** Collaborators; all optional except config. */
+export interface EdgeCacheDeps {
+  readonly now?: Clock
+  readonly shared?: SharedTier
+  readonly metrics?: Pick<GatewayMetrics, 'cacheEvents' | 'cacheBytes'>
+}
+
+/**
+ * The edge cache: an in-memory LRU in front of an optional shared tier, single flight per key,
+ * per-server generations so an answer fetched before an invalidation is never stored after it,
+ * and memoised policy-filtered variants of entries.
+ */
+export class EdgeCache {
+  readonly now: Clock
+  readonly rules: StoreRules
+  readonly staleIfErrorMs: number
+  /** Told about every stored entry (the invalidator subscribes to cached resource URIs). */
+  onStore: ((entry: CacheEntry) => void) | undefined = undefined
+  private readonly memory: MemoryTier
+  private readonly shared: SharedTier | undefined
+  private readonly flights = new SingleFlight<CacheEntry>()
+  private readonly generations = new Map<string, number>()
+  /** Public keys whose last answer was private: later misses coalesce per caller instead. */
+  private readonly privateHints = new LRUCache<string, true>({ max: 10_000 })
+
+  constructor(config: CacheConfig, private readonly deps: EdgeCacheDeps = {}) {
+    this.now = deps.now ?? Date.now
+    this.rules = { allowPrivate: config.private, maxTtlMs: config.maxTtlMs }
+    this.staleIfErrorMs = config.staleIfErrorMs
+    this.shared = deps.shared
+    this.memory = new MemoryTier({
+      maxBytes: config.maxBytes,
+      maxEntryBytes: config.maxEntryBytes,
+      staleMs: config.staleIfErrorMs,
+      now: this.now,
+      onDrop: (reason) => this.event(reason),
+    })
+  }
+
+  /** A fresh in-memory entry for the request (public first, then the caller's private one). */
+  lookup(req: CacheRequest): Slot | undefined {
+    const slot = this.memory.getFresh(req.publicKey)
+    if (slot !== undefined || req.privateKey === undefined) return slot
+    return this.memory.getFresh(req.privateKey)
+  }
+
+  /** A fresh entry from the shared tier, copied into memory. */
+  async lookupShared(req: CacheRequest): Promise<Slot | undefined> {
+    const entry = await this.fromShared(req, (e, now) => isFresh(e, now))
+    if (entry === undefined) return undefined
+    this.memory.setEntry(entry)
+    this.event('shared_hit')
+    return { entry, bytes: entry.result }
+  }
+
+  /** An entry past its freshness but within cache.staleIfErrorMs, for a failed upstream. */
+  async stale(req: CacheRequest): Promise<Slot | undefined> {
+    if (this.staleIfErrorMs <= 0) return undefined
+    const now = this.now()
+    for (const key of keysOf(req)) {
+      const slot = this.memory.get(key)
+      if (slot !== undefined && now - slot.entry.storedAt < slot.entry.lifeMs + this.staleIfErrorMs) return slot
+    }
+    const window = (e: CacheEntry, t: number): boolean => t - e.storedAt < e.lifeMs + this.staleIfErrorMs
+    const entry = await this.fromShared(req, window)
+    return entry === undefined ? undefined : { entry, bytes: entry.result }
+  }
+
+  private async fromShared(
+    req: CacheRequest,
+    usable: (e: CacheEntry, now: number) => boolean,
+  ): Promise<CacheEntry | undefined> {
+    if (this.shared === undefined) return undefined
+    const keys = keysOf(req)
+    const values = await Promise.all(keys.map((k) => this.shared?.get(k)))
+    const now = this.now()
+    for (let i = 0; i < keys.length; i++) {
+      const v = values[i]
+      if (v === undefined) continue
+      const entry = decodeEntry(v.value, keys[i] as string, v.pttl, now)
+      if (entry !== undefined && entry.server === req.server && usable(entry, now)) return entry
+    }
+    return undefined
+  }
+
+  /** Joins or leads the single flight for this request's likely key. */
+  begin(req: CacheRequest): Leader<CacheEntry> | Waiter<CacheEntry> {
+    const key = req.privateKey !== undefined && this.privateHints.has(req.publicKey) ? req.privateKey : req.publicKey
+    return this.flights.begin(key)
+  }
+
+  /** Whether a flight's entry may answer this request (private entries only their own context). */
+  usableFor(entry: CacheEntry, req: CacheRequest): boolean {
+    return entry.key === req.publicKey || (req.privateKey !== undefined && entry.key === req.privateKey)
+  }
+
+  /** The invalidation generation of a server; captured when a miss starts. */
+  generation(server: string): number {
+    return this.generations.get(server) ?? 0
+  }
+
+  /**
+   * Stores an upstream's final response when policy allows. Returns the entry (even one too big
+   * to keep, so single-flight waiters can still be answered from it) or undefined.
+   */
+  capture(req: CacheRequest, message: Readonly<Record<string, unknown>>, generation: number): CacheEntry | undefined {
+    const decision = decideStore(message, this.rules, req.privateKey !== undefined)
+    if (decision === undefined) return undefined
+    const key = decision.scope === 'public' ? req.publicKey : req.privateKey
+    if (key === undefined) return undefined
+    const now = this.now()
+    const entry = createEntry(message, decision, { key, server: req.server, method: req.method, uri: req.uri, storedAt: now })
+    // An invalidation arrived while this answer was in flight: it may predate the change.
+    if (this.generation(req.server) !== generation) return undefined
+    if (decision.scope === 'private') this.privateHints.set(req.publicKey, true)
+    if (this.memory.setEntry(entry)) {
+      this.event('store')
+      const px = entry.lifeMs + this.staleIfErrorMs
+      this.shared?.set(key, encodeEntry(entry, px), px)
+      this.onStore?.(entry)
+    }
+    return entry
+  }
+
+  /**
+   * The response bytes for one requester. With a policy filter, the filtered result is built once
+   * per (entry, filter.key) and kept as a variant (list-filter.ts: equal keys filter identically).
+   */
+  render(slot: Slot, rawId: string, method: string, filter: ListFilter | undefined): Buffer {
+    const now = this.now()
+    if (filter === undefined) return renderHit(slot.entry, rawId, now, slot.bytes)
+    const entry = slot.entry
+    const vkey = `${entry.key}|f:${filter.key.length <= 64 ? filter.key : digest(filter.key)}`
+    let variant = this.memory.get(vkey)
+    if (variant === undefined || variant.entry !== entry) {
+      const message = filterMessage(filter, method, { jsonrpc: '2.0', id: 0, result: parseResult(entry) })
+      const bytes = message === undefined ? entry.result : resultBytes(message.result as Record<string, unknown>)
+      variant = { entry, bytes }
+      this.memory.setVariant(vkey, entry, bytes)
+    }
+    return renderHit(entry, rawId, now, variant.bytes)
+  }
+
+  /** Drops what a change notification makes stale, here and in the shared tier. */
+  invalidate(server: string, what: Invalidation): number {
+    this.generations.set(server, this.generation(server) + 1)
+    const prefixes = prefixesFor(server, what)
+    const dropped = this.memory.dropPrefixes(prefixes)
+    void this.shared?.dropPrefixes(prefixes)
+    if (dropped > 0) this.deps.metrics?.cacheEvents.inc({ event: 'invalidate' }, dropped)
+    this.deps.metrics?.cacheBytes.set(this.memory.bytes)
+    return dropped
+  }
+
+  /** Counts an event and refreshes the bytes gauge. */
+  event(name: CacheEvent): void {
+    this.deps.metrics?.cacheEvents.inc({ event: name })
+    if (name === 'store' || name === 'evict' || name === 'expire') this.deps.metrics?.cacheBytes.set(this.memory.bytes)
+  }
+
+  /** Bytes and entries held in memory (for tests and metrics). */
+  get stats(): { readonly bytes: number; readonly entries: number; readonly flights: number } {
+    return { bytes: this.memory.bytes, entries: this.memory.size, flights: this.flights.size }
+  }
+
+  async close(): Promise<void> {
+    this.memory.clear()
+    await this.shared?.close()
+  }
+}
+
+function keysOf(req: CacheRequest): string[] {
+  return req.privateKey === undefined ? [req.publicKey] : [req.publicKey, req.privateKey]
+}
+
+/** Key prefixes (key.ts layout `<server>:<method>:<uri tag>:`) that a notification covers. */
+function prefixesFor(server: string, what: Invalidation): string[] {
+  switch (what.kind) {
+    case 'tools':
+      return [`${server}:tools/list:`]
+    case 'prompts':
+      return [`${server}:prompts/list:`]
+    case 'resources':
+      // A resource gone from the list must not stay readable from cache either.
+      return [`${server}:resources/list:`, `${server}:resources/templates/list:`, `${server}:resources/read:`]
+    case 'resource':
+      return [`${server}:resources/read:${uriTag(what.uri)}:`]
+    case 'all':
+      return [`${server}:`]
+  }
+}
+
+function digest(text: string): string {
+  return createHash('sha256').update(text).digest('base64url')
+}

@@ -1,0 +1,143 @@
+import { isRecord } from '../mcp/jsonrpc.js'
+import type { StoreDecision } from './policy.js'
+
+/**
+ * One stored answer. The upstream's result is kept exactly (its `_meta.serverInfo` included) but
+ * serialised once, without `ttlMs`, so a hit is spliced from bytes: prefix + the requester's raw id
+ * + the result + the remaining ttl + suffix (performance.md: a hit must not re-serialise the list).
+ */
+export interface CacheEntry {
+  readonly key: string
+  /** Server tag (key.ts serverTag). */
+  readonly server: string
+  readonly method: string
+  /** The resource URI of a resources/read entry. */
+  readonly uri: string | undefined
+  readonly scope: 'public' | 'private'
+  /** ttlMs as the backend sent it; a hit reports it minus the entry's age. */
+  readonly ttlMs: number
+  /** Fresh for this long after storedAt (ttlMs capped by cache.maxTtlMs). */
+  readonly lifeMs: number
+  /** Clock time (ms) the entry was received. */
+  readonly storedAt: number
+  /** UTF-8 JSON of the result object minus `ttlMs`; always has other members (resultType …). */
+  readonly result: Buffer
+}
+
+/** Where an entry came from, besides the upstream message. */
+export interface EntryOrigin {
+  readonly key: string
+  readonly server: string
+  readonly method: string
+  readonly uri: string | undefined
+  readonly storedAt: number
+}
+
+const PREFIX = Buffer.from('{"jsonrpc":"2.0","id":')
+const RESULT = Buffer.from(',"result":')
+const TTL = Buffer.from(',"ttlMs":')
+const SUFFIX = Buffer.from('}}')
+
+/** Serialises a storable response once (the result's members keep their order; ttlMs goes last). */
+export function createEntry(
+  message: Readonly<Record<string, unknown>>,
+  decision: StoreDecision,
+  origin: EntryOrigin,
+): CacheEntry {
+  const result = message.result as Record<string, unknown>
+  const { ttlMs: _ttl, ...rest } = result
+  return {
+    ...origin,
+    scope: decision.scope,
+    ttlMs: decision.ttlMs,
+    lifeMs: decision.lifeMs,
+    result: Buffer.from(JSON.stringify(rest)),
+  }
+}
+
+/** Bytes an entry holds in memory (what maxBytes and maxEntryBytes bound). */
+export function entrySize(entry: CacheEntry): number {
+  return entry.result.length + entry.key.length + (entry.uri?.length ?? 0) + 200
+}
+
+/** ttlMs left: the backend's ttl minus the entry's age, never negative (caching.mdx §ttlMs). */
+export function remainingTtl(entry: CacheEntry, now: number): number {
+  return Math.max(0, Math.floor(entry.ttlMs - (now - entry.storedAt)))
+}
+
+/**
+ * The full JSON-RPC response for one requester. `rawId` is the id's raw JSON text from the request
+ * (reliability S-13: byte-exact, so 12345678901234567890 and escaped strings survive). `result`
+ * overrides the entry's bytes (a filtered variant of it).
+ */
+export function renderHit(entry: CacheEntry, rawId: string, now: number, result = entry.result): Buffer {
+  const ttl = Buffer.from(String(remainingTtl(entry, now)))
+  const id = Buffer.from(rawId)
+  const body = result.subarray(0, result.length - 1) // drop the closing brace; ttlMs goes in there
+  const size = PREFIX.length + id.length + RESULT.length + body.length + TTL.length + ttl.length + SUFFIX.length
+  return Buffer.concat([PREFIX, id, RESULT, body, TTL, ttl, SUFFIX], size)
+}
+
+/** The stored result as an object (for policy filters), with the backend's ttlMs back in. */
+export function parseResult(entry: CacheEntry): Record<string, unknown> {
+  const parsed: unknown = JSON.parse(entry.result.toString('utf8'))
+  if (!isRecord(parsed)) throw new Error('cache entry result is not an object')
+  return { ...parsed, ttlMs: entry.ttlMs }
+}
+
+/** Serialises a result object as stored bytes (without ttlMs), for filtered variants. */
+export function resultBytes(result: Readonly<Record<string, unknown>>): Buffer {
+  const { ttlMs: _ttl, ...rest } = result
+  return Buffer.from(JSON.stringify(rest))
+}
+
+/**
+ * Shared-tier wire form: one JSON header line, then the result bytes. Age travels as the value's
+ * Redis lifetime (`pxMs`, compared with PTTL on read), so replicas need no shared clock.
+ */
+export function encodeEntry(entry: CacheEntry, pxMs: number): Buffer {
+  const head = {
+    v: 1,
+    key: entry.key,
+    server: entry.server,
+    method: entry.method,
+    uri: entry.uri ?? null,
+    scope: entry.scope,
+    ttlMs: entry.ttlMs,
+    lifeMs: entry.lifeMs,
+    pxMs,
+    bytes: entry.result.length,
+  }
+  return Buffer.concat([Buffer.from(`${JSON.stringify(head)}\n`), entry.result])
+}
+
+/**
+ * Reads a shared-tier value back, given its remaining Redis lifetime `pttl`; undefined for
+ * anything malformed or stored under another key (SECURITY: a value is only ever served for the
+ * key it was written for).
+ */
+export function decodeEntry(value: Buffer, key: string, pttl: number, now: number): CacheEntry | undefined {
+  const nl = value.indexOf(0x0a)
+  if (nl <= 0) return undefined
+  let head: unknown
+  try {
+    head = JSON.parse(value.subarray(0, nl).toString('utf8'))
+  } catch {
+    return undefined
+  }
+  if (!isRecord(head) || head.v !== 1 || head.key !== key) return undefined
+  const { server, method, uri, scope, ttlMs, lifeMs, pxMs, bytes } = head
+  if (typeof server !== 'string' || typeof method !== 'string') return undefined
+  if (uri !== null && typeof uri !== 'string') return undefined
+  if (scope !== 'public' && scope !== 'private') return undefined
+  if (!isPositiveInt(ttlMs) || !isPositiveInt(lifeMs) || !isPositiveInt(pxMs) || pttl <= 0) return undefined
+  const result = Buffer.from(value.subarray(nl + 1))
+  // A cut-off value can still end in a brace; the recorded length catches it.
+  if (result.length !== bytes || result[0] !== 0x7b || result[result.length - 1] !== 0x7d) return undefined
+  const age = Math.max(0, pxMs - pttl)
+  return { key, server, method, uri: uri ?? undefined, scope, ttlMs, lifeMs, storedAt: now - age, result }
+}
+
+function isPositiveInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v > 0
+}

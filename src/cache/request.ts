@@ -1,0 +1,54 @@
+import type { McpRequestInfo } from '../mcp/classify.js'
+import type { CacheRequest } from './edge-cache.js'
+import { authContextOf, cacheKey, keyUri, serverTag, type KeyParts } from './key.js'
+import { isCacheableRequest } from './policy.js'
+
+/** The parts of a fronted server the cache keys on. */
+export interface CachedServer {
+  readonly name: string
+  readonly config: { readonly upstreams: readonly { readonly url: string }[] }
+}
+
+/** The parts of a principal that form its authorization context. */
+export type CachePrincipal = Parameters<typeof authContextOf>[0]
+
+const tags = new WeakMap<object, string>()
+
+/** A server's cache tag, computed once per compiled config. */
+export function tagOf(server: CachedServer): string {
+  let tag = tags.get(server.config)
+  if (tag === undefined) {
+    tag = serverTag(server.name, server.config.upstreams.map((u) => u.url))
+    tags.set(server.config, tag)
+  }
+  return tag
+}
+
+/**
+ * Resolves a classified request into cache keys, or undefined when the cache must stay out of it:
+ * a body that was not parsed and checked against its headers (reliability A-90: validation
+ * precedes the cache), a notification, a 2025-era request (those results carry no cache hints),
+ * a non-cacheable method, or an MRTR retry.
+ */
+export function cacheRequestOf(
+  server: CachedServer,
+  mcp: McpRequestInfo,
+  principal: CachePrincipal,
+  allowPrivate: boolean,
+): { readonly req: CacheRequest; readonly rawId: string } | undefined {
+  const message = mcp.message
+  if (!mcp.verified || mcp.era !== 'modern' || message === undefined || message.kind !== 'request') return undefined
+  const rawId = message.rawId
+  const method = message.method
+  if (rawId === undefined || method === undefined || !isCacheableRequest(method, message.params)) return undefined
+  const parts: KeyParts = { server: tagOf(server), method, version: mcp.version, params: message.params }
+  const auth = allowPrivate ? authContextOf(principal) : undefined
+  const req: CacheRequest = {
+    server: parts.server,
+    method,
+    uri: keyUri(method, message.params),
+    publicKey: cacheKey(parts),
+    privateKey: auth === undefined ? undefined : cacheKey(parts, auth),
+  }
+  return { req, rawId }
+}

@@ -1,0 +1,60 @@
+import { isDeepStrictEqual } from 'node:util'
+import type { Logger } from 'pino'
+import type { CacheConfig } from '../config/schema.js'
+import type { GatewayMetrics } from '../observability/metrics.js'
+import { EdgeCache } from './edge-cache.js'
+import { Invalidator, type InvalidatorOptions, type WatchedServer } from './invalidator.js'
+import { RedisTier } from './redis.js'
+import type { Clock } from './store.js'
+
+/** The cache of a running gateway: the store and the listen streams that keep it honest. */
+export interface GatewayCache {
+  readonly cache: EdgeCache
+  readonly invalidator: Invalidator
+  /** Follows the fronted servers (start and reload); a changed `cache:` section needs a restart. */
+  sync(servers: Iterable<WatchedServer>, config: CacheConfig | undefined): void
+  close(): Promise<void>
+}
+
+/** Test hooks: a clock and faster reconnects. */
+export interface CacheSetupOptions {
+  readonly now?: Clock
+  readonly invalidator?: Omit<InvalidatorOptions, 'log'>
+}
+
+/** Builds the cache from `cache:` config, or undefined when the section is absent. */
+export function startCache(
+  config: CacheConfig | undefined,
+  deps: { readonly log: Logger; readonly metrics: GatewayMetrics },
+  opts: CacheSetupOptions = {},
+): GatewayCache | undefined {
+  if (config === undefined) return undefined
+  const shared =
+    config.redis === undefined
+      ? undefined
+      : new RedisTier({ url: config.redis, maxValueBytes: config.maxEntryBytes + 4096, log: deps.log })
+  const cache = new EdgeCache(config, {
+    metrics: deps.metrics,
+    ...(shared !== undefined && { shared }),
+    ...(opts.now !== undefined && { now: opts.now }),
+  })
+  const invalidator = new Invalidator(cache, { ...opts.invalidator, log: deps.log })
+  deps.log.info(
+    { maxBytes: config.maxBytes, private: config.private, redis: config.redis !== undefined },
+    'cache: enabled',
+  )
+  return {
+    cache,
+    invalidator,
+    sync(servers, next) {
+      if (!isDeepStrictEqual(next, config)) {
+        deps.log.warn('cache: the cache section changed; it takes effect after a restart')
+      }
+      invalidator.sync(servers)
+    },
+    async close() {
+      await invalidator.stop()
+      await cache.close()
+    },
+  }
+}

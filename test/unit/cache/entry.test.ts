@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest'
+import { createEntry, decodeEntry, encodeEntry, parseResult, remainingTtl, renderHit } from '../../../src/cache/entry.js'
+
+const serverInfo = { 'io.modelcontextprotocol/serverInfo': { name: 'srv', version: '1' } }
+const result = { tools: [{ name: 'a', description: 'ü "quoted"' }], resultType: 'complete', ttlMs: 60_000, cacheScope: 'public', _meta: serverInfo }
+const origin = { key: 'app~x:tools/list:-:k', server: 'app~x', method: 'tools/list', uri: undefined, storedAt: 1000 }
+const entry = createEntry({ jsonrpc: '2.0', id: 7, result }, { scope: 'public', ttlMs: 60_000, lifeMs: 60_000 }, origin)
+
+describe('renderHit', () => {
+  it.each([
+    ['a big integer id', '12345678901234567890'],
+    ['an escaped string id', '"a\\u0041\\"b\\\\c\\n"'],
+    ['a negative fractional id', '-1.5e3'],
+    ['a plain string id', '"req-1"'],
+  ])('splices %s byte for byte', (_name, rawId) => {
+    const text = renderHit(entry, rawId, 1000).toString('utf8')
+    expect(text.startsWith(`{"jsonrpc":"2.0","id":${rawId},"result":{`)).toBe(true)
+    const parsed = JSON.parse(text) as { id: unknown; result: Record<string, unknown> }
+    expect(parsed.id).toEqual(JSON.parse(rawId))
+  })
+
+  it('keeps the upstream result exactly, _meta included, with ttlMs reduced by age', () => {
+    const parsed = JSON.parse(renderHit(entry, '1', 1000 + 15_250).toString('utf8')) as { result: unknown }
+    expect(parsed.result).toEqual({ ...result, ttlMs: 44_750 })
+    expect(remainingTtl(entry, 1000 + 90_000)).toBe(0)
+  })
+})
+
+describe('shared-tier encoding', () => {
+  it('round-trips an entry and ages it by the remaining PTTL', () => {
+    const value = encodeEntry(entry, 60_000)
+    const back = decodeEntry(value, entry.key, 45_000, 5_000_000)
+    expect(back).toMatchObject({ key: entry.key, server: 'app~x', method: 'tools/list', scope: 'public', ttlMs: 60_000 })
+    expect(back?.storedAt).toBe(5_000_000 - 15_000)
+    expect(back?.result.equals(entry.result)).toBe(true)
+    expect(parseResult(back!)).toEqual(result)
+  })
+
+  it('refuses values written for another key, or malformed ones', () => {
+    const value = encodeEntry(entry, 60_000)
+    expect(decodeEntry(value, 'app~x:tools/list:-:other', 45_000, 0)).toBeUndefined()
+    expect(decodeEntry(Buffer.from('garbage'), entry.key, 1, 0)).toBeUndefined()
+    expect(decodeEntry(Buffer.from('{"v":1}\n{}'), entry.key, 1, 0)).toBeUndefined()
+    const truncated = value.subarray(0, value.length - 1)
+    expect(decodeEntry(truncated, entry.key, 45_000, 0)).toBeUndefined()
+  })
+})

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest'
+import { authContextOf, cacheKey, canonicalParams, serverTag, type AuthContext, type KeyParts } from '../../../src/cache/key.js'
+
+const server = serverTag('app', ['http://127.0.0.1:1/mcp'])
+const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }
+const parts = (params: Record<string, unknown> = {}, over: Partial<KeyParts> = {}): KeyParts => ({
+  server,
+  method: 'tools/list',
+  version: '2026-07-28',
+  params: { ...params, _meta: envelope },
+  ...over,
+})
+const alice: AuthContext = {
+  issuer: 'https://as.example',
+  subject: 'alice',
+  audience: ['https://gw.example/mcp/app'],
+  scopes: ['mcp:read', 'mcp:tools'],
+  clientId: undefined,
+}
+
+describe('cacheKey', () => {
+  it('ignores _meta: trace context, log level and client info never split entries', () => {
+    const plain = cacheKey(parts())
+    const traced = cacheKey({
+      ...parts(),
+      params: {
+        _meta: {
+          ...envelope,
+          traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+          'io.modelcontextprotocol/logLevel': 'debug',
+          'io.modelcontextprotocol/clientInfo': { name: 'other', version: '9' },
+        },
+      },
+    })
+    expect(traced).toBe(plain)
+    expect(cacheKey({ ...parts(), params: undefined })).toBe(plain)
+  })
+
+  it('gives each page, resource, method, server and protocol version its own entry', () => {
+    const keys = [
+      cacheKey(parts()),
+      cacheKey(parts({ cursor: 'A' })),
+      cacheKey(parts({ cursor: 'B' })),
+      cacheKey(parts({}, { version: '2025-11-25' })),
+      cacheKey(parts({}, { method: 'prompts/list' })),
+      cacheKey(parts({}, { server: serverTag('other', ['http://127.0.0.1:1/mcp']) })),
+      cacheKey(parts({}, { server: serverTag('app', ['http://127.0.0.1:2/mcp']) })),
+      cacheKey(parts({ uri: 'docs://a' }, { method: 'resources/read' })),
+      cacheKey(parts({ uri: 'docs://b' }, { method: 'resources/read' })),
+    ]
+    expect(new Set(keys).size).toBe(keys.length)
+  })
+
+  it('keys resources/read by URI so one resource can be found for invalidation', () => {
+    const a = cacheKey(parts({ uri: 'docs://a' }, { method: 'resources/read' }))
+    const a2 = cacheKey(parts({ uri: 'docs://a', extra: 1 }, { method: 'resources/read' }))
+    expect(a.split(':').slice(0, 3)).toEqual(a2.split(':').slice(0, 3))
+    expect(a).not.toBe(a2)
+    expect(a.startsWith(`${server}:resources/read:`)).toBe(true)
+  })
+
+  it('makes private keys per authorization context, independent of scope order', () => {
+    const pub = cacheKey(parts())
+    const a1 = cacheKey(parts(), alice)
+    const a2 = cacheKey(parts(), { ...alice, scopes: ['mcp:tools', 'mcp:read'] })
+    expect(a1).not.toBe(pub)
+    expect(a2).toBe(a1)
+    for (const other of [
+      { ...alice, subject: 'bob' },
+      { ...alice, issuer: 'https://evil.example' },
+      { ...alice, audience: ['https://gw.example/mcp/other'] },
+      { ...alice, scopes: ['mcp:read'] },
+      { ...alice, clientId: 'another-app' },
+    ]) {
+      expect(cacheKey(parts(), other)).not.toBe(a1)
+    }
+  })
+
+  it('canonicalises params: key order does not matter, values do', () => {
+    expect(canonicalParams({ b: 1, a: { y: 2, x: 1 }, _meta: {} })).toBe('{"a":{"x":1,"y":2},"b":1}')
+    expect(canonicalParams({ _meta: { anything: 1 } })).toBe('{}')
+  })
+})
+
+describe('authContextOf', () => {
+  it('takes issuer, subject, audience, scopes and the acting client from a principal', () => {
+    const ctx = authContextOf({
+      issuer: 'https://as.example',
+      subject: 'alice',
+      claims: { aud: 'https://gw.example', azp: 'app-1' },
+      scopes: new Set(['b', 'a']),
+    })
+    expect(ctx).toEqual({
+      issuer: 'https://as.example',
+      subject: 'alice',
+      audience: ['https://gw.example'],
+      scopes: ['b', 'a'],
+      clientId: 'app-1',
+    })
+    expect(authContextOf(undefined)).toBeUndefined()
+  })
+})
