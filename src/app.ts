@@ -24,6 +24,8 @@ export interface GatewayDeps {
   readonly metrics: GatewayMetrics
   /** Extra readiness problems (unhealthy upstreams, a rejected reload …); empty = ready. */
   readonly readiness: () => readonly string[]
+  /** Replicas taking no traffic and why (issue 5); listed by /readyz, not a readiness problem. */
+  readonly replicasOut?: () => readonly object[]
   /** The edge cache (issue 4), when `cache:` is configured. */
   readonly cache?: EdgeCache | undefined
 }
@@ -37,7 +39,8 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
   app.get('/readyz', (c) => {
     const problems = [...(deps.ref.draining ? ['draining'] : []), ...deps.readiness()]
-    return c.json({ ready: problems.length === 0, problems }, problems.length === 0 ? 200 : 503)
+    const upstreamsOut = deps.replicasOut?.() ?? []
+    return c.json({ ready: problems.length === 0, problems, upstreamsOut }, problems.length === 0 ? 200 : 503)
   })
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
@@ -82,5 +85,7 @@ function respondWithError(c: Context<GatewayEnv>, err: unknown, log: Logger): Re
   if (rendered.status === 405) headers.allow = 'POST'
   // The rest of an oversized or stalled body is never read, so the connection cannot be reused.
   if (rendered.status === 413 || rendered.status === 408) headers.connection = 'close'
+  // Draining: the client should take its next request to another gateway instance.
+  if (gerr.code === 'shutting_down') headers.connection = 'close'
   return new Response(rendered.body, { status: rendered.status, headers })
 }

@@ -3,17 +3,20 @@ import type { MiddlewareHandler } from 'hono'
 import type { GatewayEnv } from '../env.js'
 import { listFilterHook } from '../mcp/list-filter.js'
 import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
-import { forward, UpstreamFailure, type BodyTransform, type ForwardRequest, type HeaderMap } from '../upstream/forward.js'
+import { GatewayError } from '../errors.js'
+import { sendWithRetries } from '../upstream/attempts.js'
+import type { BodyTransform, HeaderMap } from '../upstream/forward.js'
+import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { Upstream } from '../upstream/upstream.js'
 
 /**
  * Last stage: picks a replica and streams the request to it and the answer back, writing straight
- * into Node's response (performance.md: web Response objects cost ~1.5x on this path).
- * A replica that was never reached is replaced by another one, whatever the method.
+ * into Node's response (performance.md: web Response objects cost ~1.5x on this path). Which
+ * replicas, and when another one is tried, is upstream/attempts.ts (reliability.md §4.1).
  */
 export const proxy = (): MiddlewareHandler<GatewayEnv> =>
   async function proxy(c) {
-    const { server, head, body } = c.var
+    const { server, head, body, mcp } = c.var
     const incoming = c.env.incoming
     const headers = [
       ...head.forward,
@@ -25,7 +28,6 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-proto', 'http',
       'x-forwarded-host', head.host ?? '',
     ]
-    const timeouts = server.config.timeouts
     const filter = c.var.listFilter
     const hooks: readonly ResultHook[] | undefined =
       filter === undefined ? c.var.resultHooks : [...(c.var.resultHooks ?? []), listFilterHook(filter, c.var.mcp.method ?? '')]
@@ -36,30 +38,60 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
         ? undefined
         : (status: number, h: HeaderMap): BodyTransform | undefined =>
             status === 200 ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks) : undefined
-    const tried = new Set<Upstream>()
-    for (;;) {
-      const upstream = server.pool.select({ exclude: tried })
-      tried.add(upstream)
-      c.set('upstreamId', upstream.id)
-      const req: ForwardRequest = {
-        upstream,
-        method: incoming.method as 'POST' | 'GET' | 'DELETE',
-        headers,
-        body: incoming.method === 'POST' ? body : null,
-        headersTimeoutMs: timeouts.responseHeadersMs,
-        // Idle time between chunks, not total time: SSE keep-alive comments (every 15 s in the SDK)
-        // keep subscriptions/listen and long tool calls open as long as both sides are alive.
-        bodyTimeoutMs: timeouts.streamIdleMs,
-        ...(transform === undefined ? {} : { transform }),
-      }
-      try {
-        const result = await forward(c.env.outgoing, req)
-        c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
-        return RESPONSE_ALREADY_SENT
-      } catch (err) {
-        // reliability §4.1: NotSent is safe to replay on another replica for any method.
-        if (err instanceof UpstreamFailure && !err.sent && tried.size < server.pool.upstreams.length) continue
-        throw err
-      }
+    const b = server.balancing
+    const method = incoming.method as 'POST' | 'GET' | 'DELETE'
+    // 2025-era sessions live on one replica; the id the client holds says which (issue 5 §7).
+    // 2026-07-28 traffic has no sessions and never gets any of this.
+    const legacy = mcp.era === 'legacy'
+    let pinned
+    if (legacy && head.sessionId !== undefined) {
+      const session = b.sessions.open(head.sessionId)
+      // SECURITY: unknown, malformed or tampered ids are refused, never guessed at; the 404 makes
+      // the client start a new session (spec 2025-11-25 §Session Management).
+      if (session === undefined) throw new GatewayError('session_not_found')
+      pinned = session.replica
+      setHeader(headers, 'mcp-session-id', session.sessionId)
+    }
+    const hash = b.hash
+    const hashKey =
+      hash === undefined
+        ? undefined
+        : hash.from === 'header'
+          ? scalar(incoming.headers[hash.name])
+          : scalar(c.var.principal?.claims[hash.name]) // no principal without auth: least-request
+    const stream = mcp.method === 'subscriptions/listen' || method === 'GET'
+    const stop = stream ? b.lifecycle.openStream() : undefined
+    const plan = {
+      pool: b.poolFor(mcp.targets),
+      pinned,
+      hashKey,
+      safe: mcp.kind !== 'notification' && RETRY_SAFE_METHODS.has(mcp.method ?? ''),
+      legacy,
+      method,
+      headers,
+      body: method === 'POST' ? body : null,
+      transform,
+      stop,
+      upstream: undefined as Upstream | undefined,
+    }
+    try {
+      const result = await sendWithRetries(c.env.outgoing, b, plan)
+      c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
+      return RESPONSE_ALREADY_SENT
+    } finally {
+      if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
+      if (stop !== undefined) b.lifecycle.closeStream(stop)
     }
   }
+
+/** Replaces the value of header `name` (lower-case) in a [name, value, …] list. */
+function setHeader(headers: string[], name: string, value: string): void {
+  for (let i = 0; i < headers.length; i += 2) {
+    if ((headers[i] as string).toLowerCase() === name) headers[i + 1] = value
+  }
+}
+
+/** A hash key from a header or claim value: strings and numbers only, else none. */
+function scalar(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined
+}

@@ -1,18 +1,25 @@
 import type { Logger } from 'pino'
 import { compileAuth, type AuthRuntime } from '../auth/compile.js'
+import { CACHEABLE_METHODS } from '../cache/policy.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import { loadConfiguredPolicies } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
-import { CACHEABLE_METHODS } from '../cache/policy.js'
-import { UpstreamPool } from '../upstream/pool.js'
-import { Upstream } from '../upstream/upstream.js'
+import type { GatewayMetrics } from '../observability/metrics.js'
+import { ServerBalancing } from '../upstream/balancing.js'
+import type { UpstreamPool } from '../upstream/pool.js'
+import type { ReplicaOut } from '../upstream/health.js'
+import { Lifecycle } from '../upstream/lifecycle.js'
+import { sessionKey } from '../upstream/sessions.js'
 
 /** One fronted MCP server, compiled from config once: nothing here is parsed per request. */
 export interface ServerRuntime {
   readonly name: string
   readonly config: ServerConfig
   readonly classify: ClassifyPolicy
+  /** Replicas, pools, routes, health, retries and legacy sessions (issue 5). */
+  readonly balancing: ServerBalancing
+  /** The main pool (`balancing.pool`). */
   readonly pool: UpstreamPool
   /** Configured upstream headers as [name, value, …], appended to every forwarded request. */
   readonly upstreamHeaders: readonly string[]
@@ -48,6 +55,12 @@ export function parseMethodsFor(config: GatewayConfig): Set<string> {
   return methods
 }
 
+/** What outlives a config reload: the drain state and the metrics registry of one gateway. */
+export interface RuntimeShared {
+  readonly lifecycle: Lifecycle
+  readonly metrics: GatewayMetrics | undefined
+}
+
 /** Compiles servers and their connection pools. */
 export function createRuntime(
   config: GatewayConfig,
@@ -55,16 +68,19 @@ export function createRuntime(
   dir = process.cwd(),
   // SECURITY: with `policies:` set a runtime never exists without its policy (throws PolicyError).
   policy: PolicySet | undefined = loadConfiguredPolicies(config, dir),
+  shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics: undefined },
 ): GatewayRuntime {
   const parseMethods = parseMethodsFor(config)
   const servers = new Map<string, ServerRuntime>()
+  const key = sessionKey(config.legacySessions?.key)
+  if (key.generated && Object.values(config.servers).some((s) => s.legacyClients === 'allow')) {
+    log.warn('legacySessions.key is not set: 2025-era session ids are signed with a random per-process key, so several gateway instances cannot share sessions; set one for multi-gateway setups')
+  }
+  const balancingContext = { log, metrics: shared.metrics, lifecycle: shared.lifecycle, sessionKey: key.key }
   for (const [name, cfg] of Object.entries(config.servers)) {
-    const upstreams = cfg.upstreams.map(
-      (u, i) => new Upstream(`${name}#${i}`, new URL(u.url), u, cfg.timeouts, cfg.maxInFlight),
-    )
-    const mode = typeof cfg.balance === 'string' ? cfg.balance : 'least-request'
     const upstreamHeaders: string[] = []
     for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
+    const balancing = new ServerBalancing(name, cfg, upstreamHeaders, balancingContext)
     servers.set(name, {
       name,
       config: cfg,
@@ -74,7 +90,8 @@ export function createRuntime(
         allowLegacy: cfg.legacyClients === 'allow',
         maxDepth: config.limits.maxJsonDepth,
       },
-      pool: new UpstreamPool(upstreams, mode, cfg.maxInFlight),
+      balancing,
+      pool: balancing.pool,
       upstreamHeaders,
       origins: new Set(cfg.origins ?? config.origins),
     })
@@ -89,7 +106,14 @@ export function createRuntime(
   }
 }
 
-/** Closes every pool of a runtime that is no longer in use. */
+/** Stops health checks and closes every pool of a runtime that is no longer in use. */
 export async function closeRuntime(rt: GatewayRuntime): Promise<void> {
-  await Promise.all([...rt.servers.values()].map((s) => s.pool.close()))
+  await Promise.all([...rt.servers.values()].map((s) => s.balancing.close()))
+}
+
+/** Replicas taking no traffic right now, and why, for /readyz. */
+export function replicasOut(rt: GatewayRuntime): (ReplicaOut & { readonly server: string })[] {
+  const out: (ReplicaOut & { readonly server: string })[] = []
+  for (const s of rt.servers.values()) for (const o of s.balancing.out()) out.push({ server: s.name, ...o })
+  return out
 }

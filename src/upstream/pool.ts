@@ -1,53 +1,116 @@
 import { GatewayError } from '../errors.js'
+import { hashKey, rendezvousScore, replicaSeed } from './hashing.js'
 import type { Upstream } from './upstream.js'
 
-/** What a balancer may look at to choose a replica. */
-export interface SelectContext {
-  /** Replicas already tried for this request (retries go elsewhere). */
-  readonly exclude?: ReadonlySet<Upstream>
-}
+/** `balance:` compiled: the hash variant carries where its key comes from. */
+export type BalanceMode = 'least-request' | 'round-robin' | 'hash'
 
-/** The replicas of one server and the rule that picks one per request. */
+/**
+ * The replicas one request may go to (a server's main pool, or a route's) and the rule that picks
+ * one. Weights are per pool. Selection allocates nothing: it fills a reused scratch array of
+ * indexes, which is safe because select() is synchronous.
+ */
 export class UpstreamPool {
-  private rr = 0
+  private readonly weights: readonly number[]
+  private readonly seeds: readonly number[]
+  /** Smooth weighted round-robin state (nginx ngx_http_upstream_get_peer). */
+  private readonly current: number[]
+  private readonly scratch: number[] = []
 
   constructor(
     readonly upstreams: readonly Upstream[],
-    private readonly mode: 'least-request' | 'round-robin',
-    private readonly maxInFlight: number,
-  ) {}
-
-  /** Picks a replica with spare capacity; throws no_upstream / overloaded (503, at once). */
-  select(ctx: SelectContext = {}): Upstream {
-    const candidates = this.upstreams.filter((u) => ctx.exclude?.has(u) !== true)
-    if (candidates.length === 0) throw new GatewayError('no_upstream')
-    const open = candidates.filter((u) => u.inFlight < this.maxInFlight)
-    if (open.length === 0) throw new GatewayError('overloaded')
-    if (open.length === 1) return open[0] as Upstream
-    return this.mode === 'round-robin' ? this.roundRobin(open) : this.leastRequest(open)
+    weights: readonly number[],
+    private readonly mode: BalanceMode,
+  ) {
+    this.weights = weights
+    // Seeds from the URL, not the position: gateways with the same replicas agree on every key.
+    this.seeds = upstreams.map((u) => replicaSeed(u.url.href))
+    this.current = upstreams.map(() => 0)
   }
 
-  /** Weighted round-robin over a deterministic rotation. */
-  private roundRobin(open: readonly Upstream[]): Upstream {
-    const total = open.reduce((n, u) => n + u.weight, 0)
-    let slot = this.rr++ % total
-    for (const u of open) {
-      slot -= u.weight
-      if (slot < 0) return u
+  /**
+   * Picks a replica with spare capacity, or throws 503 at once: `no_upstream` when none is left
+   * (all excluded, or all health-checked down), `overloaded` when the available ones are full.
+   * Panic mode: when every remaining replica is only passively ejected, they are tried anyway,
+   * since an ejection is a guess that they might be down (Envoy panic threshold, reliability P7).
+   * `key` (hash mode) picks by rendezvous hashing; without a key, least-request is used.
+   */
+  select(exclude: readonly Upstream[] | undefined, key: string | undefined): Upstream {
+    const { upstreams: members, scratch } = this
+    scratch.length = 0
+    let candidates = 0
+    let alive = 0
+    let healthy = 0
+    for (let i = 0; i < members.length; i++) {
+      const u = members[i] as Upstream
+      if (exclude !== undefined && exclude.includes(u)) continue
+      candidates++
+      if (u.health.down) continue
+      alive++
+      if (u.health.ejected) continue
+      healthy++
+      if (u.inFlight < u.maxInFlight) scratch.push(i)
     }
-    return open[0] as Upstream
+    if (scratch.length === 0) {
+      if (alive === 0) throw new GatewayError('no_upstream', candidates === 0 ? undefined : 'all replicas down')
+      if (healthy > 0) throw new GatewayError('overloaded')
+      for (let i = 0; i < members.length; i++) {
+        const u = members[i] as Upstream
+        if (exclude !== undefined && exclude.includes(u)) continue
+        if (!u.health.down && u.inFlight < u.maxInFlight) scratch.push(i)
+      }
+      if (scratch.length === 0) throw new GatewayError('overloaded')
+    }
+    if (scratch.length === 1) return members[scratch[0] as number] as Upstream
+    if (this.mode === 'round-robin') return this.roundRobin()
+    if (this.mode === 'hash' && key !== undefined) return this.rendezvous(key)
+    return this.leastRequest()
   }
 
-  /** Power of two choices on in-flight requests scaled by weight (Envoy/agentgateway P2C). */
-  private leastRequest(open: readonly Upstream[]): Upstream {
-    const a = open[Math.floor(Math.random() * open.length)] as Upstream
-    let b = open[Math.floor(Math.random() * (open.length - 1))] as Upstream
-    if (b === a) b = open[open.length - 1] as Upstream
-    return (a.inFlight + 1) / a.weight <= (b.inFlight + 1) / b.weight ? a : b
+  /** Smooth weighted round-robin: even spread, weights honoured over every window of sum(w). */
+  private roundRobin(): Upstream {
+    const { scratch, current, weights } = this
+    let total = 0
+    let best = -1
+    for (const i of scratch) {
+      const w = weights[i] as number
+      current[i] = (current[i] as number) + w
+      total += w
+      if (best === -1 || (current[i] as number) > (current[best] as number)) best = i
+    }
+    current[best] = (current[best] as number) - total
+    return this.upstreams[best] as Upstream
   }
 
-  /** Closes every replica's connections. */
-  async close(): Promise<void> {
-    await Promise.all(this.upstreams.map((u) => u.close()))
+  /** Power of two choices over in-flight requests scaled by weight (Envoy least_request). */
+  private leastRequest(): Upstream {
+    const { scratch, upstreams: members, weights } = this
+    const n = scratch.length
+    const ai = Math.floor(Math.random() * n)
+    let bi = Math.floor(Math.random() * (n - 1))
+    if (bi >= ai) bi++
+    const a = scratch[ai] as number
+    const b = scratch[bi] as number
+    const ua = members[a] as Upstream
+    const ub = members[b] as Upstream
+    return (ua.inFlight + 1) * (weights[b] as number) <= (ub.inFlight + 1) * (weights[a] as number) ? ua : ub
+  }
+
+  /**
+   * Weighted rendezvous (highest random weight) hashing: each key goes to the replica with the
+   * best score among those available, so a replica going away moves only its own keys.
+   */
+  private rendezvous(key: string): Upstream {
+    const h = hashKey(key)
+    let best = -1
+    let bestScore = -1
+    for (const i of this.scratch) {
+      const score = rendezvousScore(h, this.seeds[i] as number, this.weights[i] as number)
+      if (score > bestScore) {
+        bestScore = score
+        best = i
+      }
+    }
+    return this.upstreams[best] as Upstream
   }
 }

@@ -1,5 +1,5 @@
 import { Pool } from 'undici'
-import type { UpstreamConfig } from '../config/schema.js'
+import type { ReplicaHealth } from './health.js'
 
 /** Connection settings shared by every replica of one server. */
 export interface UpstreamTimeouts {
@@ -8,12 +8,15 @@ export interface UpstreamTimeouts {
   readonly streamIdleMs: number
 }
 
-/** One backend replica: its address, its keep-alive connection pool and its live counters. */
+/**
+ * One backend replica: its address, its keep-alive connection pool, its live in-flight count and
+ * its health. A replica named by several pools of one server (main pool, routes) is one object,
+ * so its load and health are seen by all of them.
+ */
 export class Upstream {
   readonly origin: string
   /** Path and query sent on the request line. */
   readonly path: string
-  readonly weight: number
   readonly dispatcher: Pool
   /** Requests currently on this replica (least-request balancing, maxInFlight). */
   inFlight = 0
@@ -22,15 +25,15 @@ export class Upstream {
     /** Stable id for logs and metrics: `<server>#<index>`; never the URL (topology stays private). */
     readonly id: string,
     readonly url: URL,
-    cfg: Pick<UpstreamConfig, 'weight'>,
     timeouts: UpstreamTimeouts,
-    connections: number,
+    /** Per-replica cap (maxInFlight): also the connection count, as there is no queue. */
+    readonly maxInFlight: number,
+    readonly health: ReplicaHealth,
   ) {
     this.origin = url.origin
     this.path = `${url.pathname}${url.search}`
-    this.weight = cfg.weight
     this.dispatcher = new Pool(url.origin, {
-      connections,
+      connections: maxInFlight,
       pipelining: 1,
       connect: { timeout: timeouts.connectMs },
       headersTimeout: timeouts.responseHeadersMs,
@@ -39,6 +42,11 @@ export class Upstream {
       keepAliveTimeout: 4000,
       keepAliveTimeoutThreshold: 1000,
     })
+  }
+
+  /** Takes new requests: neither health-checked down nor ejected. */
+  get available(): boolean {
+    return !this.health.down && !this.health.ejected
   }
 
   /** Closes idle connections and waits for in-flight ones. */

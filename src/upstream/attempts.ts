@@ -1,0 +1,144 @@
+import type { ServerResponse } from 'node:http'
+import { GatewayError } from '../errors.js'
+import type { ServerBalancing } from './balancing.js'
+import { UpstreamFailure } from './failure.js'
+import { forward, type BodyTransform, type ForwardResult, type HeaderMap } from './forward.js'
+import type { StreamStop } from './lifecycle.js'
+import type { UpstreamPool } from './pool.js'
+import { backoffMs, RETRY_STATUSES } from './retry.js'
+import type { Upstream } from './upstream.js'
+
+/** One request's way through the replicas (built by the proxy stage, read by the loop). */
+export interface AttemptPlan {
+  readonly pool: UpstreamPool
+  /** The owner of a 2025-era session: the only replica this request may go to. */
+  readonly pinned: Upstream | undefined
+  /** Key for `balance: {hash}`; undefined falls back to least-request. */
+  readonly hashKey: string | undefined
+  /** A safe method (reliability §4.1): may be retried after it possibly reached a replica. */
+  readonly safe: boolean
+  /** 2025-era request: session ids in responses are rewritten to name their replica. */
+  readonly legacy: boolean
+  readonly method: 'POST' | 'GET' | 'DELETE'
+  readonly headers: readonly string[]
+  readonly body: Buffer | null
+  readonly transform: ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  readonly stop: StreamStop | undefined
+  /** The replica of the latest attempt (for the access log). */
+  upstream: Upstream | undefined
+}
+
+/**
+ * The attempt loop, exactly per reliability.md §4.1:
+ * - NotSent (refused, connect timeout …): another replica, for any method, until none is left;
+ * - possibly sent (reset, timeout, garbage, 502/503/504 without a JSON-RPC body): one more replica
+ *   (`retry.attempts`) only for safe methods, within the retry budget and the deadline (the
+ *   response-headers timeout covers every try, as Envoy's route timeout includes its retries),
+ *   after a full-jitter backoff;
+ * - nothing is retried once a byte went to the client: forward() only rejects before that.
+ */
+export async function sendWithRetries(res: ServerResponse, b: ServerBalancing, plan: AttemptPlan): Promise<ForwardResult> {
+  const { budget, retry } = b
+  const total = b.headersTimeoutMs
+  const deadline = performance.now() + total
+  let tried: Upstream[] | undefined
+  let retries = 0
+  let holding = false
+  let last: UpstreamFailure | undefined
+  budget.active++
+  try {
+    for (;;) {
+      const upstream = plan.pinned === undefined ? pick(plan, tried, last) : pinnedReady(plan.pinned)
+      plan.upstream = upstream
+      const left = deadline - performance.now()
+      try {
+        const result = await forward(res, {
+          upstream,
+          method: plan.method,
+          headers: plan.headers,
+          body: plan.body,
+          headersTimeoutMs: Math.max(1, Math.min(retry.perTryTimeoutMs ?? total, left)),
+          // Idle time between chunks, not total time: SSE keep-alive comments (every 15 s in the
+          // SDK) keep subscriptions/listen and long tool calls open while both sides are alive.
+          bodyTimeoutMs: b.streamIdleMs,
+          transform: plan.transform,
+          onHeaders: plan.legacy ? sessionRewriter(b, upstream) : b.onHeaders,
+          inspectServerErrors: true,
+          stop: plan.stop,
+        })
+        b.settled(upstream, result)
+        return result
+      } catch (err) {
+        if (!(err instanceof UpstreamFailure)) throw err
+        last = err
+        b.failed(upstream, err)
+        if (holding) {
+          budget.release()
+          holding = false
+        }
+        if (plan.pinned !== undefined) {
+          // The session lives only there; if that replica is gone, so is the session (404 → the
+          // client re-initialises, spec 2025-11-25 §Session Management).
+          if (!err.sent) throw new GatewayError('session_not_found', 'the session is no longer available')
+          throw err
+        }
+        ;(tried ??= []).push(upstream)
+        if (!err.sent) {
+          b.retried('not_sent')
+          continue
+        }
+        if (!plan.safe || retries >= retry.attempts || !isRetryable(err)) throw err
+        const wait = backoffMs(retry.backoffBaseMs, retries + 1)
+        if (deadline - performance.now() - wait < 1) {
+          b.retried('deadline')
+          throw err
+        }
+        if (!budget.tryAcquire()) {
+          b.retried('budget_exhausted')
+          throw err
+        }
+        holding = true
+        retries++
+        b.retried('retried')
+        await new Promise((resolve) => setTimeout(resolve, wait))
+        if (res.destroyed) return { kind: 'client_closed', status: undefined, bytes: 0 }
+      }
+    }
+  } finally {
+    budget.active--
+    if (holding) budget.release()
+  }
+}
+
+/** A failure worth another replica: the replica's own fault, and not a 500 it meant to send. */
+function isRetryable(f: UpstreamFailure): boolean {
+  return f.replicaFault && (f.status === undefined || RETRY_STATUSES.has(f.status))
+}
+
+/** The next replica; once every one refused the connection, that refusal is the answer (502). */
+function pick(plan: AttemptPlan, tried: readonly Upstream[] | undefined, last: UpstreamFailure | undefined): Upstream {
+  try {
+    return plan.pool.select(tried, plan.hashKey)
+  } catch (err) {
+    if (last !== undefined && err instanceof GatewayError && err.code === 'no_upstream') throw last
+    throw err
+  }
+}
+
+function pinnedReady(u: Upstream): Upstream {
+  // Health-checked down: the session is gone with it. Only ejected: tried anyway (it is the only
+  // place the session exists).
+  if (u.health.down) throw new GatewayError('session_not_found', 'the session is no longer available')
+  if (u.inFlight >= u.maxInFlight) throw new GatewayError('overloaded')
+  return u
+}
+
+/** Rewrites a backend-issued Mcp-Session-Id into one that names its replica (issue 5 §7). */
+function sessionRewriter(b: ServerBalancing, upstream: Upstream): (status: number, h: HeaderMap) => void {
+  return (status, h) => {
+    b.onHeaders(status, h)
+    const sid = h['mcp-session-id']
+    if (typeof sid === 'string') h['mcp-session-id'] = b.sessions.seal(upstream, sid)
+    else if (sid !== undefined) delete h['mcp-session-id'] // SECURITY: never relay an id we cannot bind
+  }
+}

@@ -1,0 +1,241 @@
+import type { ServerResponse } from 'node:http'
+import type { Dispatcher } from 'undici'
+import { HOP_BY_HOP } from '../mcp/headers.js'
+import { peekRawId } from '../mcp/jsonrpc.js'
+import { classifyFailure, UpstreamFailure } from './failure.js'
+import type { BodyTransform, ForwardRequest, ForwardResult, HeaderMap } from './forward.js'
+import { SseFramer } from './sse-framing.js'
+
+// SECURITY: per-user or auth-bearing response headers never cross the gateway (reliability S-24,
+// B-17): a backend challenge would point the client at the backend's authorization server.
+const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
+  ...HOP_BY_HOP, 'set-cookie', 'www-authenticate', 'content-length',
+])
+const MAX_HELD = 64 * 1024
+
+class ClientClosed extends Error {
+  override readonly name = 'ClientClosed'
+}
+class Drained extends Error {
+  override readonly name = 'Drained'
+}
+
+/** undici dispatch handler writing one upstream answer straight into Node's response. */
+export class ProxyHandler implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined
+  private transform: BodyTransform | undefined
+  /** Set for untransformed SSE: only whole events reach the client (B-08). */
+  private framer: SseFramer | undefined
+  /** A 5xx body held back to judge it (inspectServerErrors). */
+  private held: Buffer[] | undefined
+  private heldSize = 0
+  private status: number | undefined
+  private headers: HeaderMap | undefined
+  private headWritten = false
+  private bytes = 0
+  private settled = false
+  private readonly onClose = (): void => {
+    // SECURITY/spec: closing the response stream is cancellation (streamable-http §Cancellation);
+    // the upstream request is aborted at once so the backend stops work.
+    if (!this.res.writableFinished) this.controller?.abort(new ClientClosed('client closed'))
+  }
+  private readonly onDrain = (): void => this.controller?.resume()
+  /** Drain: everything written so far is whole events (framer or SSE transform), so end here. */
+  private readonly onStop = (): void => {
+    if (this.settled || !this.headWritten) return
+    this.finish()
+    this.res.end()
+    this.resolve({ kind: 'drained', status: this.status ?? 0, bytes: this.bytes })
+    this.controller?.abort(new Drained('gateway draining'))
+  }
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly req: ForwardRequest,
+    private readonly resolve: (r: ForwardResult) => void,
+    private readonly reject: (e: UpstreamFailure) => void,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller
+    if (this.res.destroyed) {
+      controller.abort(new ClientClosed('client closed before dispatch'))
+      return
+    }
+    this.res.on('close', this.onClose)
+    this.res.on('drain', this.onDrain)
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: HeaderMap): void {
+    // The gateway's own credentials were refused: a config fault, not the client's business.
+    if (status === 401 || status === 407) {
+      this.fail(new UpstreamFailure('upstream_bad_response', true, status, new Error(`upstream answered ${status}`)))
+      controller.abort(new Error('upstream refused the gateway credentials'))
+      return
+    }
+    this.status = status
+    const out: HeaderMap = {}
+    for (const key in headers) if (!DROPPED_RESPONSE_HEADERS.has(key)) out[key] = headers[key]
+    this.headers = out
+    if (status >= 500 && this.req.inspectServerErrors === true) {
+      this.held = []
+      return
+    }
+    const streaming = String(headers['content-type'] ?? '').startsWith('text/event-stream')
+    if (streaming) out['x-accel-buffering'] = 'no'
+    this.transform = this.req.transform?.(status, out)
+    if (streaming && this.transform === undefined) this.framer = new SseFramer()
+    if (this.transform === undefined && !streaming && headers['content-length'] !== undefined) {
+      out['content-length'] = headers['content-length']
+    }
+    this.req.onHeaders?.(status, out)
+    if (this.transform === undefined || this.transform.streaming) this.writeHead(streaming)
+    if (this.framer !== undefined || this.transform?.streaming === true) this.req.stop?.onStop(this.onStop)
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return
+    if (this.held !== undefined) return this.hold(controller, chunk)
+    let out: Buffer | undefined = chunk
+    if (this.framer !== undefined) out = this.framer.push(chunk)
+    else if (this.transform !== undefined) {
+      try {
+        out = this.transform.push(chunk)
+      } catch (err) {
+        this.failTransform(controller, err)
+        return
+      }
+    }
+    if (out !== undefined && out.length > 0) this.write(controller, out)
+  }
+
+  onResponseEnd(controller: Dispatcher.DispatchController): void {
+    if (this.settled) return
+    if (this.held !== undefined) return this.endHeld()
+    if (this.transform !== undefined) {
+      let out: Buffer | undefined
+      try {
+        out = this.transform.end()
+      } catch (err) {
+        this.failTransform(controller, err)
+        return
+      }
+      if (!this.headWritten) {
+        if (this.headers !== undefined && out !== undefined) this.headers['content-length'] = String(out.length)
+        this.writeHead(false)
+      }
+      if (out !== undefined && out.length > 0) this.write(controller, out)
+    }
+    this.finish()
+    this.res.end(this.unansweredStreamEvent())
+    this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    if (this.settled) return
+    this.finish()
+    if (err instanceof ClientClosed) {
+      this.resolve({ kind: 'client_closed', status: this.status, bytes: this.bytes })
+      return
+    }
+    if (!this.headWritten) {
+      this.reject(classifyFailure(err, this.status))
+      return
+    }
+    // An SSE stream that broke between events, before its answer, still gets a well-formed final
+    // error event: clients (the v2 SDK among them) otherwise wait out their own request timeout.
+    const event = this.unansweredStreamEvent()
+    if (event !== undefined) {
+      this.res.end(event)
+      this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
+      return
+    }
+    // Otherwise the only honest signal left is a broken connection, so a half-written JSON body
+    // is never presented as complete (reliability B-07).
+    this.res.destroy()
+    this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
+  }
+
+  /**
+   * A final JSON-RPC error event for an SSE stream that ended (or broke between events) without
+   * answering its request; undefined when it did answer, or when there is no id to answer.
+   */
+  private unansweredStreamEvent(): string | undefined {
+    if (this.framer === undefined || this.framer.sawResponse || this.req.body === null) return undefined
+    const id = peekRawId(this.req.body)
+    if (id === undefined) return undefined
+    return `event: message\ndata: {"jsonrpc":"2.0","id":${id},"error":{"code":-31502,"message":"Upstream stream ended before the response","data":{"source":"gateway","reason":"upstream_stream_broken"}}}\n\n`
+  }
+
+  private hold(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.heldSize += chunk.length
+    if (this.heldSize > MAX_HELD) {
+      this.fail(this.serverError('5xx body too large to inspect'))
+      controller.abort(new Error('5xx body too large'))
+      return
+    }
+    this.held?.push(chunk)
+  }
+
+  /** A held 5xx: relayed when it is a JSON-RPC message (the backend's answer), else a failure. */
+  private endHeld(): void {
+    const body = Buffer.concat(this.held ?? [], this.heldSize)
+    if (!isJsonRpcMessage(body)) return this.fail(this.serverError('5xx without a JSON-RPC body'))
+    if (this.headers !== undefined) this.headers['content-length'] = String(body.length)
+    this.req.onHeaders?.(this.status ?? 502, this.headers ?? {})
+    this.writeHead(false)
+    this.bytes += body.length
+    this.finish()
+    this.res.end(body)
+    this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
+  }
+
+  private serverError(why: string): UpstreamFailure {
+    const code = this.status === 504 ? 'upstream_timeout' : 'upstream_bad_response'
+    return new UpstreamFailure(code, true, this.status, new Error(`${why} (status ${this.status})`), true)
+  }
+
+  private writeHead(flush: boolean): void {
+    this.headWritten = true
+    this.res.writeHead(this.status ?? 502, this.headers as Record<string, string | string[]>)
+    if (flush) this.res.flushHeaders()
+  }
+
+  private write(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.bytes += chunk.length
+    if (!this.res.write(chunk)) controller.pause()
+  }
+
+  private failTransform(controller: Dispatcher.DispatchController, err: unknown): void {
+    const failure =
+      err instanceof UpstreamFailure ? err : new UpstreamFailure('upstream_bad_response', true, this.status, err)
+    if (this.headWritten) {
+      this.finish()
+      this.res.destroy()
+      this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: failure })
+    } else this.fail(failure)
+    controller.abort(failure)
+  }
+
+  private fail(failure: UpstreamFailure): void {
+    if (this.settled) return
+    this.finish()
+    this.reject(failure)
+  }
+
+  private finish(): void {
+    this.settled = true
+    this.req.upstream.inFlight--
+    this.res.off('close', this.onClose)
+    this.res.off('drain', this.onDrain)
+  }
+}
+
+function isJsonRpcMessage(body: Buffer): boolean {
+  try {
+    const v: unknown = JSON.parse(body.toString('utf8'))
+    return typeof v === 'object' && v !== null && (v as { jsonrpc?: unknown }).jsonrpc === '2.0'
+  } catch {
+    return false
+  }
+}
