@@ -19,6 +19,8 @@ export interface WatchOptions {
   readonly debounceMs?: number
   /** Stat poll interval, the fallback where fs.watch misses events (network and overlay file systems). */
   readonly pollMs?: number
+  /** false: poll only (tests of the fallback; file systems where fs.watch misbehaves). */
+  readonly fsWatch?: boolean
 }
 
 /** A running watch on the config file and the policy folder. */
@@ -55,6 +57,7 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
   }
 
   const rewatch = (): void => {
+    if (opts.fsWatch === false) return
     const paths = watchedPaths(current)
     if (paths.join('\n') === watched) return
     for (const w of watchers) w.close()
