@@ -1,7 +1,6 @@
 import { createHmac, KeyObject, sign as signRaw } from 'node:crypto'
 import { createServer, type RequestListener, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
 import {
   exportJWK,
   exportSPKI,
@@ -11,8 +10,6 @@ import {
   type JWK,
   type JWTPayload,
 } from 'jose'
-import { parseConfigText } from '../../src/config/load.js'
-import { startGateway, type RunningGateway } from '../../src/server.js'
 
 /** A signing key pair with its public JWK (kid and alg set), as an IdP would publish it. */
 export interface TestKey {
@@ -146,15 +143,6 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
     setMode: (next) => void (mode = next),
     close: () => closeServer(server),
   }
-}
-
-/**
- * Starts the gateway in-process on 127.0.0.1:0 from a config object (validated like a file, with
- * relative paths resolved against `dir`), silent unless the config sets a log level.
- */
-export async function startTestGateway(config: object, dir = tmpdir()): Promise<RunningGateway> {
-  const loaded = parseConfigText(JSON.stringify({ log: { level: 'silent' }, ...config }), { dir })
-  return startGateway(loaded, { port: 0 })
 }
 
 /** A server that must never be contacted (jku / x5u targets); counts connections and requests. */

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { RunningGateway } from '../../src/server.js'
+import { startTestGateway } from '../helpers/gateway.js'
 import { mcpPost, type RawResponse } from '../helpers/clients.js'
 import { startNonValidatingBackend, type NonValidatingBackend } from '../helpers/sdk-servers.js'
 import {
@@ -11,7 +12,6 @@ import {
   mintToken,
   mintedTokens,
   startJwks,
-  startTestGateway,
   type TestKey,
 } from '../helpers/tokens.js'
 
@@ -94,7 +94,6 @@ async function startRig(): Promise<Rig> {
       },
     },
   })
-  onTestFinished(() => gw.close(0))
   return { gw, backend, endpoint, key }
 }
 

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfigText } from '../../src/config/load.js'
 import type { RunningGateway } from '../../src/server.js'
+import { startTestGateway } from '../helpers/gateway.js'
 import { connectClient, mcpPost, rawRequest, type RawResponse } from '../helpers/clients.js'
 import {
   startNonValidatingBackend,
@@ -17,7 +18,6 @@ import {
   mintToken,
   mintedTokens,
   startJwks,
-  startTestGateway,
   type JwksMode,
   type JwksServer,
   type TestKey,
@@ -47,7 +47,6 @@ async function gatewayFor(
     auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, ...jwt }, ...extra.auth },
     servers: { weather: { upstreams: [{ url: backend.url }], ...extra.weather } },
   })
-  onTestFinished(() => gw.close(0))
   return gw
 }
 
@@ -261,7 +260,6 @@ describe('protected resource metadata (RFC 9728)', () => {
     const gw = await startTestGateway({
       servers: { weather: { upstreams: [{ url: backend.url }] } },
     })
-    onTestFinished(() => gw.close(0))
     const res = await rawRequest(
       'GET',
       `${gw.url}/.well-known/oauth-protected-resource/mcp/weather`,
@@ -335,9 +333,8 @@ describe('key sources and verifier settings', () => {
           auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, ...source } },
           servers: { weather: { upstreams: [{ url: backend.url }] } },
         },
-        dir,
+        { dir },
       )
-      onTestFinished(() => gw.close(0))
       expect((await callTool(gw, await token(good))).status).toBe(200)
       expect((await callTool(gw, await token(bad))).status).toBe(401)
     }

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { RunningGateway } from '../../src/server.js'
+import { startTestGateway } from '../helpers/gateway.js'
 import { mcpPost, type RawResponse } from '../helpers/clients.js'
 import { startNonValidatingBackend, type NonValidatingBackend } from '../helpers/sdk-servers.js'
 import {
@@ -8,7 +9,6 @@ import {
   mintToken,
   mintedTokens,
   startJwks,
-  startTestGateway,
   startTrap,
   type JwksServer,
   type MintOptions,
@@ -48,22 +48,25 @@ beforeAll(async () => {
   jwks = await startJwks([rsa, ec])
   trap = await startTrap()
   backend = await startNonValidatingBackend()
-  gw = await startTestGateway({
-    auth: {
-      publicUrl: PUBLIC,
-      // A long cooldown: no test in this file may cause a second JWKS fetch.
-      jwt: {
-        issuer: ISS,
-        jwksUrl: jwks.url,
-        algorithms: ['RS256', 'ES256'],
-        jwksCooldownMs: 600_000,
+  gw = await startTestGateway(
+    {
+      auth: {
+        publicUrl: PUBLIC,
+        // A long cooldown: no test in this file may cause a second JWKS fetch.
+        jwt: {
+          issuer: ISS,
+          jwksUrl: jwks.url,
+          algorithms: ['RS256', 'ES256'],
+          jwksCooldownMs: 600_000,
+        },
+      },
+      servers: {
+        weather: { upstreams: [{ url: backend.url }] },
+        other: { upstreams: [{ url: backend.url }] },
       },
     },
-    servers: {
-      weather: { upstreams: [{ url: backend.url }] },
-      other: { upstreams: [{ url: backend.url }] },
-    },
-  })
+    { autoClose: false },
+  )
   // Warm the key cache, so "no JWKS fetch" below means the token never made the gateway look.
   const warm = await call(await valid())
   expect(warm.status).toBe(200)
