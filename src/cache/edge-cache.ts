@@ -191,8 +191,8 @@ export class EdgeCache {
   }
 
   /** Bytes and entries held in memory (for tests and metrics). */
-  get stats(): { readonly bytes: number; readonly entries: number; readonly flights: number } {
-    return { bytes: this.memory.bytes, entries: this.memory.size, flights: this.flights.size }
+  get stats(): { readonly bytes: number; readonly entries: number; readonly flights: number; readonly waiters: number } {
+    return { bytes: this.memory.bytes, entries: this.memory.size, flights: this.flights.size, waiters: this.flights.waiters }
   }
 
   async close(): Promise<void> {

@@ -18,14 +18,19 @@ export interface Waiter<T> {
  * not cacheable (or failed), and then decide for themselves.
  */
 export class SingleFlight<T> {
-  private readonly flights = new Map<string, Promise<T | undefined>>()
+  private readonly flights = new Map<string, { readonly promise: Promise<T | undefined>; waiters: number }>()
+  private waiting = 0
 
   /** Joins the flight for `key`, or starts it. */
   begin(key: string): Leader<T> | Waiter<T> {
     const running = this.flights.get(key)
-    if (running !== undefined) return { leader: false, wait: running }
+    if (running !== undefined) {
+      running.waiters++
+      this.waiting++
+      return { leader: false, wait: running.promise }
+    }
     let wake!: (value: T | undefined) => void
-    const flight = new Promise<T | undefined>((resolve) => (wake = resolve))
+    const flight = { promise: new Promise<T | undefined>((resolve) => (wake = resolve)), waiters: 0 }
     this.flights.set(key, flight)
     let settled = false
     return {
@@ -34,6 +39,7 @@ export class SingleFlight<T> {
         if (settled) return
         settled = true
         if (this.flights.get(key) === flight) this.flights.delete(key)
+        this.waiting -= flight.waiters
         wake(value)
       },
     }
@@ -42,5 +48,10 @@ export class SingleFlight<T> {
   /** Flights in progress (for tests and metrics). */
   get size(): number {
     return this.flights.size
+  }
+
+  /** Callers waiting on a flight right now. */
+  get waiters(): number {
+    return this.waiting
   }
 }

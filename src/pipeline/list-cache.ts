@@ -83,8 +83,11 @@ async function miss(
     { server: c.get('server').name, method: req.method, reason: err.code, ageMs: cache.now() - stale.entry.storedAt },
     'cache: upstream failed; served a stale entry (stale-if-error)',
   )
-  // Replaces the rendered error; hono merges headers, so the already-sent marker survives.
-  c.res = serve(c, cache, stale, rawId, 'cache_stale')
+  const sent = serve(c, cache, stale, rawId, 'cache_stale')
+  // Replaces the rendered error. Cleared first: hono would otherwise merge the two into a new
+  // Response that @hono/node-server writes again instead of honouring the already-sent marker.
+  c.res = undefined
+  c.res = sent
 }
 
 /** Writes a cache answer straight into Node's response (the proxy's fast path). */

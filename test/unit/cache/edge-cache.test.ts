@@ -81,7 +81,7 @@ describe('EdgeCache', () => {
   })
 
   it('filters hits per caller view, memoising each filter key once per entry', () => {
-    const cache = new EdgeCache(config)
+    const cache = new EdgeCache(config, { now: () => 0 })
     const req = request()
     cache.capture(req, answer(), 0)
     let applied = 0

@@ -1,0 +1,77 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { onTestFinished } from 'vitest'
+import { stringify } from 'yaml'
+import { parseConfigText } from '../../src/config/load.js'
+import { startGateway, type RunningGateway, type StartOptions } from '../../src/server.js'
+import { envelope, mcpHeaders, rawPost, type RawResponse } from '../helpers/clients.js'
+
+/** A gateway for cache tests, with its log lines and the URL of server `app`. */
+export interface CacheGateway extends RunningGateway {
+  readonly app: string
+  readonly logs: Record<string, unknown>[]
+}
+
+/** Fast listen reconnects so tests never wait out production backoff. */
+export const FAST_INVALIDATOR = { baseDelayMs: 20, maxDelayMs: 200, unsupportedRetryMs: 60_000, resubscribeDelayMs: 20 }
+
+/** Starts a gateway (closed when the test ends) with `cache` in front of `url` as server `app`. */
+export async function cacheGateway(
+  url: string,
+  cache: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+  opts: StartOptions & { dir?: string } = {},
+): Promise<CacheGateway> {
+  const logs: Record<string, unknown>[] = []
+  const config = {
+    listen: { host: '127.0.0.1', port: 0 },
+    log: { level: 'debug' },
+    cache,
+    servers: { app: { upstreams: [{ url }] } },
+    ...extra,
+  }
+  const loaded = parseConfigText(stringify(config), { dir: opts.dir ?? process.cwd(), env: {} })
+  const gw = await startGateway(loaded, {
+    watch: false,
+    cache: { invalidator: FAST_INVALIDATOR },
+    ...opts,
+    logDestination: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+  })
+  onTestFinished(() => gw.close(100))
+  return Object.assign(gw, { app: `${gw.url}/mcp/app`, logs })
+}
+
+/** A modern request body with `rawId` spliced in verbatim (big integers, escapes). */
+export function rawBody(rawId: string, method = 'tools/list', params: Record<string, unknown> = {}): string {
+  const p = JSON.stringify({ ...params, _meta: { ...envelope(), ...(params._meta as object | undefined) } })
+  return `{"jsonrpc":"2.0","id":${rawId},"method":${JSON.stringify(method)},"params":${p}}`
+}
+
+/** POSTs a modern request with id `rawId`. */
+export function post(url: string, rawId: string, method = 'tools/list', params: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<RawResponse> {
+  const name = typeof params.uri === 'string' ? params.uri : undefined
+  return rawPost(url, rawBody(rawId, method, params), { ...mcpHeaders(method, name), ...headers })
+}
+
+/** Polls `check` until it holds; fails after `timeoutMs` with `what`. */
+export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(10)
+  }
+}
+
+/** Closes whatever `start` resolves to when the test ends. */
+export async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
+  const value = await start
+  onTestFinished(async () => {
+    await value.close()
+  })
+  return value
+}
+
+/** The value of one cache event counter. */
+export async function cacheEvents(gw: RunningGateway, event: string): Promise<number> {
+  const metric = await gw.metrics.cacheEvents.get()
+  return metric.values.find((v) => v.labels.event === event)?.value ?? 0
+}
