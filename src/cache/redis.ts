@@ -54,6 +54,7 @@ export class RedisTier implements SharedTier {
     this.client.on('error', (err: Error) => this.degrade(err))
     this.client.on('ready', () => {
       if (this.degraded) this.opts.log.info('cache: redis is back; shared tier active again')
+      else this.opts.log.debug('cache: redis connected')
       this.degraded = false
     })
   }

@@ -29,7 +29,10 @@ describe('edge cache: public lists', () => {
     const backend = await closing(
       startNonValidatingBackend({
         toolsListCache: PUBLIC_60S,
-        behaviour: async (req) => (req.rpcMethod === 'tools/list' ? (await gate, 'normal') : 'normal'),
+        behaviour: async (req) => {
+          if (req.rpcMethod === 'tools/list') await gate
+          return 'normal' as const
+        },
       }),
     )
     const gw = await cacheGateway(backend.url)

@@ -1,0 +1,151 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { createServer } from 'node:net'
+import { Redis } from 'ioredis'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
+import { cacheEvents, cacheGateway, closing, post, waitFor, type CacheGateway } from './cache-helpers.js'
+
+const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
+const HAVE_REDIS = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0
+const IN_CI = (process.env.CI ?? '') !== '' && process.env.CI !== 'false'
+const MISSING = 'redis-server is not on PATH (Debian package redis-server; .ci/run installs it)'
+
+/** A throwaway redis-server on a free loopback port, without persistence. */
+interface TestRedis {
+  readonly url: string
+  readonly client: Redis
+  stop(): Promise<void>
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address()
+      const port = typeof address === 'object' && address !== null ? address.port : 0
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** Resolves true once the server says it is ready, false if it exits first. */
+function ready(child: ChildProcess): Promise<boolean> {
+  return new Promise((resolve) => {
+    let out = ''
+    const timer = setTimeout(() => resolve(false), 10_000)
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      if (out.includes('Ready to accept connections')) {
+        clearTimeout(timer)
+        resolve(true)
+      }
+    })
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve(false)
+    })
+  })
+}
+
+/** Starts redis-server (retrying on a port someone else grabbed meanwhile); stopped after the test. */
+async function startRedis(): Promise<TestRedis> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort()
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    if (!(await ready(child))) {
+      child.kill('SIGKILL')
+      continue
+    }
+    const url = `redis://127.0.0.1:${port}`
+    const client = new Redis(url, { maxRetriesPerRequest: 1 })
+    let stopped = false
+    const stop = async (): Promise<void> => {
+      if (stopped) return
+      stopped = true
+      client.disconnect()
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+    }
+    onTestFinished(stop)
+    return { url, client, stop }
+  }
+  throw new Error('redis-server did not start on any of 5 ports')
+}
+
+/** Whether a gateway's shared tier said it is connected. */
+function connected(gw: CacheGateway): boolean {
+  return gw.logs.some((l) => l.msg === 'cache: redis connected')
+}
+
+if (!HAVE_REDIS && IN_CI) {
+  describe('edge cache: shared Redis tier', () => {
+    it('needs redis-server', () => {
+      throw new Error(`${MISSING}: CI must provide it, so this is a failure here, not a skip`)
+    })
+  })
+}
+
+if (!HAVE_REDIS && !IN_CI) process.stderr.write(`cache-redis.test.ts: skipped, ${MISSING}\n`)
+
+describe.skipIf(!HAVE_REDIS)(`edge cache: shared Redis tier${HAVE_REDIS ? '' : ` (skipped: ${MISSING})`}`, () => {
+  it('makes a list fetched through one gateway a hit through another that shares only Redis', async () => {
+    const redis = await startRedis()
+    const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
+    const a = await cacheGateway(backend.url, { redis: redis.url })
+    const b = await cacheGateway(backend.url, { redis: redis.url })
+    await waitFor(() => [a, b].every(connected), 'both gateways connected to Redis')
+    expect((await post(a.app, '1')).status).toBe(200)
+    await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+    const [key] = await redis.client.keys('*')
+    expect(key).toMatch(/^mcp-edge:c1:app~[\w-]+:tools\/list:-:/)
+    expect(await redis.client.pttl(key ?? '')).toBeGreaterThan(50_000)
+
+    const viaB = await post(b.app, '12345678901234567890')
+    expect(viaB.text.startsWith('{"jsonrpc":"2.0","id":12345678901234567890,"result":{')).toBe(true)
+    expect(backend.calls('tools/list')).toHaveLength(1)
+    expect(await cacheEvents(b, 'shared_hit')).toBe(1)
+    // B keeps it in memory now: no second trip to Redis.
+    await post(b.app, '2')
+    expect(await cacheEvents(b, 'shared_hit')).toBe(1)
+    expect(backend.calls('tools/list')).toHaveLength(1)
+  })
+
+  it('drops shared entries when the backend says the list changed', async () => {
+    const redis = await startRedis()
+    const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
+    const a = await cacheGateway(backend.url, { redis: redis.url })
+    const b = await cacheGateway(backend.url, { redis: redis.url })
+    await waitFor(
+      () => [a, b].every((g) => connected(g) && g.cache?.invalidator.isConnected('app') === true),
+      'both listen streams and Redis connections',
+    )
+    await post(a.app, '1')
+    await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+    await post(b.app, '2')
+    expect(backend.calls('tools/list')).toHaveLength(1)
+    backend.notify.toolsChanged()
+    await waitFor(async () => (await redis.client.dbsize()) === 0, 'the shared entry to be dropped')
+    await waitFor(() => a.cache?.cache.stats.entries === 0 && b.cache?.cache.stats.entries === 0, 'memory tiers dropped')
+    await post(b.app, '3')
+    expect(backend.calls('tools/list')).toHaveLength(2)
+  })
+
+  it('keeps answering from memory and the backend when Redis goes away', async () => {
+    const redis = await startRedis()
+    const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
+    const gw = await cacheGateway(backend.url, { redis: redis.url })
+    await waitFor(() => connected(gw), 'the Redis connection')
+    await post(gw.app, '1')
+    await redis.stop()
+    expect((await post(gw.app, '2')).status).toBe(200) // memory hit
+    expect((await post(gw.app, '3', 'tools/list', { cursor: 'other' })).status).toBe(200) // miss
+    expect(backend.calls('tools/list')).toHaveLength(2)
+    await waitFor(() => gw.logs.some((l) => String(l.msg).includes('redis unavailable')), 'the degraded log line')
+  })
+})
