@@ -3,6 +3,7 @@ import type { Server } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
 import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
+import { AuthCarryOver } from './auth/carry-over.js'
 import { startCache, type CacheSetupOptions, type GatewayCache } from './cache/setup.js'
 import type { LoadedConfig } from './config/load.js'
 import { watchConfig, type ConfigWatcher } from './config/watch.js'
@@ -47,7 +48,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   const log = createLogger(config.log.level, opts.logDestination)
   const metrics = createMetrics()
   // Drain state and metrics outlive config reloads (issue 5).
-  const shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics }
+  const shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics, auth: new AuthCarryOver() }
   const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir, loaded.policy, shared), draining: false }
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)

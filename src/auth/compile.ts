@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import type { GatewayConfig } from '../config/schema.js'
+import { AuthCarryOver } from './carry-over.js'
 import { checkKeyFiles } from './key-source.js'
 import {
   challengesFor,
@@ -11,7 +12,7 @@ import {
   type Challenges,
   type ProtectedResourceMetadata,
 } from './resource.js'
-import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
+import type { TokenExchanger } from './token-exchange.js'
 import { createVerifier, type Verifier } from './verifier.js'
 
 /** Authentication of one server, compiled once per config. */
@@ -36,8 +37,15 @@ export interface AuthRuntime {
   readonly prefix: string
 }
 
-/** Compiles `auth:` and every server's auth settings; undefined when auth is off. */
-export function compileAuth(config: GatewayConfig, configDir: string): AuthRuntime | undefined {
+/**
+ * Compiles `auth:` and every server's auth settings; undefined when auth is off. `carry` keeps
+ * fetched keys and exchanged tokens from the previous config when their settings are unchanged.
+ */
+export function compileAuth(
+  config: GatewayConfig,
+  configDir: string,
+  carry = new AuthCarryOver(),
+): AuthRuntime | undefined {
   const auth = config.auth
   if (auth === undefined) return undefined
   const base = publicBase(auth.publicUrl)
@@ -54,12 +62,14 @@ export function compileAuth(config: GatewayConfig, configDir: string): AuthRunti
       challenges: challengesFor(metadataUrl(base, name), s.requiredScopes),
       // A required scope must be one a client can find out about and request.
       metadata: metadataFor(resource, authServers, unique([...s.requiredScopes, ...advertised])),
-      exchanger: s.tokenExchange === undefined ? undefined : createTokenExchanger(s.tokenExchange),
+      exchanger: s.tokenExchange === undefined ? undefined : carry.exchanger(name, s.tokenExchange),
     })
   }
   const allRequired = Object.values(config.servers).flatMap((s) => s.requiredScopes)
+  const keys = carry.keySource(auth.jwt, configDir)
+  carry.commit()
   return {
-    verifier: createVerifier(auth, configDir, { maxTokenBytes: config.limits.maxTokenBytes }),
+    verifier: createVerifier(auth, configDir, { maxTokenBytes: config.limits.maxTokenBytes, keys }),
     servers,
     rootMetadata: metadataFor(
       resourceUrl(base),

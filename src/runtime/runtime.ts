@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import type { AuthCarryOver } from '../auth/carry-over.js'
 import { compileAuth, type AuthRuntime } from '../auth/compile.js'
 import { CACHEABLE_METHODS } from '../cache/policy.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
@@ -59,6 +60,8 @@ export function parseMethodsFor(config: GatewayConfig): Set<string> {
 export interface RuntimeShared {
   readonly lifecycle: Lifecycle
   readonly metrics: GatewayMetrics | undefined
+  /** JWKS keys and exchanged tokens kept across reloads while their settings are unchanged. */
+  readonly auth?: AuthCarryOver
 }
 
 /** Compiles servers and their connection pools. */
@@ -101,7 +104,7 @@ export function createRuntime(
     config,
     servers,
     allowedHosts: config.allowedHosts === undefined ? undefined : new Set(config.allowedHosts),
-    auth: compileAuth(config, dir), // key files resolve against the config's folder
+    auth: compileAuth(config, dir, shared.auth), // key files resolve against the config's folder
     policy,
   }
 }

@@ -169,6 +169,34 @@ describe('remote JWKS', () => {
     expect((await callTool(gw, valid)).status).toBe(200)
   })
 
+  it('keeps fetched keys across a config reload, so a reload during an IdP outage breaks nothing', async () => {
+    const rsa = await generateTestKey('RS256')
+    const jwks = await jwksWith(rsa)
+    const backend = await closing(startNonValidatingBackend())
+    const config = (cooldown: number, extraServer: boolean) => ({
+      listen: { host: '127.0.0.1', port: 0 },
+      log: { level: 'silent' },
+      auth: {
+        publicUrl: PUBLIC,
+        jwt: { issuer: ISS, jwksUrl: jwks.url, jwksCooldownMs: cooldown },
+      },
+      servers: {
+        weather: { upstreams: [{ url: backend.url }] },
+        ...(extraServer && { docs: { upstreams: [{ url: backend.url }] } }),
+      },
+    })
+    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 0 })
+    const valid = await token(rsa)
+    expect((await callTool(gw, valid)).status).toBe(200)
+    jwks.setMode('error500')
+    const reload = (c: object) => gw.reload(parseConfigText(JSON.stringify(c), { dir: tmpdir() }))
+    await reload(config(0, true)) // same key settings, another server added
+    expect((await callTool(gw, valid)).status).toBe(200)
+    expect(jwks.hits).toBe(1)
+    await reload(config(10, true)) // changed key settings start from a cold cache
+    expect((await callTool(gw, valid)).status).toBe(503)
+  })
+
   it('refuses to go on with keys older than cacheMaxAge when they cannot be refreshed (503)', async () => {
     const rsa = await generateTestKey('RS256')
     const jwks = await jwksWith(rsa)

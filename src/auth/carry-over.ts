@@ -1,0 +1,43 @@
+import type { AuthConfig, ServerConfig } from '../config/schema.js'
+import { createKeySource, type KeySource } from './key-source.js'
+import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
+
+type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
+
+/**
+ * Auth state that outlives config reloads while its settings stay the same: fetched JWKS keys and
+ * exchanged tokens. Without it every policy edit would start from a cold key cache, and during an
+ * identity-provider outage that edit alone would turn working auth into 503s.
+ */
+export class AuthCarryOver {
+  #keys = new Map<string, KeySource>()
+  #exchangers = new Map<string, TokenExchanger>()
+  #nextKeys = new Map<string, KeySource>()
+  #nextExchangers = new Map<string, TokenExchanger>()
+
+  /** The remote key source for these settings, reused when unchanged; key files are re-read. */
+  keySource(jwt: AuthConfig['jwt'], dir: string): KeySource {
+    if (jwt.jwksUrl === undefined) return createKeySource(jwt, dir)
+    const { jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs } = jwt
+    const id = JSON.stringify([jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs])
+    const source = this.#keys.get(id) ?? this.#nextKeys.get(id) ?? createKeySource(jwt, dir)
+    this.#nextKeys.set(id, source)
+    return source
+  }
+
+  /** The exchanger (and its token cache) of one server, reused when its settings are unchanged. */
+  exchanger(server: string, cfg: TokenExchangeConfig): TokenExchanger {
+    const id = JSON.stringify([server, cfg])
+    const ex = this.#exchangers.get(id) ?? this.#nextExchangers.get(id) ?? createTokenExchanger(cfg)
+    this.#nextExchangers.set(id, ex)
+    return ex
+  }
+
+  /** Keeps only what the latest compile used, so settings that went away free their state. */
+  commit(): void {
+    this.#keys = this.#nextKeys
+    this.#exchangers = this.#nextExchangers
+    this.#nextKeys = new Map()
+    this.#nextExchangers = new Map()
+  }
+}
