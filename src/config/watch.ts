@@ -6,6 +6,8 @@ import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { ConfigError, loadConfigFile, type LoadedConfig } from './load.js'
 
+const REJECTED = 'reload rejected, still running the previous config and policies'
+
 /** What the watcher swaps in, and how often it looks. */
 export interface WatchOptions {
   /** The config and policies running now. */
@@ -17,7 +19,7 @@ export interface WatchOptions {
   readonly applyPolicy: (policy: PolicySet | undefined) => void
   /** Quiet time after a file event before reloading (editors write in several steps). */
   readonly debounceMs?: number
-  /** Stat poll interval, the fallback where fs.watch misses events (network and overlay file systems). */
+  /** Stat poll interval: the fallback where fs.watch misses events (network, overlay mounts). */
   readonly pollMs?: number
   /** false: poll only (tests of the fallback; file systems where fs.watch misbehaves). */
   readonly fsWatch?: boolean
@@ -89,15 +91,17 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
       if (what === 'config') await opts.applyConfig(next)
       else if (what === 'policies') opts.applyPolicy(next.policy)
     } catch (err) {
-      const problems = err instanceof ConfigError || err instanceof PolicyError ? err.problems : [String(err)]
+      const known = err instanceof ConfigError || err instanceof PolicyError
+      const problems = known ? err.problems : [String(err)]
       const more = problems.length > 1 ? ` (+${problems.length - 1} more)` : ''
-      problem = `reload rejected, still running the previous config and policies: ${problems[0] ?? ''}${more}`
+      problem = `${REJECTED}: ${problems[0] ?? ''}${more}`
       log.warn({ problems }, 'config reload rejected; keeping the previous config and policies')
       return
     }
     current = next
     problem = undefined
-    log.info({ changed: what, policy: next.policy?.id, rules: next.policy?.rules.length }, 'config reloaded')
+    const policy = next.policy
+    log.info({ changed: what, policy: policy?.id, rules: policy?.rules.length }, 'config reloaded')
     rewatch()
   }
 
@@ -152,7 +156,9 @@ async function fingerprint(loaded: LoadedConfig): Promise<string> {
   const { files, folder } = watchedFiles(loaded)
   const names = folder === undefined ? [] : await readdir(folder).catch(() => [] as string[])
   const all = [...files, ...names.sort().map((n) => join(folder ?? '', n))]
-  const parts = await Promise.all(all.map((f) => stat(f).then((s) => describe(f, s), () => `${f}:-`)))
+  const parts = await Promise.all(
+    all.map((f) => stat(f).then((s) => describe(f, s), () => `${f}:-`)),
+  )
   return parts.join('\n')
 }
 
@@ -178,11 +184,14 @@ function fingerprintSync(loaded: LoadedConfig): string {
 }
 
 function watchedFiles(loaded: LoadedConfig): { files: string[]; folder: string | undefined } {
-  const folder = loaded.config.policies === undefined ? undefined : resolve(loaded.dir, loaded.config.policies)
+  const policies = loaded.config.policies
+  const folder = policies === undefined ? undefined : resolve(loaded.dir, policies)
   const files = loaded.file === undefined ? [] : [resolve(loaded.file)]
   return { files: folder === undefined ? files : [...files, folder], folder }
 }
 
-function describe(path: string, s: { mtimeMs: number; ctimeMs: number; size: number; ino: number }): string {
+type StatLike = { mtimeMs: number; ctimeMs: number; size: number; ino: number }
+
+function describe(path: string, s: StatLike): string {
   return `${path}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`
 }

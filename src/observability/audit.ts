@@ -3,6 +3,8 @@ import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../policy/compile.js'
 import type { Decision } from '../policy/policy.js'
 
+const ALLOWED = 'policy allowed'
+
 /** One policy decision on a named target, as the audit log records it. */
 export interface AuditEntry {
   readonly caller: PolicyCaller | undefined
@@ -44,7 +46,7 @@ export function createAuditLog(log: Logger): AuditLog {
           dryRun: decision.dryRun,
           policy,
         },
-        decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : 'policy allowed',
+        decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED,
       )
     },
   }

@@ -41,6 +41,7 @@ export const authorize = (log: Logger): MiddlewareHandler<GatewayEnv> => {
     // A notification gets no answer (JSON-RPC 2.0 §4.1); 202 is what a server sends for one.
     if (mcp.kind === 'notification') return c.body(null, 202)
     const rawId = mcp.message?.rawId ?? peekRawId(c.get('body'))
-    return c.body(renderDenial(denied, rawId ?? 'null'), 200, { 'content-type': 'application/json' })
+    const body = renderDenial(denied, rawId ?? 'null')
+    return c.body(body, 200, { 'content-type': 'application/json' })
   }
 }

@@ -18,7 +18,7 @@ export interface SourcedRule {
   readonly source: string
 }
 
-/** A rule compiled once: patterns are matchers, `when` is a predicate; nothing parsed per request. */
+/** A rule compiled once: matchers and a `when` predicate, so nothing is parsed per request. */
 export interface CompiledRule {
   /** `name#<hash of the rule's content>`: changes whenever the rule does (cache keys use it). */
   readonly id: string

@@ -12,7 +12,8 @@ export function renderDenial(target: McpTarget, rawId: string): string {
   if (target.kind === 'resource') {
     const uri = JSON.stringify(target.uri)
     const message = JSON.stringify(`Resource not found: ${target.uri}`)
-    return `{"jsonrpc":"2.0","id":${id},"error":{"code":-32602,"message":${message},"data":{"uri":${uri}}}}`
+    const error = `{"code":-32602,"message":${message},"data":{"uri":${uri}}}`
+    return `{"jsonrpc":"2.0","id":${id},"error":${error}}`
   }
   const what = target.kind === 'tool' ? 'Unknown tool' : 'Unknown prompt'
   const message = JSON.stringify(`${what}: ${target.name}`)

@@ -14,13 +14,20 @@ export interface ExplainIo {
   err(text: string): void
 }
 
-export const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME (--tool NAME | --prompt NAME | --resource URI)
-                        [--claims JSON] [--json]
+/** Help text of the command. */
+export const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
+                        (--tool NAME | --prompt NAME | --resource URI) [--claims JSON] [--json]
   Prints the policy decision for a caller and the rule that made it.
   --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
             (omitted: an anonymous caller, which rules with \`when\` never match)
   exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
 `
+
+const q = (s: string): string => JSON.stringify(s)
+
+const RULE_DRY = ' [mode: dry-run]'
+const GLOBAL_DRY_RUN = ' (policyMode: dry-run)'
+const DRY_RUN_NOTE = ' (dry run: not enforced, the request goes through)'
 
 const REASONS: Readonly<Record<Decision['reason'], string>> = {
   allow_rule: 'an allow rule matched and no deny rule did',
@@ -47,16 +54,21 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
   }
   const servers = Object.keys(loaded.config.servers)
   if (!servers.includes(opts.server)) {
-    io.err(`mcp-edge explain: no server "${opts.server}" in ${file} (servers: ${servers.join(', ')})\n`)
+    const known = servers.join(', ')
+    io.err(`mcp-edge explain: no server "${opts.server}" in ${file} (servers: ${known})\n`)
     return EXPLAIN_EXIT.usage
   }
   const policy = loaded.policy
   if (policy === undefined) {
-    io.out(opts.json ? `${JSON.stringify({ decision: 'allow', policies: false })}\n` : 'decision: allow\nreason: no policies configured\n')
+    const json = JSON.stringify({ decision: 'allow', policies: false })
+    io.out(opts.json ? `${json}\n` : 'decision: allow\nreason: no policies configured\n')
     return EXPLAIN_EXIT.allow
   }
   const decision = policy.check(opts.caller, opts.server, opts.target)
-  io.out(opts.json ? `${JSON.stringify(toJson(decision, opts, policy))}\n` : describe(decision, opts, policy))
+  const text = opts.json
+    ? `${JSON.stringify(toJson(decision, opts, policy))}\n`
+    : describe(decision, opts, policy)
+  io.out(text)
   return decision.allow ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
 }
 
@@ -89,8 +101,11 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
     values.resource === undefined ? [] : [{ kind: 'resource', uri: values.resource } as const],
   ].flat()
   const target = named[0]
-  if (target === undefined || named.length > 1) throw new Error('name exactly one of --tool, --prompt, --resource')
-  return { server: values.server, target, caller: parseClaims(values.claims), json: values.json === true }
+  if (target === undefined || named.length > 1) {
+    throw new Error('name exactly one of --tool, --prompt, --resource')
+  }
+  const caller = parseClaims(values.claims)
+  return { server: values.server, target, caller, json: values.json === true }
 }
 
 function parseClaims(text: string | undefined): PolicyCaller | undefined {
@@ -110,14 +125,16 @@ function parseClaims(text: string | undefined): PolicyCaller | undefined {
 function describe(d: Decision, o: ExplainOptions, policy: PolicySet): string {
   const t = o.target
   const name = t.kind === 'resource' ? t.uri : t.name
-  const matched = policy.rulesFor(o.server).all.filter((r) => r.when === undefined || r.when(o.caller))
+  const c = o.caller
+  const matched = policy.rulesFor(o.server).all.filter((r) => r.when === undefined || r.when(c))
+  const r = d.rule
   const lines = [
-    `decision: ${d.allow && !d.dryRun ? 'allow' : 'deny'}${d.dryRun ? ' (dry run: not enforced, the request goes through)' : ''}`,
+    `decision: ${d.allow && !d.dryRun ? 'allow' : 'deny'}${d.dryRun ? DRY_RUN_NOTE : ''}`,
     `target: ${t.kind} ${JSON.stringify(name)} on server ${JSON.stringify(o.server)}`,
-    `caller: ${o.caller === undefined ? 'anonymous' : `sub ${JSON.stringify(o.caller.subject)}, iss ${JSON.stringify(o.caller.issuer)}`}`,
-    `rule: ${d.rule === undefined ? '(none)' : `${d.rule.name} (${d.rule.source})${d.rule.dryRun ? ' [mode: dry-run]' : ''}`}`,
+    `caller: ${c === undefined ? 'anonymous' : `sub ${q(c.subject)}, iss ${q(c.issuer)}`}`,
+    `rule: ${r === undefined ? '(none)' : `${r.name} (${r.source})${r.dryRun ? RULE_DRY : ''}`}`,
     `reason: ${REASONS[d.reason]}`,
-    `dry run: ${d.dryRun ? 'yes' : 'no'}${policy.mode === 'dry-run' ? ' (policyMode: dry-run)' : ''}`,
+    `dry run: ${d.dryRun ? 'yes' : 'no'}${policy.mode === 'dry-run' ? GLOBAL_DRY_RUN : ''}`,
     `rules for this caller on ${o.server}: ${matched.map((r) => r.name).join(', ') || '(none)'}`,
   ]
   return `${lines.join('\n')}\n`

@@ -8,7 +8,12 @@ import type { TargetKind } from './compile.js'
  * `docs://*` and `docs://pages/*` show `docs://pages/{name}`, `docs://readme` does not. Reads
  * of the URIs a template expands to are still checked one by one.
  */
-const ITEM_FIELDS: Readonly<Record<string, { readonly kind: TargetKind; readonly field: string }>> = {
+interface ItemField {
+  readonly kind: TargetKind
+  readonly field: string
+}
+
+const ITEM_FIELDS: Readonly<Record<string, ItemField>> = {
   'tools/list': { kind: 'tool', field: 'name' },
   'prompts/list': { kind: 'prompt', field: 'name' },
   'resources/list': { kind: 'resource', field: 'uri' },

@@ -98,8 +98,8 @@ function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): 
   const seen = new Map<string, string>()
   for (const { rule, source } of rules) {
     const first = seen.get(rule.name)
-    if (first !== undefined) problems.push(`${source}.name: duplicate rule name "${rule.name}" (also ${first})`)
-    else seen.set(rule.name, source)
+    if (first === undefined) seen.set(rule.name, source)
+    else problems.push(`${source}.name: duplicate rule name "${rule.name}" (also ${first})`)
     rule.servers.forEach((s, i) => {
       // SECURITY: a misspelt server in a deny rule would silently deny nothing.
       if (!s.includes('*') && !known.has(s)) {
@@ -112,7 +112,11 @@ function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): 
 
 /** The policies a config names (`policies:` resolved against the config's folder), if any. */
 export function loadConfiguredPolicies(
-  config: { readonly policies?: string | undefined; readonly policyMode: PolicyMode; readonly servers: object },
+  config: {
+    readonly policies?: string | undefined
+    readonly policyMode: PolicyMode
+    readonly servers: object
+  },
   dir: string,
 ): PolicySet | undefined {
   if (config.policies === undefined) return undefined

@@ -110,7 +110,11 @@ function appliesTo(rule: CompiledRule, caller: PolicyCaller | undefined): boolea
 
 /** Deny wins over allow; the first matching rule in file order is the one reported. */
 function evaluate(rules: readonly CompiledRule[], kind: TargetKind, value: string): Verdict {
-  for (const r of rules) if (r.deny[kind](value)) return { allow: false, rule: r, reason: 'deny_rule' }
-  for (const r of rules) if (r.allow[kind](value)) return { allow: true, rule: r, reason: 'allow_rule' }
+  for (const r of rules) {
+    if (r.deny[kind](value)) return { allow: false, rule: r, reason: 'deny_rule' }
+  }
+  for (const r of rules) {
+    if (r.allow[kind](value)) return { allow: true, rule: r, reason: 'allow_rule' }
+  }
   return DEFAULT_DENY
 }
