@@ -4,6 +4,8 @@ import type { PolicyCaller } from '../policy/compile.js'
 import type { Decision } from '../policy/policy.js'
 
 const ALLOWED = 'policy allowed'
+/** Names are the caller's text (up to the body cap): long ones are cut so lines stay bounded. */
+const MAX_TARGET = 1024
 
 /** One policy decision on a named target, as the audit log records it. */
 export interface AuditEntry {
@@ -39,7 +41,7 @@ export function createAuditLog(log: Logger): AuditLog {
           server,
           method: method ?? null,
           kind: target.kind,
-          target: target.kind === 'resource' ? target.uri : target.name,
+          ...named(target.kind === 'resource' ? target.uri : target.name),
           decision: denied ? 'deny' : 'allow',
           rule: decision.rule?.name ?? null,
           reason: decision.reason,
@@ -50,4 +52,9 @@ export function createAuditLog(log: Logger): AuditLog {
       )
     },
   }
+}
+
+function named(value: string): { target: string; truncated?: true } {
+  if (value.length <= MAX_TARGET) return { target: value }
+  return { target: `${value.slice(0, MAX_TARGET)}…`, truncated: true }
 }

@@ -60,4 +60,12 @@ describe('audit log', () => {
     silent.audit.record({ caller: undefined, server: 'weather', method: 'tools/call', target, decision, policy: 'p' })
     expect(silent.lines).toHaveLength(0)
   })
+
+  it('cuts very long target names so a caller cannot bloat the log', () => {
+    const { audit, lines } = capture('info')
+    const target = { kind: 'tool', name: 'x'.repeat(100_000) } as const
+    audit.record({ caller: undefined, server: 'weather', method: 'tools/call', target, decision: policy.check(undefined, 'weather', target), policy: 'p' })
+    expect(lines[0]).toMatchObject({ truncated: true, decision: 'deny' })
+    expect(String(lines[0]?.target)).toHaveLength(1025)
+  })
 })
