@@ -37,5 +37,11 @@ export const frontDoor = (ref: RuntimeRef): MiddlewareHandler<GatewayEnv> =>
     if (head.count > runtime.config.limits.maxHeaderCount) throw new GatewayError('too_many_headers')
     // SECURITY: two copies of a routing or auth header can be read differently downstream.
     if (head.duplicate !== undefined) throw new GatewayError('duplicate_header', head.duplicate)
+    // Cheap rejections first (reliability §0.4): an oversized declared body is refused before
+    // authentication, so a 10 GiB upload without a token gets 413, not 401.
+    const maxBody = runtime.config.limits.maxBodyBytes
+    if (head.contentLength !== undefined && head.contentLength > maxBody) {
+      throw new GatewayError('body_too_large', `limit is ${maxBody} bytes`)
+    }
     await next()
   }
