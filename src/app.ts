@@ -78,8 +78,7 @@ function respondWithError(c: Context<GatewayEnv>, err: unknown, log: Logger): Re
     outgoing.destroy()
     return new Response(null, { headers: { 'x-hono-already-sent': 'true' } })
   }
-  const limits = c.var.runtime?.config.limits
-  const rawId = c.var.mcp?.message?.rawId ?? peekRawId(c.var.body, limits?.maxJsonDepth ?? 64)
+  const rawId = c.get('mcp')?.message?.rawId ?? peekRawId(c.get('body'))
   const rendered = renderError(gerr, gerr.code === 'origin_not_allowed' ? undefined : rawId)
   const headers: Record<string, string> = { ...rendered.headers }
   if (rendered.status === 405) headers.allow = 'POST'
