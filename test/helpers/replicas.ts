@@ -23,8 +23,9 @@ export type Fault =
   | 'hang'
   | { readonly delayMs: number }
   | { readonly status: number; readonly body?: string; readonly contentType?: string }
-  /** 200 text/event-stream writing these raw chunks `intervalMs` apart, left open unless `end`. */
-  | { readonly sse: readonly string[]; readonly intervalMs?: number; readonly end?: boolean }
+  /** 200 text/event-stream writing these raw chunks `intervalMs` apart, left open unless `end`
+   * (or reset after the last chunk with `reset`). */
+  | { readonly sse: readonly string[]; readonly intervalMs?: number; readonly end?: boolean; readonly reset?: boolean }
 
 /** Picks the fault for a request (health checks are `server/discover`). */
 export type FaultHook = (call: ReceivedCall) => Fault
@@ -81,7 +82,7 @@ export async function startReplica(name: string, hook: FaultHook = () => 'ok'): 
       res.once('close', () => clearTimeout(timer))
       return
     }
-    if ('sse' in f) return writeSse(res, f.sse, f.intervalMs ?? 0, f.end === true)
+    if ('sse' in f) return writeSse(res, f.sse, f.intervalMs ?? 0, f.reset === true ? 'reset' : f.end === true)
     res.writeHead(f.status, { 'content-type': f.contentType ?? 'text/html' }).end(f.body ?? '')
   }
   const server = createServer((req, res) => {
@@ -125,7 +126,7 @@ function answer(res: ServerResponse, call: ReceivedCall): void {
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
 }
 
-function writeSse(res: ServerResponse, chunks: readonly string[], intervalMs: number, end: boolean): void {
+function writeSse(res: ServerResponse, chunks: readonly string[], intervalMs: number, end: boolean | 'reset'): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
   res.flushHeaders()
   let timer: NodeJS.Timeout | undefined
@@ -133,7 +134,11 @@ function writeSse(res: ServerResponse, chunks: readonly string[], intervalMs: nu
   const next = (i: number): void => {
     if (res.destroyed) return
     const chunk = chunks[i]
-    if (chunk === undefined) return void (end && res.end())
+    if (chunk === undefined) {
+      if (end === 'reset') res.socket?.resetAndDestroy()
+      else if (end) res.end()
+      return
+    }
     res.write(chunk)
     timer = setTimeout(() => next(i + 1), intervalMs)
   }
