@@ -3,10 +3,17 @@ import { LRUCache } from 'lru-cache'
 import type { CacheConfig } from '../config/schema.js'
 import { filterMessage, type ListFilter } from '../mcp/list-filter.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
-import { createEntry, decodeEntry, encodeEntry, parseResult, renderHit, resultBytes, type CacheEntry } from './entry.js'
-import { uriTag } from './key.js'
+import {
+  createEntry,
+  encodeEntry,
+  parseResult,
+  renderHit,
+  resultBytes,
+  type CacheEntry,
+} from './entry.js'
+import { invalidationPrefixes, type Invalidation } from './key.js'
 import { decideStore, type StoreRules } from './policy.js'
-import type { SharedTier } from './redis.js'
+import { readShared, type SharedTier } from './shared.js'
 import { SingleFlight, type Leader, type Waiter } from './single-flight.js'
 import { isFresh, MemoryTier, type Clock, type Slot } from './store.js'
 
@@ -21,14 +28,17 @@ export interface CacheRequest {
   readonly privateKey: string | undefined
 }
 
-/** What a change notification invalidates (subscriptions.mdx / caching.mdx §Invalidation). */
-export type Invalidation =
-  | { readonly kind: 'tools' | 'prompts' | 'resources' | 'all' }
-  | { readonly kind: 'resource'; readonly uri: string }
-
 /** Closed set of cache event labels (style.md §7). */
 export type CacheEvent =
-  | 'hit' | 'miss' | 'store' | 'evict' | 'expire' | 'invalidate' | 'stale' | 'shared_hit' | 'coalesced'
+  | 'hit'
+  | 'miss'
+  | 'store'
+  | 'evict'
+  | 'expire'
+  | 'invalidate'
+  | 'stale'
+  | 'shared_hit'
+  | 'coalesced'
 
 /** Collaborators; all optional except config. */
 export interface EdgeCacheDeps {
@@ -55,7 +65,10 @@ export class EdgeCache {
   /** Public keys whose last answer was private: later misses coalesce per caller instead. */
   private readonly privateHints = new LRUCache<string, true>({ max: 10_000 })
 
-  constructor(config: CacheConfig, private readonly deps: EdgeCacheDeps = {}) {
+  constructor(
+    config: CacheConfig,
+    private readonly deps: EdgeCacheDeps = {},
+  ) {
     this.now = deps.now ?? Date.now
     this.rules = { allowPrivate: config.private, maxTtlMs: config.maxTtlMs }
     this.staleIfErrorMs = config.staleIfErrorMs
@@ -91,9 +104,11 @@ export class EdgeCache {
     const now = this.now()
     for (const key of keysOf(req)) {
       const slot = this.memory.get(key)
-      if (slot !== undefined && now - slot.entry.storedAt < slot.entry.lifeMs + this.staleIfErrorMs) return slot
+      if (slot !== undefined && now - slot.entry.storedAt < slot.entry.lifeMs + this.staleIfErrorMs)
+        return slot
     }
-    const window = (e: CacheEntry, t: number): boolean => t - e.storedAt < e.lifeMs + this.staleIfErrorMs
+    const window = (e: CacheEntry, t: number): boolean =>
+      t - e.storedAt < e.lifeMs + this.staleIfErrorMs
     const entry = await this.fromShared(req, window)
     return entry === undefined ? undefined : { entry, bytes: entry.result }
   }
@@ -103,27 +118,23 @@ export class EdgeCache {
     usable: (e: CacheEntry, now: number) => boolean,
   ): Promise<CacheEntry | undefined> {
     if (this.shared === undefined) return undefined
-    const keys = keysOf(req)
-    const values = await Promise.all(keys.map((k) => this.shared?.get(k)))
-    const now = this.now()
-    for (let i = 0; i < keys.length; i++) {
-      const v = values[i]
-      if (v === undefined) continue
-      const entry = decodeEntry(v.value, keys[i] as string, v.pttl, now)
-      if (entry !== undefined && entry.server === req.server && usable(entry, now)) return entry
-    }
-    return undefined
+    return readShared(this.shared, keysOf(req), req.server, this.now, usable)
   }
 
   /** Joins or leads the single flight for this request's likely key. */
   begin(req: CacheRequest): Leader<CacheEntry> | Waiter<CacheEntry> {
-    const key = req.privateKey !== undefined && this.privateHints.has(req.publicKey) ? req.privateKey : req.publicKey
+    const key =
+      req.privateKey !== undefined && this.privateHints.has(req.publicKey)
+        ? req.privateKey
+        : req.publicKey
     return this.flights.begin(key)
   }
 
   /** Whether a flight's entry may answer this request (private entries only their own context). */
   usableFor(entry: CacheEntry, req: CacheRequest): boolean {
-    return entry.key === req.publicKey || (req.privateKey !== undefined && entry.key === req.privateKey)
+    return (
+      entry.key === req.publicKey || (req.privateKey !== undefined && entry.key === req.privateKey)
+    )
   }
 
   /** The invalidation generation of a server; captured when a miss starts. */
@@ -135,13 +146,23 @@ export class EdgeCache {
    * Stores an upstream's final response when policy allows. Returns the entry (even one too big
    * to keep, so single-flight waiters can still be answered from it) or undefined.
    */
-  capture(req: CacheRequest, message: Readonly<Record<string, unknown>>, generation: number): CacheEntry | undefined {
+  capture(
+    req: CacheRequest,
+    message: Readonly<Record<string, unknown>>,
+    generation: number,
+  ): CacheEntry | undefined {
     const decision = decideStore(message, this.rules, req.privateKey !== undefined)
     if (decision === undefined) return undefined
     const key = decision.scope === 'public' ? req.publicKey : req.privateKey
     if (key === undefined) return undefined
     const now = this.now()
-    const entry = createEntry(message, decision, { key, server: req.server, method: req.method, uri: req.uri, storedAt: now })
+    const entry = createEntry(message, decision, {
+      key,
+      server: req.server,
+      method: req.method,
+      uri: req.uri,
+      storedAt: now,
+    })
     // An invalidation arrived while this answer was in flight: it may predate the change.
     if (this.generation(req.server) !== generation) return undefined
     if (decision.scope === 'private') this.privateHints.set(req.publicKey, true)
@@ -165,8 +186,15 @@ export class EdgeCache {
     const vkey = `${entry.key}|f:${filter.key.length <= 64 ? filter.key : digest(filter.key)}`
     let variant = this.memory.get(vkey)
     if (variant === undefined || variant.entry !== entry) {
-      const message = filterMessage(filter, method, { jsonrpc: '2.0', id: 0, result: parseResult(entry) })
-      const bytes = message === undefined ? entry.result : resultBytes(message.result as Record<string, unknown>)
+      const message = filterMessage(filter, method, {
+        jsonrpc: '2.0',
+        id: 0,
+        result: parseResult(entry),
+      })
+      const bytes =
+        message === undefined
+          ? entry.result
+          : resultBytes(message.result as Record<string, unknown>)
       variant = { entry, bytes }
       this.memory.setVariant(vkey, entry, bytes)
     }
@@ -176,7 +204,7 @@ export class EdgeCache {
   /** Drops what a change notification makes stale, here and in the shared tier. */
   invalidate(server: string, what: Invalidation): number {
     this.generations.set(server, this.generation(server) + 1)
-    const prefixes = prefixesFor(server, what)
+    const prefixes = invalidationPrefixes(server, what)
     const dropped = this.memory.dropPrefixes(prefixes)
     void this.shared?.dropPrefixes(prefixes)
     if (dropped > 0) this.deps.metrics?.cacheEvents.inc({ event: 'invalidate' }, dropped)
@@ -187,12 +215,23 @@ export class EdgeCache {
   /** Counts an event and refreshes the bytes gauge. */
   event(name: CacheEvent): void {
     this.deps.metrics?.cacheEvents.inc({ event: name })
-    if (name === 'store' || name === 'evict' || name === 'expire') this.deps.metrics?.cacheBytes.set(this.memory.bytes)
+    if (name === 'store' || name === 'evict' || name === 'expire')
+      this.deps.metrics?.cacheBytes.set(this.memory.bytes)
   }
 
   /** Bytes and entries held in memory (for tests and metrics). */
-  get stats(): { readonly bytes: number; readonly entries: number; readonly flights: number; readonly waiters: number } {
-    return { bytes: this.memory.bytes, entries: this.memory.size, flights: this.flights.size, waiters: this.flights.waiters }
+  get stats(): {
+    readonly bytes: number
+    readonly entries: number
+    readonly flights: number
+    readonly waiters: number
+  } {
+    return {
+      bytes: this.memory.bytes,
+      entries: this.memory.size,
+      flights: this.flights.size,
+      waiters: this.flights.waiters,
+    }
   }
 
   async close(): Promise<void> {
@@ -203,23 +242,6 @@ export class EdgeCache {
 
 function keysOf(req: CacheRequest): string[] {
   return req.privateKey === undefined ? [req.publicKey] : [req.publicKey, req.privateKey]
-}
-
-/** Key prefixes (key.ts layout `<server>:<method>:<uri tag>:`) that a notification covers. */
-function prefixesFor(server: string, what: Invalidation): string[] {
-  switch (what.kind) {
-    case 'tools':
-      return [`${server}:tools/list:`]
-    case 'prompts':
-      return [`${server}:prompts/list:`]
-    case 'resources':
-      // A resource gone from the list must not stay readable from cache either.
-      return [`${server}:resources/list:`, `${server}:resources/templates/list:`, `${server}:resources/read:`]
-    case 'resource':
-      return [`${server}:resources/read:${uriTag(what.uri)}:`]
-    case 'all':
-      return [`${server}:`]
-  }
 }
 
 function digest(text: string): string {

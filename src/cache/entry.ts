@@ -70,11 +70,23 @@ export function remainingTtl(entry: CacheEntry, now: number): number {
  * (reliability S-13: byte-exact, so 12345678901234567890 and escaped strings survive). `result`
  * overrides the entry's bytes (a filtered variant of it).
  */
-export function renderHit(entry: CacheEntry, rawId: string, now: number, result = entry.result): Buffer {
+export function renderHit(
+  entry: CacheEntry,
+  rawId: string,
+  now: number,
+  result = entry.result,
+): Buffer {
   const ttl = Buffer.from(String(remainingTtl(entry, now)))
   const id = Buffer.from(rawId)
   const body = result.subarray(0, result.length - 1) // drop the closing brace; ttlMs goes in there
-  const size = PREFIX.length + id.length + RESULT.length + body.length + TTL.length + ttl.length + SUFFIX.length
+  const size =
+    PREFIX.length +
+    id.length +
+    RESULT.length +
+    body.length +
+    TTL.length +
+    ttl.length +
+    SUFFIX.length
   return Buffer.concat([PREFIX, id, RESULT, body, TTL, ttl, SUFFIX], size)
 }
 
@@ -116,7 +128,12 @@ export function encodeEntry(entry: CacheEntry, pxMs: number): Buffer {
  * anything malformed or stored under another key (SECURITY: a value is only ever served for the
  * key it was written for).
  */
-export function decodeEntry(value: Buffer, key: string, pttl: number, now: number): CacheEntry | undefined {
+export function decodeEntry(
+  value: Buffer,
+  key: string,
+  pttl: number,
+  now: number,
+): CacheEntry | undefined {
   const nl = value.indexOf(0x0a)
   if (nl <= 0) return undefined
   let head: unknown
@@ -130,12 +147,24 @@ export function decodeEntry(value: Buffer, key: string, pttl: number, now: numbe
   if (typeof server !== 'string' || typeof method !== 'string') return undefined
   if (uri !== null && typeof uri !== 'string') return undefined
   if (scope !== 'public' && scope !== 'private') return undefined
-  if (!isPositiveInt(ttlMs) || !isPositiveInt(lifeMs) || !isPositiveInt(pxMs) || pttl <= 0) return undefined
+  if (!isPositiveInt(ttlMs) || !isPositiveInt(lifeMs) || !isPositiveInt(pxMs) || pttl <= 0)
+    return undefined
   const result = Buffer.from(value.subarray(nl + 1))
   // A cut-off value can still end in a brace; the recorded length catches it.
-  if (result.length !== bytes || result[0] !== 0x7b || result[result.length - 1] !== 0x7d) return undefined
+  if (result.length !== bytes || result[0] !== 0x7b || result[result.length - 1] !== 0x7d)
+    return undefined
   const age = Math.max(0, pxMs - pttl)
-  return { key, server, method, uri: uri ?? undefined, scope, ttlMs, lifeMs, storedAt: now - age, result }
+  return {
+    key,
+    server,
+    method,
+    uri: uri ?? undefined,
+    scope,
+    ttlMs,
+    lifeMs,
+    storedAt: now - age,
+    result,
+  }
 }
 
 function isPositiveInt(v: unknown): v is number {

@@ -54,11 +54,17 @@ export function cacheKey(parts: KeyParts, auth?: AuthContext): string {
 }
 
 /** The resource URI a key was built for (resources/read only). */
-export function keyUri(method: string, params: Readonly<Record<string, unknown>> | undefined): string | undefined {
+export function keyUri(
+  method: string,
+  params: Readonly<Record<string, unknown>> | undefined,
+): string | undefined {
   return method === 'resources/read' ? stringParam(params, 'uri') : undefined
 }
 
-function stringParam(params: Readonly<Record<string, unknown>> | undefined, name: string): string | undefined {
+function stringParam(
+  params: Readonly<Record<string, unknown>> | undefined,
+  name: string,
+): string | undefined {
   const v = params?.[name]
   return typeof v === 'string' ? v : undefined
 }
@@ -98,15 +104,24 @@ function authMaterial(auth: AuthContext): string {
 }
 
 /** Builds an AuthContext from a verified principal's fields; undefined without a subject. */
-export function authContextOf(principal: {
-  readonly issuer: string
-  readonly subject: string
-  readonly claims: Readonly<Record<string, unknown>>
-  readonly scopes: ReadonlySet<string>
-} | undefined): AuthContext | undefined {
+export function authContextOf(
+  principal:
+    | {
+        readonly issuer: string
+        readonly subject: string
+        readonly claims: Readonly<Record<string, unknown>>
+        readonly scopes: ReadonlySet<string>
+      }
+    | undefined,
+): AuthContext | undefined {
   if (principal === undefined) return undefined
   const aud = principal.claims.aud
-  const audience = typeof aud === 'string' ? [aud] : Array.isArray(aud) ? aud.filter((a) => typeof a === 'string') : []
+  const audience =
+    typeof aud === 'string'
+      ? [aud]
+      : Array.isArray(aud)
+        ? aud.filter((a) => typeof a === 'string')
+        : []
   const azp = principal.claims.azp ?? principal.claims.client_id
   return {
     issuer: principal.issuer,
@@ -114,6 +129,32 @@ export function authContextOf(principal: {
     audience,
     scopes: [...principal.scopes],
     clientId: typeof azp === 'string' ? azp : undefined,
+  }
+}
+
+/** What a change notification invalidates (subscriptions.mdx / caching.mdx §Invalidation). */
+export type Invalidation =
+  | { readonly kind: 'tools' | 'prompts' | 'resources' | 'all' }
+  | { readonly kind: 'resource'; readonly uri: string }
+
+/** Key prefixes (key.ts layout `<server>:<method>:<uri tag>:`) that a notification covers. */
+export function invalidationPrefixes(server: string, what: Invalidation): string[] {
+  switch (what.kind) {
+    case 'tools':
+      return [`${server}:tools/list:`]
+    case 'prompts':
+      return [`${server}:prompts/list:`]
+    case 'resources':
+      // A resource gone from the list must not stay readable from cache either.
+      return [
+        `${server}:resources/list:`,
+        `${server}:resources/templates/list:`,
+        `${server}:resources/read:`,
+      ]
+    case 'resource':
+      return [`${server}:resources/read:${uriTag(what.uri)}:`]
+    case 'all':
+      return [`${server}:`]
   }
 }
 

@@ -1,22 +1,6 @@
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-
-/** A stored value and its remaining lifetime in the shared tier. */
-export interface SharedValue {
-  readonly value: Buffer
-  /** Milliseconds until the shared tier drops it (Redis PTTL). */
-  readonly pttl: number
-}
-
-/** The optional tier replicas share; every method degrades to "nothing there" on failure. */
-export interface SharedTier {
-  get(key: string): Promise<SharedValue | undefined>
-  /** Fire and forget: a failed write only costs the other replicas a miss. */
-  set(key: string, value: Buffer, pxMs: number): void
-  /** Deletes every value whose key starts with one of `prefixes`. */
-  dropPrefixes(prefixes: readonly string[]): Promise<void>
-  close(): Promise<void>
-}
+import type { SharedTier, SharedValue } from './shared.js'
 
 /** Options of {@link RedisTier}. */
 export interface RedisTierOptions {
@@ -77,8 +61,11 @@ export class RedisTier implements SharedTier {
   }
 
   set(key: string, value: Buffer, pxMs: number): void {
-    if (this.client.status !== 'ready' || value.length > this.opts.maxValueBytes || pxMs <= 0) return
-    this.client.set(this.prefix + key, value, 'PX', Math.ceil(pxMs)).catch((err: unknown) => this.degrade(err))
+    if (this.client.status !== 'ready' || value.length > this.opts.maxValueBytes || pxMs <= 0)
+      return
+    this.client
+      .set(this.prefix + key, value, 'PX', Math.ceil(pxMs))
+      .catch((err: unknown) => this.degrade(err))
   }
 
   async dropPrefixes(prefixes: readonly string[]): Promise<void> {

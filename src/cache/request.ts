@@ -18,7 +18,10 @@ const tags = new WeakMap<object, string>()
 export function tagOf(server: CachedServer): string {
   let tag = tags.get(server.config)
   if (tag === undefined) {
-    tag = serverTag(server.name, server.config.upstreams.map((u) => u.url))
+    tag = serverTag(
+      server.name,
+      server.config.upstreams.map((u) => u.url),
+    )
     tags.set(server.config, tag)
   }
   return tag
@@ -37,11 +40,18 @@ export function cacheRequestOf(
   allowPrivate: boolean,
 ): { readonly req: CacheRequest; readonly rawId: string } | undefined {
   const message = mcp.message
-  if (!mcp.verified || mcp.era !== 'modern' || message === undefined || message.kind !== 'request') return undefined
+  if (!mcp.verified || mcp.era !== 'modern' || message === undefined || message.kind !== 'request')
+    return undefined
   const rawId = message.rawId
   const method = message.method
-  if (rawId === undefined || method === undefined || !isCacheableRequest(method, message.params)) return undefined
-  const parts: KeyParts = { server: tagOf(server), method, version: mcp.version, params: message.params }
+  if (rawId === undefined || method === undefined || !isCacheableRequest(method, message.params))
+    return undefined
+  const parts: KeyParts = {
+    server: tagOf(server),
+    method,
+    version: mcp.version,
+    params: message.params,
+  }
   const auth = allowPrivate ? authContextOf(principal) : undefined
   const req: CacheRequest = {
     server: parts.server,

@@ -32,7 +32,11 @@ export function startCache(
   const shared =
     config.redis === undefined
       ? undefined
-      : new RedisTier({ url: config.redis, maxValueBytes: config.maxEntryBytes + 4096, log: deps.log })
+      : new RedisTier({
+          url: config.redis,
+          maxValueBytes: config.maxEntryBytes + 4096,
+          log: deps.log,
+        })
   const cache = new EdgeCache(config, {
     metrics: deps.metrics,
     ...(shared !== undefined && { shared }),

@@ -18,7 +18,10 @@ export interface Waiter<T> {
  * not cacheable (or failed), and then decide for themselves.
  */
 export class SingleFlight<T> {
-  private readonly flights = new Map<string, { readonly promise: Promise<T | undefined>; waiters: number }>()
+  private readonly flights = new Map<
+    string,
+    { readonly promise: Promise<T | undefined>; waiters: number }
+  >()
   private waiting = 0
 
   /** Joins the flight for `key`, or starts it. */
@@ -30,7 +33,10 @@ export class SingleFlight<T> {
       return { leader: false, wait: running.promise }
     }
     let wake!: (value: T | undefined) => void
-    const flight = { promise: new Promise<T | undefined>((resolve) => (wake = resolve)), waiters: 0 }
+    const flight = {
+      promise: new Promise<T | undefined>((resolve) => (wake = resolve)),
+      waiters: 0,
+    }
     this.flights.set(key, flight)
     let settled = false
     return {

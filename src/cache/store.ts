@@ -112,5 +112,7 @@ export function isFresh(entry: CacheEntry, now: number): boolean {
 }
 
 function slotSize(slot: Slot, key: string): number {
-  return slot.bytes === slot.entry.result ? entrySize(slot.entry) : slot.bytes.length + key.length + 100
+  return slot.bytes === slot.entry.result
+    ? entrySize(slot.entry)
+    : slot.bytes.length + key.length + 100
 }

@@ -12,7 +12,11 @@ import type { ResultHook } from '../mcp/result-transform.js'
 
 /** Upstream failures a stale entry may stand in for (caching.mdx §ttlMs: MAY serve stale on errors). */
 const STALE_ON: ReadonlySet<ErrorCode> = new Set([
-  'upstream_unavailable', 'upstream_bad_response', 'upstream_timeout', 'no_upstream', 'overloaded',
+  'upstream_unavailable',
+  'upstream_bad_response',
+  'upstream_timeout',
+  'no_upstream',
+  'overloaded',
 ])
 
 /**
@@ -21,10 +25,18 @@ const STALE_ON: ReadonlySet<ErrorCode> = new Set([
  * flight for its key and registers a hook that stores the upstream's answer when policy allows.
  * Without `cache:` every request goes upstream.
  */
-export const listCache = (cache: EdgeCache | undefined, log: Logger): MiddlewareHandler<GatewayEnv> =>
+export const listCache = (
+  cache: EdgeCache | undefined,
+  log: Logger,
+): MiddlewareHandler<GatewayEnv> =>
   async function listCache(c, next) {
     if (cache === undefined) return next()
-    const resolved = cacheRequestOf(c.get('server'), c.get('mcp'), c.get('principal'), cache.rules.allowPrivate)
+    const resolved = cacheRequestOf(
+      c.get('server'),
+      c.get('mcp'),
+      c.get('principal'),
+      cache.rules.allowPrivate,
+    )
     if (resolved === undefined) return next()
     const { req, rawId } = resolved
     const slot = cache.lookup(req) ?? (await cache.lookupShared(req))
@@ -62,7 +74,10 @@ async function miss(
     try {
       entry = cache.capture(req, message, generation)
     } catch (err) {
-      log.warn({ err, server: c.get('server').name, method: req.method }, 'cache: could not store an answer')
+      log.warn(
+        { err, server: c.get('server').name, method: req.method },
+        'cache: could not store an answer',
+      )
     }
     flight?.settle(entry)
     return undefined // the capture never changes what the client gets
@@ -76,11 +91,17 @@ async function miss(
   }
   // hono hands an error thrown downstream to onError and resolves next(); it stays on c.error.
   const err = c.error
-  if (!(err instanceof GatewayError) || !STALE_ON.has(err.code) || c.env.outgoing.headersSent) return
+  if (!(err instanceof GatewayError) || !STALE_ON.has(err.code) || c.env.outgoing.headersSent)
+    return
   const stale = await cache.stale(req)
   if (stale === undefined || c.env.outgoing.headersSent) return
   log.warn(
-    { server: c.get('server').name, method: req.method, reason: err.code, ageMs: cache.now() - stale.entry.storedAt },
+    {
+      server: c.get('server').name,
+      method: req.method,
+      reason: err.code,
+      ageMs: cache.now() - stale.entry.storedAt,
+    },
     'cache: upstream failed; served a stale entry (stale-if-error)',
   )
   const sent = serve(c, cache, stale, rawId, 'cache_stale')

@@ -12,7 +12,12 @@ export interface CacheGateway extends RunningGateway {
 }
 
 /** Fast listen reconnects so tests never wait out production backoff. */
-export const FAST_INVALIDATOR = { baseDelayMs: 20, maxDelayMs: 200, unsupportedRetryMs: 60_000, resubscribeDelayMs: 20 }
+export const FAST_INVALIDATOR = {
+  baseDelayMs: 20,
+  maxDelayMs: 200,
+  unsupportedRetryMs: 60_000,
+  resubscribeDelayMs: 20,
+}
 
 /** Starts a gateway (closed when the test ends) with `cache` in front of `url` as server `app`. */
 export async function cacheGateway(
@@ -34,26 +39,45 @@ export async function cacheGateway(
     watch: false,
     cache: { invalidator: FAST_INVALIDATOR },
     ...opts,
-    logDestination: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+    logDestination: {
+      write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
+    },
   })
   onTestFinished(() => gw.close(100))
   return Object.assign(gw, { app: `${gw.url}/mcp/app`, logs })
 }
 
 /** A modern request body with `rawId` spliced in verbatim (big integers, escapes). */
-export function rawBody(rawId: string, method = 'tools/list', params: Record<string, unknown> = {}): string {
-  const p = JSON.stringify({ ...params, _meta: { ...envelope(), ...(params._meta as object | undefined) } })
+export function rawBody(
+  rawId: string,
+  method = 'tools/list',
+  params: Record<string, unknown> = {},
+): string {
+  const p = JSON.stringify({
+    ...params,
+    _meta: { ...envelope(), ...(params._meta as object | undefined) },
+  })
   return `{"jsonrpc":"2.0","id":${rawId},"method":${JSON.stringify(method)},"params":${p}}`
 }
 
 /** POSTs a modern request with id `rawId`. */
-export function post(url: string, rawId: string, method = 'tools/list', params: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<RawResponse> {
+export function post(
+  url: string,
+  rawId: string,
+  method = 'tools/list',
+  params: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Promise<RawResponse> {
   const name = typeof params.uri === 'string' ? params.uri : undefined
   return rawPost(url, rawBody(rawId, method, params), { ...mcpHeaders(method, name), ...headers })
 }
 
 /** Polls `check` until it holds; fails after `timeoutMs` with `what`. */
-export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
@@ -62,7 +86,9 @@ export async function waitFor(check: () => boolean | Promise<boolean>, what: str
 }
 
 /** Closes whatever `start` resolves to when the test ends. */
-export async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
+export async function closing<T extends { close(): Promise<unknown> }>(
+  start: Promise<T>,
+): Promise<T> {
   const value = await start
   onTestFinished(async () => {
     await value.close()

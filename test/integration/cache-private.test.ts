@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest'
 import { startNonValidatingBackend, type NonValidatingBackend } from '../helpers/sdk-servers.js'
-import { claimsFor, generateTestKey, mintToken, startJwks, type TestKey } from '../helpers/tokens.js'
+import {
+  claimsFor,
+  generateTestKey,
+  mintToken,
+  startJwks,
+  type TestKey,
+} from '../helpers/tokens.js'
 import { cacheGateway, closing, post, type CacheGateway } from './cache-helpers.js'
 
 const ISS = 'https://idp.example.com'
@@ -13,7 +19,10 @@ const JSON_HEADERS = { 'content-type': 'application/json' }
  * answer a caller got: the backend never learns who asks (tokens are not passed through), so a
  * cache mix-up would show as another caller's number.
  */
-async function numberedBackend(scope: 'private' | 'public', delayMs = 0): Promise<NonValidatingBackend> {
+async function numberedBackend(
+  scope: 'private' | 'public',
+  delayMs = 0,
+): Promise<NonValidatingBackend> {
   let n = 0
   return closing(
     startNonValidatingBackend({
@@ -23,14 +32,26 @@ async function numberedBackend(scope: 'private' | 'public', delayMs = 0): Promis
         const id = (body as { id: unknown }).id
         const text = `answer #${++n}`
         if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs))
-        const result = { contents: [{ uri: 'docs://me', text }], resultType: 'complete', ttlMs: 60_000, cacheScope: scope }
-        return { status: 200, headers: JSON_HEADERS, body: JSON.stringify({ jsonrpc: '2.0', id, result }) }
+        const result = {
+          contents: [{ uri: 'docs://me', text }],
+          resultType: 'complete',
+          ttlMs: 60_000,
+          cacheScope: scope,
+        }
+        return {
+          status: 200,
+          headers: JSON_HEADERS,
+          body: JSON.stringify({ jsonrpc: '2.0', id, result }),
+        }
       },
     }),
   )
 }
 
-async function authGateway(backend: NonValidatingBackend, cache: Record<string, unknown>): Promise<{ gw: CacheGateway; key: TestKey }> {
+async function authGateway(
+  backend: NonValidatingBackend,
+  cache: Record<string, unknown>,
+): Promise<{ gw: CacheGateway; key: TestKey }> {
   const key = await generateTestKey('RS256')
   const jwks = await closing(startJwks([key]))
   const gw = await cacheGateway(backend.url, cache, {
@@ -42,7 +63,13 @@ async function authGateway(backend: NonValidatingBackend, cache: Record<string, 
 async function reader(gw: CacheGateway, key: TestKey, sub: string, scope = 'mcp:read') {
   const token = await mintToken(claimsFor(ISS, AUD, { sub, scope }), { key })
   return async (id = '1'): Promise<string> => {
-    const res = await post(gw.app, id, 'resources/read', { uri: 'docs://me' }, { authorization: `Bearer ${token}` })
+    const res = await post(
+      gw.app,
+      id,
+      'resources/read',
+      { uri: 'docs://me' },
+      { authorization: `Bearer ${token}` },
+    )
     expect(res.status).toBe(200)
     const result = res.response().result as { contents: { text: string }[] }
     return result.contents[0]?.text ?? ''

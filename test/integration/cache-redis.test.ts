@@ -3,7 +3,14 @@ import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
-import { cacheEvents, cacheGateway, closing, post, waitFor, type CacheGateway } from './cache-helpers.js'
+import {
+  cacheEvents,
+  cacheGateway,
+  closing,
+  post,
+  waitFor,
+  type CacheGateway,
+} from './cache-helpers.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
 const HAVE_REDIS = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0
@@ -93,59 +100,73 @@ if (!HAVE_REDIS && IN_CI) {
 
 if (!HAVE_REDIS && !IN_CI) process.stderr.write(`cache-redis.test.ts: skipped, ${MISSING}\n`)
 
-describe.skipIf(!HAVE_REDIS)(`edge cache: shared Redis tier${HAVE_REDIS ? '' : ` (skipped: ${MISSING})`}`, () => {
-  it('makes a list fetched through one gateway a hit through another that shares only Redis', async () => {
-    const redis = await startRedis()
-    const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
-    const a = await cacheGateway(backend.url, { redis: redis.url })
-    const b = await cacheGateway(backend.url, { redis: redis.url })
-    await waitFor(() => [a, b].every(connected), 'both gateways connected to Redis')
-    expect((await post(a.app, '1')).status).toBe(200)
-    await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
-    const [key] = await redis.client.keys('*')
-    expect(key).toMatch(/^mcp-edge:c1:app~[\w-]+:tools\/list:-:/)
-    expect(await redis.client.pttl(key ?? '')).toBeGreaterThan(50_000)
+describe.skipIf(!HAVE_REDIS)(
+  `edge cache: shared Redis tier${HAVE_REDIS ? '' : ` (skipped: ${MISSING})`}`,
+  () => {
+    it('makes a list fetched through one gateway a hit through another that shares only Redis', async () => {
+      const redis = await startRedis()
+      const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
+      const a = await cacheGateway(backend.url, { redis: redis.url })
+      const b = await cacheGateway(backend.url, { redis: redis.url })
+      await waitFor(() => [a, b].every(connected), 'both gateways connected to Redis')
+      expect((await post(a.app, '1')).status).toBe(200)
+      await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+      const [key] = await redis.client.keys('*')
+      expect(key).toMatch(/^mcp-edge:c1:app~[\w-]+:tools\/list:-:/)
+      expect(await redis.client.pttl(key ?? '')).toBeGreaterThan(50_000)
 
-    const viaB = await post(b.app, '12345678901234567890')
-    expect(viaB.text.startsWith('{"jsonrpc":"2.0","id":12345678901234567890,"result":{')).toBe(true)
-    expect(backend.calls('tools/list')).toHaveLength(1)
-    expect(await cacheEvents(b, 'shared_hit')).toBe(1)
-    // B keeps it in memory now: no second trip to Redis.
-    await post(b.app, '2')
-    expect(await cacheEvents(b, 'shared_hit')).toBe(1)
-    expect(backend.calls('tools/list')).toHaveLength(1)
-  })
+      const viaB = await post(b.app, '12345678901234567890')
+      expect(viaB.text.startsWith('{"jsonrpc":"2.0","id":12345678901234567890,"result":{')).toBe(
+        true,
+      )
+      expect(backend.calls('tools/list')).toHaveLength(1)
+      expect(await cacheEvents(b, 'shared_hit')).toBe(1)
+      // B keeps it in memory now: no second trip to Redis.
+      await post(b.app, '2')
+      expect(await cacheEvents(b, 'shared_hit')).toBe(1)
+      expect(backend.calls('tools/list')).toHaveLength(1)
+    })
 
-  it('drops shared entries when the backend says the list changed', async () => {
-    const redis = await startRedis()
-    const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
-    const a = await cacheGateway(backend.url, { redis: redis.url })
-    const b = await cacheGateway(backend.url, { redis: redis.url })
-    await waitFor(
-      () => [a, b].every((g) => connected(g) && g.cache?.invalidator.isConnected('app') === true),
-      'both listen streams and Redis connections',
-    )
-    await post(a.app, '1')
-    await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
-    await post(b.app, '2')
-    expect(backend.calls('tools/list')).toHaveLength(1)
-    backend.notify.toolsChanged()
-    await waitFor(async () => (await redis.client.dbsize()) === 0, 'the shared entry to be dropped')
-    await waitFor(() => a.cache?.cache.stats.entries === 0 && b.cache?.cache.stats.entries === 0, 'memory tiers dropped')
-    await post(b.app, '3')
-    expect(backend.calls('tools/list')).toHaveLength(2)
-  })
+    it('drops shared entries when the backend says the list changed', async () => {
+      const redis = await startRedis()
+      const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
+      const a = await cacheGateway(backend.url, { redis: redis.url })
+      const b = await cacheGateway(backend.url, { redis: redis.url })
+      await waitFor(
+        () => [a, b].every((g) => connected(g) && g.cache?.invalidator.isConnected('app') === true),
+        'both listen streams and Redis connections',
+      )
+      await post(a.app, '1')
+      await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+      await post(b.app, '2')
+      expect(backend.calls('tools/list')).toHaveLength(1)
+      backend.notify.toolsChanged()
+      await waitFor(
+        async () => (await redis.client.dbsize()) === 0,
+        'the shared entry to be dropped',
+      )
+      await waitFor(
+        () => a.cache?.cache.stats.entries === 0 && b.cache?.cache.stats.entries === 0,
+        'memory tiers dropped',
+      )
+      await post(b.app, '3')
+      expect(backend.calls('tools/list')).toHaveLength(2)
+    })
 
-  it('keeps answering from memory and the backend when Redis goes away', async () => {
-    const redis = await startRedis()
-    const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
-    const gw = await cacheGateway(backend.url, { redis: redis.url })
-    await waitFor(() => connected(gw), 'the Redis connection')
-    await post(gw.app, '1')
-    await redis.stop()
-    expect((await post(gw.app, '2')).status).toBe(200) // memory hit
-    expect((await post(gw.app, '3', 'tools/list', { cursor: 'other' })).status).toBe(200) // miss
-    expect(backend.calls('tools/list')).toHaveLength(2)
-    await waitFor(() => gw.logs.some((l) => String(l.msg).includes('redis unavailable')), 'the degraded log line')
-  })
-})
+    it('keeps answering from memory and the backend when Redis goes away', async () => {
+      const redis = await startRedis()
+      const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
+      const gw = await cacheGateway(backend.url, { redis: redis.url })
+      await waitFor(() => connected(gw), 'the Redis connection')
+      await post(gw.app, '1')
+      await redis.stop()
+      expect((await post(gw.app, '2')).status).toBe(200) // memory hit
+      expect((await post(gw.app, '3', 'tools/list', { cursor: 'other' })).status).toBe(200) // miss
+      expect(backend.calls('tools/list')).toHaveLength(2)
+      await waitFor(
+        () => gw.logs.some((l) => String(l.msg).includes('redis unavailable')),
+        'the degraded log line',
+      )
+    })
+  },
+)

@@ -1,14 +1,26 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { connectClient, mcpHeaders, rawPost, type RawResponse } from '../helpers/clients.js'
-import { SDK_SERVER_TOOLS, startNonValidatingBackend, startSdkServer, type BehaviourHook } from '../helpers/sdk-servers.js'
+import {
+  SDK_SERVER_TOOLS,
+  startNonValidatingBackend,
+  startSdkServer,
+  type BehaviourHook,
+} from '../helpers/sdk-servers.js'
 import { cacheEvents, cacheGateway, closing, post, waitFor } from './cache-helpers.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
 const JSON_HEADERS = { 'content-type': 'application/json' }
 
 /** Ids a cache must echo byte for byte: a big integer, escapes, non-ASCII, exponent. */
-const AWKWARD_IDS = ['12345678901234567890', '"caf\\u00e9 \\"quoted\\" \\\\ \\/ id"', '"é-ü"', '-0', '1e3', '"x"']
+const AWKWARD_IDS = [
+  '12345678901234567890',
+  '"caf\\u00e9 \\"quoted\\" \\\\ \\/ id"',
+  '"é-ü"',
+  '-0',
+  '1e3',
+  '"x"',
+]
 
 function toolNames(res: RawResponse): string[] {
   const result = res.response().result as { tools?: { name: string }[] }
@@ -18,7 +30,11 @@ function toolNames(res: RawResponse): string[] {
 /** A backend reply for `id` with this result (as the behaviour hook's exact response). */
 function reply(body: unknown, result: Record<string, unknown>) {
   const id = (body as { id?: unknown }).id
-  return { status: 200, headers: JSON_HEADERS, body: JSON.stringify({ jsonrpc: '2.0', id, result }) }
+  return {
+    status: 200,
+    headers: JSON_HEADERS,
+    body: JSON.stringify({ jsonrpc: '2.0', id, result }),
+  }
 }
 
 describe('edge cache: public lists', () => {
@@ -37,10 +53,17 @@ describe('edge cache: public lists', () => {
     )
     const gw = await cacheGateway(backend.url)
     const leader = post(gw.app, '0')
-    await waitFor(() => backend.calls('tools/list').length === 1, 'the first list to reach the backend')
+    await waitFor(
+      () => backend.calls('tools/list').length === 1,
+      'the first list to reach the backend',
+    )
     const ids = Array.from({ length: 499 }, (_, i) => AWKWARD_IDS[i] ?? String(i + 1))
     const flood = Promise.all(ids.map((id) => post(gw.app, id)))
-    await waitFor(() => gw.cache?.cache.stats.waiters === 499, '499 requests waiting on the first', 30_000)
+    await waitFor(
+      () => gw.cache?.cache.stats.waiters === 499,
+      '499 requests waiting on the first',
+      30_000,
+    )
     release()
     const round1 = await flood
     expect((await leader).status).toBe(200)
@@ -53,7 +76,11 @@ describe('edge cache: public lists', () => {
     expect(backend.calls('tools/list')).toHaveLength(1)
 
     const round2 = await Promise.all(ids.map((id) => post(gw.app, id)))
-    expect(round2.every((r, i) => r.status === 200 && r.text.startsWith(`{"jsonrpc":"2.0","id":${ids[i]},`))).toBe(true)
+    expect(
+      round2.every(
+        (r, i) => r.status === 200 && r.text.startsWith(`{"jsonrpc":"2.0","id":${ids[i]},`),
+      ),
+    ).toBe(true)
     expect(backend.calls('tools/list')).toHaveLength(1)
     expect(await cacheEvents(gw, 'coalesced')).toBe(499) // round one: waiters of the single flight
     expect(await cacheEvents(gw, 'hit')).toBe(998)
@@ -64,7 +91,10 @@ describe('edge cache: public lists', () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
     const gw = await cacheGateway(backend.url)
     // Until its listen is acknowledged, an answer in flight may predate a change and is not stored.
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the upstream listen stream')
+    await waitFor(
+      () => gw.cache?.invalidator.isConnected('app') === true,
+      'the upstream listen stream',
+    )
     const cold = await Promise.all(Array.from({ length: 100 }, (_, i) => post(gw.app, String(i))))
     expect(cold.every((r) => r.status === 200)).toBe(true)
     expect(backend.calls('tools/list')).toHaveLength(1)
@@ -73,7 +103,9 @@ describe('edge cache: public lists', () => {
     expect(hit.id).toBe('later')
     expect(hit.result).toMatchObject({ resultType: 'complete', cacheScope: 'public' })
     expect(hit.result?.ttlMs).toBeLessThan(60_000)
-    expect(hit.result?._meta).toEqual({ 'io.modelcontextprotocol/serverInfo': { name: 'test-sdk', version: '1.0.0' } })
+    expect(hit.result?._meta).toEqual({
+      'io.modelcontextprotocol/serverInfo': { name: 'test-sdk', version: '1.0.0' },
+    })
     // The official client works against cached answers (fresh clients: no client-side cache).
     for (let i = 0; i < 2; i++) {
       const client = await closing(connectClient(gw.app, { pin: true }))
@@ -84,30 +116,51 @@ describe('edge cache: public lists', () => {
 
   it('keeps each page, each resource and each protocol version apart', async () => {
     const backend = await closing(
-      startSdkServer({ toolsPageSize: 2, cacheHints: { 'tools/list': PUBLIC_60S, 'resources/read': PUBLIC_60S } }),
+      startSdkServer({
+        toolsPageSize: 2,
+        cacheHints: { 'tools/list': PUBLIC_60S, 'resources/read': PUBLIC_60S },
+      }),
     )
     const gw = await cacheGateway(backend.url)
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the upstream listen stream')
+    await waitFor(
+      () => gw.cache?.invalidator.isConnected('app') === true,
+      'the upstream listen stream',
+    )
     const pages = async () =>
-      Promise.all([undefined, '2', '4'].map((cursor, i) => post(gw.app, String(i), 'tools/list', cursor === undefined ? {} : { cursor })))
+      Promise.all(
+        [undefined, '2', '4'].map((cursor, i) =>
+          post(gw.app, String(i), 'tools/list', cursor === undefined ? {} : { cursor }),
+        ),
+      )
     const first = (await pages()).map(toolNames)
     const again = (await pages()).map(toolNames)
-    expect(first).toEqual([SDK_SERVER_TOOLS.slice(0, 2), SDK_SERVER_TOOLS.slice(2, 4), SDK_SERVER_TOOLS.slice(4, 6)])
+    expect(first).toEqual([
+      SDK_SERVER_TOOLS.slice(0, 2),
+      SDK_SERVER_TOOLS.slice(2, 4),
+      SDK_SERVER_TOOLS.slice(4, 6),
+    ])
     expect(again).toEqual(first)
     expect(backend.calls('tools/list')).toHaveLength(3)
 
-    const read = async (uri: string) => (await post(gw.app, '9', 'resources/read', { uri })).response().result
+    const read = async (uri: string) =>
+      (await post(gw.app, '9', 'resources/read', { uri })).response().result
     const readme = await read('docs://readme')
     const changelog = await read('docs://changelog')
     expect(readme).not.toEqual(changelog)
-    expect(await read('docs://readme')).toMatchObject({ contents: (readme as { contents: unknown }).contents })
+    expect(await read('docs://readme')).toMatchObject({
+      contents: (readme as { contents: unknown }).contents,
+    })
     expect(backend.calls('resources/read')).toHaveLength(2)
 
     // A 2025-era request never reads a 2026-07-28 entry.
     const legacy = await rawPost(
       gw.app,
       { jsonrpc: '2.0', id: 5, method: 'tools/list', params: {} },
-      { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+      {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+      },
     )
     expect(legacy.status).toBe(200)
     expect(backend.calls('tools/list')).toHaveLength(4)
@@ -116,7 +169,10 @@ describe('edge cache: public lists', () => {
   it('makes the next tools/list go to the backend after notifications/tools/list_changed', async () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
     const gw = await cacheGateway(backend.url)
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the upstream listen stream')
+    await waitFor(
+      () => gw.cache?.invalidator.isConnected('app') === true,
+      'the upstream listen stream',
+    )
     const listen = backend.calls('subscriptions/listen')[0]
     // One listen per server, with the gateway's own modern headers and envelope.
     expect(listen?.header('mcp-method')).toBe('subscriptions/listen')
@@ -137,13 +193,19 @@ describe('edge cache: public lists', () => {
   it('drops a cached resource on notifications/resources/updated for its URI only', async () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'resources/read': PUBLIC_60S } }))
     const gw = await cacheGateway(backend.url)
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the upstream listen stream')
+    await waitFor(
+      () => gw.cache?.invalidator.isConnected('app') === true,
+      'the upstream listen stream',
+    )
     const read = (uri: string) => post(gw.app, '1', 'resources/read', { uri })
     await read('docs://readme')
     await read('docs://changelog')
     // The gateway re-subscribes with the URIs it now holds (resources.subscribe).
     await waitFor(
-      () => backend.calls('subscriptions/listen').some((r) => JSON.stringify(r.json()).includes('docs://changelog')),
+      () =>
+        backend
+          .calls('subscriptions/listen')
+          .some((r) => JSON.stringify(r.json()).includes('docs://changelog')),
       'a listen that subscribes to the cached URIs',
     )
     await sleep(50) // let the new stream's acknowledgement land
@@ -151,24 +213,62 @@ describe('edge cache: public lists', () => {
     await waitFor(async () => (await cacheEvents(gw, 'invalidate')) > 0, 'the invalidation')
     await read('docs://readme')
     await read('docs://changelog')
-    const uris = backend.calls('resources/read').map((r) => (r.json() as { params: { uri: string } }).params.uri)
+    const uris = backend
+      .calls('resources/read')
+      .map((r) => (r.json() as { params: { uri: string } }).params.uri)
     expect(uris).toEqual(['docs://readme', 'docs://changelog', 'docs://readme'])
   })
 })
 
 describe('edge cache: never stores the uncacheable', () => {
   const cases: [string, BehaviourHook][] = [
-    ['input_required results', (_r, b) => reply(b, { resultType: 'input_required', inputRequests: {}, requestState: 's', ...PUBLIC_60S })],
-    ['JSON-RPC errors', (_r, b) => ({ status: 200, headers: JSON_HEADERS, body: JSON.stringify({ jsonrpc: '2.0', id: (b as { id: unknown }).id, error: { code: -32603, message: 'boom' } }) })],
-    ['HTTP errors', () => ({ status: 500, headers: JSON_HEADERS, body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"x"}}' })],
-    ['ttlMs 0', (_r, b) => reply(b, { tools: [], resultType: 'complete', ttlMs: 0, cacheScope: 'public' })],
-    ['private results (cache.private off)', (_r, b) => reply(b, { tools: [], resultType: 'complete', ttlMs: 60_000, cacheScope: 'private' })],
+    [
+      'input_required results',
+      (_r, b) =>
+        reply(b, {
+          resultType: 'input_required',
+          inputRequests: {},
+          requestState: 's',
+          ...PUBLIC_60S,
+        }),
+    ],
+    [
+      'JSON-RPC errors',
+      (_r, b) => ({
+        status: 200,
+        headers: JSON_HEADERS,
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: (b as { id: unknown }).id,
+          error: { code: -32603, message: 'boom' },
+        }),
+      }),
+    ],
+    [
+      'HTTP errors',
+      () => ({
+        status: 500,
+        headers: JSON_HEADERS,
+        body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"x"}}',
+      }),
+    ],
+    [
+      'ttlMs 0',
+      (_r, b) => reply(b, { tools: [], resultType: 'complete', ttlMs: 0, cacheScope: 'public' }),
+    ],
+    [
+      'private results (cache.private off)',
+      (_r, b) =>
+        reply(b, { tools: [], resultType: 'complete', ttlMs: 60_000, cacheScope: 'private' }),
+    ],
     ['results without hints', (_r, b) => reply(b, { tools: [], resultType: 'complete' })],
   ]
 
   it.each(cases)('%s', async (_name, hook) => {
     const backend = await closing(
-      startNonValidatingBackend({ behaviour: (req, body) => (req.rpcMethod === 'tools/list' ? hook(req, body) : 'normal') }),
+      startNonValidatingBackend({
+        behaviour: (req, body) => (req.rpcMethod === 'tools/list' ? hook(req, body) : 'normal'),
+      }),
     )
     const gw = await cacheGateway(backend.url)
     await post(gw.app, '1')
@@ -214,7 +314,9 @@ describe('edge cache: never stores the uncacheable', () => {
 
 describe('edge cache: stale-if-error', () => {
   it('serves an expired entry within staleIfErrorMs when the backend fails, and logs it', async () => {
-    const backend = await closing(startNonValidatingBackend({ toolsListCache: { ttlMs: 200, cacheScope: 'public' } }))
+    const backend = await closing(
+      startNonValidatingBackend({ toolsListCache: { ttlMs: 200, cacheScope: 'public' } }),
+    )
     const gw = await cacheGateway(backend.url, { staleIfErrorMs: 60_000 })
     await post(gw.app, '1')
     await sleep(300)
@@ -222,14 +324,18 @@ describe('edge cache: stale-if-error', () => {
     const stale = await post(gw.app, '"s"')
     expect(stale.status).toBe(200)
     expect(stale.response()).toMatchObject({ id: 's', result: { ttlMs: 0, cacheScope: 'public' } })
-    expect(gw.logs.some((l) => String(l.msg).includes('stale-if-error') && l.reason !== undefined)).toBe(true)
+    expect(
+      gw.logs.some((l) => String(l.msg).includes('stale-if-error') && l.reason !== undefined),
+    ).toBe(true)
     backend.setBehaviour(() => 'normal')
     await post(gw.app, '2')
     expect(backend.calls('tools/list').length).toBeGreaterThanOrEqual(3)
   })
 
   it('answers the upstream error when stale-if-error is off', async () => {
-    const backend = await closing(startNonValidatingBackend({ toolsListCache: { ttlMs: 200, cacheScope: 'public' } }))
+    const backend = await closing(
+      startNonValidatingBackend({ toolsListCache: { ttlMs: 200, cacheScope: 'public' } }),
+    )
     const gw = await cacheGateway(backend.url)
     await post(gw.app, '1')
     await sleep(300)
@@ -254,7 +360,11 @@ describe('edge cache: bounded', () => {
     const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
     const gw = await cacheGateway(backend.url)
     await post(gw.app, '1')
-    const spoofed = await rawPost(gw.app, '{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{}}', mcpHeaders('tools/list'))
+    const spoofed = await rawPost(
+      gw.app,
+      '{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{}}',
+      mcpHeaders('tools/list'),
+    )
     expect(spoofed.status).toBe(400)
     expect(await cacheEvents(gw, 'hit')).toBe(0)
   })

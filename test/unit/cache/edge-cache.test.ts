@@ -3,12 +3,33 @@ import { EdgeCache, type CacheRequest } from '../../../src/cache/edge-cache.js'
 import { cacheKey, serverTag, type AuthContext } from '../../../src/cache/key.js'
 import type { ListFilter } from '../../../src/mcp/list-filter.js'
 
-const config = { maxBytes: 1 << 20, maxEntryBytes: 1 << 18, maxTtlMs: 300_000, private: true, staleIfErrorMs: 0 }
+const config = {
+  maxBytes: 1 << 20,
+  maxEntryBytes: 1 << 18,
+  maxTtlMs: 300_000,
+  private: true,
+  staleIfErrorMs: 0,
+}
 const server = serverTag('app', ['http://127.0.0.1:1/mcp'])
-const parts = (method = 'tools/list', params: Record<string, unknown> = {}) => ({ server, method, version: '2026-07-28', params })
-const ctx = (subject: string): AuthContext => ({ issuer: 'iss', subject, audience: ['aud'], scopes: ['s'], clientId: undefined })
+const parts = (method = 'tools/list', params: Record<string, unknown> = {}) => ({
+  server,
+  method,
+  version: '2026-07-28',
+  params,
+})
+const ctx = (subject: string): AuthContext => ({
+  issuer: 'iss',
+  subject,
+  audience: ['aud'],
+  scopes: ['s'],
+  clientId: undefined,
+})
 
-function request(method = 'tools/list', params: Record<string, unknown> = {}, subject?: string): CacheRequest {
+function request(
+  method = 'tools/list',
+  params: Record<string, unknown> = {},
+  subject?: string,
+): CacheRequest {
   const p = parts(method, params)
   return {
     server,
@@ -21,9 +42,16 @@ function request(method = 'tools/list', params: Record<string, unknown> = {}, su
 const answer = (over: Record<string, unknown> = {}) => ({
   jsonrpc: '2.0',
   id: 1,
-  result: { tools: [{ name: 'a' }, { name: 'b' }], resultType: 'complete', ttlMs: 60_000, cacheScope: 'public', ...over },
+  result: {
+    tools: [{ name: 'a' }, { name: 'b' }],
+    resultType: 'complete',
+    ttlMs: 60_000,
+    cacheScope: 'public',
+    ...over,
+  },
 })
-const body = (b: Buffer) => JSON.parse(b.toString('utf8')) as { id: unknown; result: Record<string, unknown> }
+const body = (b: Buffer) =>
+  JSON.parse(b.toString('utf8')) as { id: unknown; result: Record<string, unknown> }
 
 describe('EdgeCache', () => {
   it('serves a stored public list with a decreasing ttl until it expires (injected clock)', () => {
@@ -34,7 +62,10 @@ describe('EdgeCache', () => {
     now += 20_000
     const slot = cache.lookup(req)
     expect(slot).toBeDefined()
-    expect(body(cache.render(slot!, '"x"', 'tools/list', undefined))).toMatchObject({ id: 'x', result: { ttlMs: 40_000 } })
+    expect(body(cache.render(slot!, '"x"', 'tools/list', undefined))).toMatchObject({
+      id: 'x',
+      result: { ttlMs: 40_000 },
+    })
     now += 39_999
     expect(cache.lookup(req)).toBeDefined()
     now += 1
@@ -90,7 +121,10 @@ describe('EdgeCache', () => {
       identityDependent,
       apply: (_m, result) => {
         applied++
-        return { ...result, tools: (result.tools as { name: string }[]).filter((t) => t.name === name) }
+        return {
+          ...result,
+          tools: (result.tools as { name: string }[]).filter((t) => t.name === name),
+        }
       },
     })
     const slot = cache.lookup(req)!
@@ -115,7 +149,8 @@ describe('EdgeCache', () => {
     const prompts = request('prompts/list')
     const readA = request('resources/read', { uri: 'docs://a' })
     const readB = request('resources/read', { uri: 'docs://b' })
-    for (const r of [tools, page2, prompts, readA, readB]) cache.capture(r, answer(), cache.generation(server))
+    for (const r of [tools, page2, prompts, readA, readB])
+      cache.capture(r, answer(), cache.generation(server))
     expect(cache.invalidate(server, { kind: 'tools' })).toBe(2)
     expect(cache.lookup(prompts)).toBeDefined()
     expect(cache.invalidate(server, { kind: 'resource', uri: 'docs://a' })).toBe(1)

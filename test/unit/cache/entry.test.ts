@@ -1,10 +1,33 @@
 import { describe, expect, it } from 'vitest'
-import { createEntry, decodeEntry, encodeEntry, parseResult, remainingTtl, renderHit } from '../../../src/cache/entry.js'
+import {
+  createEntry,
+  decodeEntry,
+  encodeEntry,
+  parseResult,
+  remainingTtl,
+  renderHit,
+} from '../../../src/cache/entry.js'
 
 const serverInfo = { 'io.modelcontextprotocol/serverInfo': { name: 'srv', version: '1' } }
-const result = { tools: [{ name: 'a', description: 'ü "quoted"' }], resultType: 'complete', ttlMs: 60_000, cacheScope: 'public', _meta: serverInfo }
-const origin = { key: 'app~x:tools/list:-:k', server: 'app~x', method: 'tools/list', uri: undefined, storedAt: 1000 }
-const entry = createEntry({ jsonrpc: '2.0', id: 7, result }, { scope: 'public', ttlMs: 60_000, lifeMs: 60_000 }, origin)
+const result = {
+  tools: [{ name: 'a', description: 'ü "quoted"' }],
+  resultType: 'complete',
+  ttlMs: 60_000,
+  cacheScope: 'public',
+  _meta: serverInfo,
+}
+const origin = {
+  key: 'app~x:tools/list:-:k',
+  server: 'app~x',
+  method: 'tools/list',
+  uri: undefined,
+  storedAt: 1000,
+}
+const entry = createEntry(
+  { jsonrpc: '2.0', id: 7, result },
+  { scope: 'public', ttlMs: 60_000, lifeMs: 60_000 },
+  origin,
+)
 
 describe('renderHit', () => {
   it.each([
@@ -20,7 +43,9 @@ describe('renderHit', () => {
   })
 
   it('keeps the upstream result exactly, _meta included, with ttlMs reduced by age', () => {
-    const parsed = JSON.parse(renderHit(entry, '1', 1000 + 15_250).toString('utf8')) as { result: unknown }
+    const parsed = JSON.parse(renderHit(entry, '1', 1000 + 15_250).toString('utf8')) as {
+      result: unknown
+    }
     expect(parsed.result).toEqual({ ...result, ttlMs: 44_750 })
     expect(remainingTtl(entry, 1000 + 90_000)).toBe(0)
   })
@@ -30,7 +55,13 @@ describe('shared-tier encoding', () => {
   it('round-trips an entry and ages it by the remaining PTTL', () => {
     const value = encodeEntry(entry, 60_000)
     const back = decodeEntry(value, entry.key, 45_000, 5_000_000)
-    expect(back).toMatchObject({ key: entry.key, server: 'app~x', method: 'tools/list', scope: 'public', ttlMs: 60_000 })
+    expect(back).toMatchObject({
+      key: entry.key,
+      server: 'app~x',
+      method: 'tools/list',
+      scope: 'public',
+      ttlMs: 60_000,
+    })
     expect(back?.storedAt).toBe(5_000_000 - 15_000)
     expect(back?.result.equals(entry.result)).toBe(true)
     expect(parseResult(back!)).toEqual(result)

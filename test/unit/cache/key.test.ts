@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { authContextOf, cacheKey, canonicalParams, serverTag, type AuthContext, type KeyParts } from '../../../src/cache/key.js'
+import {
+  authContextOf,
+  cacheKey,
+  canonicalParams,
+  serverTag,
+  type AuthContext,
+  type KeyParts,
+} from '../../../src/cache/key.js'
 
 const server = serverTag('app', ['http://127.0.0.1:1/mcp'])
 const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }
@@ -77,7 +84,9 @@ describe('cacheKey', () => {
   })
 
   it('canonicalises params: key order does not matter, values do', () => {
-    expect(canonicalParams({ b: 1, a: { y: 2, x: 1 }, _meta: {} })).toBe('{"a":{"x":1,"y":2},"b":1}')
+    expect(canonicalParams({ b: 1, a: { y: 2, x: 1 }, _meta: {} })).toBe(
+      '{"a":{"x":1,"y":2},"b":1}',
+    )
     expect(canonicalParams({ _meta: { anything: 1 } })).toBe('{}')
   })
 })

@@ -3,11 +3,16 @@ import { decideStore, isCacheableRequest } from '../../../src/cache/policy.js'
 
 const rules = { allowPrivate: false, maxTtlMs: 300_000 }
 const msg = (result: Record<string, unknown>) => ({ jsonrpc: '2.0', id: 1, result })
-const list = (over: Record<string, unknown>) => msg({ tools: [], resultType: 'complete', ttlMs: 60_000, cacheScope: 'public', ...over })
+const list = (over: Record<string, unknown>) =>
+  msg({ tools: [], resultType: 'complete', ttlMs: 60_000, cacheScope: 'public', ...over })
 
 describe('decideStore', () => {
   it('stores complete public results with a positive integer ttl', () => {
-    expect(decideStore(list({}), rules, false)).toEqual({ scope: 'public', ttlMs: 60_000, lifeMs: 60_000 })
+    expect(decideStore(list({}), rules, false)).toEqual({
+      scope: 'public',
+      ttlMs: 60_000,
+      lifeMs: 60_000,
+    })
   })
 
   it('caps the lifetime at maxTtlMs but keeps the backend ttl', () => {
@@ -34,8 +39,12 @@ describe('decideStore', () => {
   })
 
   it('never stores errors', () => {
-    expect(decideStore({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'x' } }, rules, true)).toBeUndefined()
-    expect(decideStore({ ...list({}), error: { code: 1, message: 'both' } }, rules, true)).toBeUndefined()
+    expect(
+      decideStore({ jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'x' } }, rules, true),
+    ).toBeUndefined()
+    expect(
+      decideStore({ ...list({}), error: { code: 1, message: 'both' } }, rules, true),
+    ).toBeUndefined()
   })
 
   it('stores private results only with cache.private and an authorization context', () => {
@@ -47,7 +56,14 @@ describe('decideStore', () => {
 
 describe('isCacheableRequest', () => {
   it('accepts the six cacheable methods', () => {
-    for (const m of ['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']) {
+    for (const m of [
+      'server/discover',
+      'tools/list',
+      'prompts/list',
+      'resources/list',
+      'resources/templates/list',
+      'resources/read',
+    ]) {
       expect(isCacheableRequest(m, {})).toBe(true)
     }
   })
