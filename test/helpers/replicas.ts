@@ -22,7 +22,12 @@ export type Fault =
   /** Never answers. */
   | 'hang'
   | { readonly delayMs: number }
-  | { readonly status: number; readonly body?: string; readonly contentType?: string }
+  | {
+      readonly status: number
+      readonly body?: string
+      readonly contentType?: string
+      readonly headers?: Readonly<Record<string, string>>
+    }
   /** 200 text/event-stream writing these raw chunks `intervalMs` apart, left open unless `end`
    * (or reset after the last chunk with `reset`). */
   | { readonly sse: readonly string[]; readonly intervalMs?: number; readonly end?: boolean; readonly reset?: boolean }
@@ -83,7 +88,7 @@ export async function startReplica(name: string, hook: FaultHook = () => 'ok'): 
       return
     }
     if ('sse' in f) return writeSse(res, f.sse, f.intervalMs ?? 0, f.reset === true ? 'reset' : f.end === true)
-    res.writeHead(f.status, { 'content-type': f.contentType ?? 'text/html' }).end(f.body ?? '')
+    res.writeHead(f.status, { 'content-type': f.contentType ?? 'text/html', ...f.headers }).end(f.body ?? '')
   }
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
