@@ -4,6 +4,7 @@ import { HOP_BY_HOP } from '../mcp/headers.js'
 import { peekRawId } from '../mcp/jsonrpc.js'
 import { classifyFailure, UpstreamFailure } from './failure.js'
 import type { BodyTransform, ForwardRequest, ForwardResult, HeaderMap } from './forward.js'
+import { HeldBody } from './held-body.js'
 import { SseFramer } from './sse-framing.js'
 
 // SECURITY: per-user or auth-bearing response headers never cross the gateway (reliability S-24,
@@ -11,7 +12,6 @@ import { SseFramer } from './sse-framing.js'
 const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
   ...HOP_BY_HOP, 'set-cookie', 'www-authenticate', 'content-length',
 ])
-const MAX_HELD = 64 * 1024
 
 class ClientClosed extends Error {
   override readonly name = 'ClientClosed'
@@ -27,8 +27,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   /** Set for untransformed SSE: only whole events reach the client (B-08). */
   private framer: SseFramer | undefined
   /** A 5xx body held back to judge it (inspectServerErrors). */
-  private held: Buffer[] | undefined
-  private heldSize = 0
+  private held: HeldBody | undefined
   private status: number | undefined
   private headers: HeaderMap | undefined
   private headWritten = false
@@ -78,7 +77,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     for (const key in headers) if (!DROPPED_RESPONSE_HEADERS.has(key)) out[key] = headers[key]
     this.headers = out
     if (status >= 500 && this.req.inspectServerErrors === true) {
-      this.held = []
+      this.held = new HeldBody()
       return
     }
     const streaming = String(headers['content-type'] ?? '').startsWith('text/event-stream')
@@ -95,7 +94,13 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.settled) return
-    if (this.held !== undefined) return this.hold(controller, chunk)
+    if (this.held !== undefined) {
+      if (!this.held.push(chunk)) {
+        this.fail(this.serverError('5xx body too large to inspect'))
+        controller.abort(new Error('5xx body too large'))
+      }
+      return
+    }
     let out: Buffer | undefined = chunk
     if (this.framer !== undefined) out = this.framer.push(chunk)
     else if (this.transform !== undefined) {
@@ -111,7 +116,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
 
   onResponseEnd(controller: Dispatcher.DispatchController): void {
     if (this.settled) return
-    if (this.held !== undefined) return this.endHeld()
+    if (this.held !== undefined) return this.endHeld(this.held)
     if (this.transform !== undefined) {
       let out: Buffer | undefined
       try {
@@ -167,20 +172,10 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     return `event: message\ndata: {"jsonrpc":"2.0","id":${id},"error":{"code":-31502,"message":"Upstream stream ended before the response","data":{"source":"gateway","reason":"upstream_stream_broken"}}}\n\n`
   }
 
-  private hold(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    this.heldSize += chunk.length
-    if (this.heldSize > MAX_HELD) {
-      this.fail(this.serverError('5xx body too large to inspect'))
-      controller.abort(new Error('5xx body too large'))
-      return
-    }
-    this.held?.push(chunk)
-  }
-
   /** A held 5xx: relayed when it is a JSON-RPC message (the backend's answer), else a failure. */
-  private endHeld(): void {
-    const body = Buffer.concat(this.held ?? [], this.heldSize)
-    if (!isJsonRpcMessage(body)) return this.fail(this.serverError('5xx without a JSON-RPC body'))
+  private endHeld(held: HeldBody): void {
+    const body = held.message()
+    if (body === undefined) return this.fail(this.serverError('5xx without a JSON-RPC body'))
     if (this.headers !== undefined) this.headers['content-length'] = String(body.length)
     this.req.onHeaders?.(this.status ?? 502, this.headers ?? {})
     this.writeHead(false)
@@ -228,14 +223,5 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.req.upstream.inFlight--
     this.res.off('close', this.onClose)
     this.res.off('drain', this.onDrain)
-  }
-}
-
-function isJsonRpcMessage(body: Buffer): boolean {
-  try {
-    const v: unknown = JSON.parse(body.toString('utf8'))
-    return typeof v === 'object' && v !== null && (v as { jsonrpc?: unknown }).jsonrpc === '2.0'
-  } catch {
-    return false
   }
 }
