@@ -183,7 +183,9 @@ export class EdgeCache {
     const now = this.now()
     if (filter === undefined) return renderHit(slot.entry, rawId, now, slot.bytes)
     const entry = slot.entry
-    const vkey = `${entry.key}|f:${filter.key.length <= 64 ? filter.key : digest(filter.key)}`
+    // identityDependent decides the answer's scope, so it is part of what the variant depends on.
+    const fkey = `${filter.identityDependent ? 'i' : 'o'}:${filter.key}`
+    const vkey = `${entry.key}|f:${fkey.length <= 64 ? fkey : digest(fkey)}`
     let variant = this.memory.get(vkey)
     if (variant === undefined || variant.entry !== entry) {
       const message = filterMessage(filter, method, {
