@@ -1,6 +1,7 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
+import { claimsFor, generateTestKey, mintToken, startJwks } from '../helpers/tokens.js'
 import { poolConfig, runLoad, startReplica, startReplicas, waitUntil, type MockReplica } from '../helpers/replicas.js'
 
 const QUIET = { log: { level: 'warn' } }
@@ -81,6 +82,33 @@ describe('balancing across three replicas', () => {
     }
     // Without the header the request is balanced by least-request instead.
     expect(['r0', 'r2']).toContain(await whoAnswers(url, 'tools/list'))
+  })
+
+  it('hash on a verified claim keeps each caller on one replica', async () => {
+    const rs = await startReplicas(3)
+    const key = await generateTestKey('ES256')
+    const jwks = await startJwks([key])
+    onTestFinished(() => jwks.close())
+    const iss = 'https://idp.example.com'
+    const publicUrl = 'https://mcp.example.com'
+    const gw = await startTestGateway({
+      ...QUIET,
+      auth: { publicUrl, jwt: { issuer: iss, jwksUrl: jwks.url } },
+      ...poolConfig(rs, { balance: { hash: 'claim:sub' } }),
+    })
+    const owners = new Set<string>()
+    for (let u = 0; u < 15; u++) {
+      const bearer = await mintToken(claimsFor(iss, `${publicUrl}/mcp/app`, { sub: `user-${u}` }), { key })
+      const seen = new Set<string>()
+      for (let i = 0; i < 3; i++) {
+        const res = await mcpPost(gw.mcpUrl('app'), 'tools/list', {}, { auth: bearer })
+        expect(res.status, res.text).toBe(200)
+        seen.add(String(res.response().result?.['replica']))
+      }
+      expect(seen.size).toBe(1)
+      owners.add([...seen][0] as string)
+    }
+    expect(owners.size).toBeGreaterThanOrEqual(2)
   })
 
   it('routes named tools and prompts to their own replicas, byte for byte', async () => {
