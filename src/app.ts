@@ -22,8 +22,8 @@ export interface GatewayDeps {
   readonly ref: RuntimeRef
   readonly log: Logger
   readonly metrics: GatewayMetrics
-  /** Extra readiness problems (unhealthy upstreams, a rejected reload …); empty = ready. */
-  readonly readiness: () => readonly string[]
+  /** Things an operator must see that do not stop traffic (a rejected reload …). */
+  readonly warnings: () => readonly string[]
   /** Replicas taking no traffic and why (issue 5); listed by /readyz, not a readiness problem. */
   readonly replicasOut?: () => readonly object[]
   /** The edge cache (issue 4), when `cache:` is configured. */
@@ -38,9 +38,13 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
   app.get('/readyz', (c) => {
-    const problems = [...(deps.ref.draining ? ['draining'] : []), ...deps.readiness()]
+    const problems = deps.ref.draining ? ['draining'] : []
+    // A rejected reload (the last good config keeps serving) and replicas that are out are
+    // reported, not fatal: every gateway replica sees the same edit and the same backends, so
+    // failing readiness on them would turn one bad edit or one dead backend into a full outage.
+    const warnings = deps.warnings()
     const upstreamsOut = deps.replicasOut?.() ?? []
-    return c.json({ ready: problems.length === 0, problems, upstreamsOut }, problems.length === 0 ? 200 : 503)
+    return c.json({ ready: problems.length === 0, problems, warnings, upstreamsOut }, problems.length === 0 ? 200 : 503)
   })
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))

@@ -53,7 +53,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
-  const app = buildApp({ ref, log, metrics, readiness: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache })
+  const app = buildApp({ ref, log, metrics, warnings: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache })
   const server = createAdaptorServer({
     fetch: app.fetch,
     serverOptions: {

@@ -63,9 +63,11 @@ async function backend(): Promise<TestServer> {
   return b
 }
 
+/** /readyz: a rejected reload is a warning; the gateway stays ready on its last good config. */
 async function readyz(gw: RunningGateway): Promise<{ status: number; problems: string[] }> {
   const res = await rawRequest('GET', `${gw.url}/readyz`)
-  return { status: res.status, problems: (res.json() as { problems: string[] }).problems }
+  expect(res.status).toBe(200)
+  return { status: res.status, problems: (res.json() as { warnings: string[] }).warnings }
 }
 
 describe('hot reload', () => {
@@ -83,7 +85,7 @@ describe('hot reload', () => {
     const { gw, write, logs } = await start(await backend(), allowing('search', 'echo'))
     expect(await readyz(gw)).toEqual({ status: 200, problems: [] })
     write('policies/main.yaml', 'rules:\n  - name: oops\n    servers: ["*"]\n    alow: { tools: ["*"] }\n')
-    await within(2000, 503, async () => (await readyz(gw)).status)
+    await within(2000, 1, async () => (await readyz(gw)).problems.length)
     const { problems } = await readyz(gw)
     expect(problems).toHaveLength(1)
     expect(problems[0]).toContain('./policies/main.yaml: rules[0].alow: unknown key')
@@ -92,7 +94,7 @@ describe('hot reload', () => {
     expect(await attempt(gw, 'echo')).toBe('allowed')
     expect(await attempt(gw, 'delete_repo')).toBe('denied')
     write('policies/main.yaml', allowing('search'))
-    await within(2000, 200, async () => (await readyz(gw)).status)
+    await within(2000, 0, async () => (await readyz(gw)).problems.length)
     expect(await attempt(gw, 'echo')).toBe('denied')
   })
 
@@ -103,7 +105,7 @@ describe('hot reload', () => {
     write('gateway.yaml', configFor(b.url, 'policyMode: dry-run\n'))
     await within(2000, 'allowed', () => attempt(gw, 'delete_repo'))
     write('gateway.yaml', configFor(b.url, 'policyMode: maybe\n'))
-    await within(2000, 503, async () => (await readyz(gw)).status)
+    await within(2000, 1, async () => (await readyz(gw)).problems.length)
     expect((await readyz(gw)).problems[0]).toContain('policyMode')
     expect(await attempt(gw, 'delete_repo')).toBe('allowed') // still dry run
   })
