@@ -18,11 +18,13 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
   async function proxy(c) {
     const { server, head, body, mcp } = c.var
     const incoming = c.env.incoming
+    const auth = c.var.upstreamAuthorization
+    // prettier-ignore
     const headers = [
       ...head.forward,
       ...server.upstreamHeaders,
       // SECURITY: the token exchanged for this backend (issue 3), never the caller's own.
-      ...(c.var.upstreamAuthorization === undefined ? [] : ['authorization', c.var.upstreamAuthorization]),
+      ...(auth === undefined ? [] : ['authorization', auth]),
       // SECURITY: gateway-owned identity headers; inbound copies were dropped (reliability S-20).
       'x-forwarded-for', incoming.socket.remoteAddress ?? '',
       'x-forwarded-proto', 'http',
@@ -30,14 +32,18 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     ]
     const filter = c.var.listFilter
     const hooks: readonly ResultHook[] | undefined =
-      filter === undefined ? c.var.resultHooks : [...(c.var.resultHooks ?? []), listFilterHook(filter, c.var.mcp.method ?? '')]
+      filter === undefined
+        ? c.var.resultHooks
+        : [...(c.var.resultHooks ?? []), listFilterHook(filter, c.var.mcp.method ?? '')]
     const maxInspect = c.var.runtime.config.limits.maxInspectBytes
     // Bodies are parsed on the way back only when a hook (list filter, cache capture) wants them.
     const transform =
       hooks === undefined || hooks.length === 0
         ? undefined
         : (status: number, h: HeaderMap): BodyTransform | undefined =>
-            status === 200 ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks) : undefined
+            status === 200
+              ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks)
+              : undefined
     const b = server.balancing
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
     // 2025-era sessions live on one replica; the id the client holds says which (issue 5 §7).

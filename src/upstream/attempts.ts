@@ -22,7 +22,8 @@ export interface AttemptPlan {
   readonly method: 'POST' | 'GET' | 'DELETE'
   readonly headers: readonly string[]
   readonly body: Buffer | null
-  readonly transform: ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  readonly transform:
+    ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
   readonly stop: StreamStop | undefined
   /** The replica of the latest attempt (for the access log). */
   upstream: Upstream | undefined
@@ -37,7 +38,11 @@ export interface AttemptPlan {
  *   after a full-jitter backoff;
  * - nothing is retried once a byte went to the client: forward() only rejects before that.
  */
-export async function sendWithRetries(res: ServerResponse, b: ServerBalancing, plan: AttemptPlan): Promise<ForwardResult> {
+export async function sendWithRetries(
+  res: ServerResponse,
+  b: ServerBalancing,
+  plan: AttemptPlan,
+): Promise<ForwardResult> {
   const { budget, retry } = b
   const total = b.headersTimeoutMs
   const deadline = performance.now() + total
@@ -48,7 +53,8 @@ export async function sendWithRetries(res: ServerResponse, b: ServerBalancing, p
   budget.active++
   try {
     for (;;) {
-      const upstream = plan.pinned === undefined ? pick(plan, tried, last) : pinnedReady(plan.pinned)
+      const upstream =
+        plan.pinned === undefined ? pick(plan, tried, last) : pinnedReady(plan.pinned)
       plan.upstream = upstream
       const left = deadline - performance.now()
       try {
@@ -79,7 +85,8 @@ export async function sendWithRetries(res: ServerResponse, b: ServerBalancing, p
         if (plan.pinned !== undefined) {
           // The session lives only there; if that replica is gone, so is the session (404 → the
           // client re-initialises, spec 2025-11-25 §Session Management).
-          if (!err.sent) throw new GatewayError('session_not_found', 'the session is no longer available')
+          if (!err.sent)
+            throw new GatewayError('session_not_found', 'the session is no longer available')
           throw err
         }
         ;(tried ??= []).push(upstream)
@@ -116,7 +123,11 @@ function isRetryable(f: UpstreamFailure): boolean {
 }
 
 /** The next replica; once every one refused the connection, that refusal is the answer (502). */
-function pick(plan: AttemptPlan, tried: readonly Upstream[] | undefined, last: UpstreamFailure | undefined): Upstream {
+function pick(
+  plan: AttemptPlan,
+  tried: readonly Upstream[] | undefined,
+  last: UpstreamFailure | undefined,
+): Upstream {
   try {
     return plan.pool.select(tried, plan.hashKey)
   } catch (err) {
@@ -128,13 +139,17 @@ function pick(plan: AttemptPlan, tried: readonly Upstream[] | undefined, last: U
 function pinnedReady(u: Upstream): Upstream {
   // Health-checked down: the session is gone with it. Only ejected: tried anyway (it is the only
   // place the session exists).
-  if (u.health.down) throw new GatewayError('session_not_found', 'the session is no longer available')
+  if (u.health.down)
+    throw new GatewayError('session_not_found', 'the session is no longer available')
   if (u.inFlight >= u.maxInFlight) throw new GatewayError('overloaded')
   return u
 }
 
 /** Rewrites a backend-issued Mcp-Session-Id into one that names its replica (issue 5 §7). */
-function sessionRewriter(b: ServerBalancing, upstream: Upstream): (status: number, h: HeaderMap) => void {
+function sessionRewriter(
+  b: ServerBalancing,
+  upstream: Upstream,
+): (status: number, h: HeaderMap) => void {
   return (status, h) => {
     b.onHeaders(status, h)
     const sid = h['mcp-session-id']

@@ -64,14 +64,22 @@ export class ServerBalancing {
     const replicas: Upstream[] = []
     const outlier = { ...OUTLIER_DEFAULTS, ...cfg.outlier }
     const thresholds = cfg.healthCheck ?? CHECK_DEFAULTS
-    const canEject = (h: ReplicaHealth): boolean => replicas.some((r) => r.health !== h && r.available)
-    const report = (h: ReplicaHealth, event: HealthEvent, detail: string): void => this.report(h, event, detail)
+    const canEject = (h: ReplicaHealth): boolean =>
+      replicas.some((r) => r.health !== h && r.available)
+    const report = (h: ReplicaHealth, event: HealthEvent, detail: string): void =>
+      this.report(h, event, detail)
     const replica = (url: string): Upstream => {
       const href = new URL(url).href
       let u = byUrl.get(href)
       if (u === undefined) {
         const id = `${server}#${replicas.length}`
-        u = new Upstream(id, new URL(href), cfg.timeouts, cfg.maxInFlight, new ReplicaHealth(id, outlier, thresholds, canEject, report))
+        u = new Upstream(
+          id,
+          new URL(href),
+          cfg.timeouts,
+          cfg.maxInFlight,
+          new ReplicaHealth(id, outlier, thresholds, canEject, report),
+        )
         byUrl.set(href, u)
         replicas.push(u)
       }
@@ -79,7 +87,11 @@ export class ServerBalancing {
     }
     const mode: BalanceMode = typeof cfg.balance === 'string' ? cfg.balance : 'hash'
     const poolOf = (list: readonly { url: string; weight: number }[]): UpstreamPool =>
-      new UpstreamPool(list.map((x) => replica(x.url)), list.map((x) => x.weight), mode)
+      new UpstreamPool(
+        list.map((x) => replica(x.url)),
+        list.map((x) => x.weight),
+        mode,
+      )
     this.pool = poolOf(cfg.upstreams)
     this.routes = cfg.routes.map((r) => new Route(r, poolOf(r.upstreams)))
     this.replicas = replicas
@@ -97,7 +109,8 @@ export class ServerBalancing {
     }
     for (const u of replicas) ctx.metrics?.upstreamHealthy.set({ server, upstream: u.id }, 1)
     if (cfg.healthCheck !== undefined) {
-      for (const u of replicas) this.checks.push(new ActiveHealthCheck(u, cfg.healthCheck, staticHeaders))
+      for (const u of replicas)
+        this.checks.push(new ActiveHealthCheck(u, cfg.healthCheck, staticHeaders))
       for (const check of this.checks) check.start()
     }
   }
@@ -111,7 +124,8 @@ export class ServerBalancing {
   settled(u: Upstream, result: ForwardResult): void {
     if (result.kind === 'done') u.health.succeeded()
     // A stream that broke mid-answer is the replica's fault; a body the gateway could not use is not.
-    else if (result.kind === 'broken' && !(result.cause instanceof UpstreamFailure)) u.health.failed('stream broke')
+    else if (result.kind === 'broken' && !(result.cause instanceof UpstreamFailure))
+      u.health.failed('stream broke')
   }
 
   /** Books a failed attempt: metrics, and the replica's health when it was the replica's fault. */
@@ -144,9 +158,13 @@ export class ServerBalancing {
 
   private report(h: ReplicaHealth, event: HealthEvent, detail: string): void {
     const fields = { server: this.server, upstream: h.id, state: event, detail }
-    if (event === 'down' || event === 'ejected') this.ctx.log.warn(fields, 'upstream out of rotation')
+    if (event === 'down' || event === 'ejected')
+      this.ctx.log.warn(fields, 'upstream out of rotation')
     else this.ctx.log.info(fields, 'upstream back in rotation')
-    this.ctx.metrics?.upstreamHealthy.set({ server: this.server, upstream: h.id }, h.down || h.ejected ? 0 : 1)
+    this.ctx.metrics?.upstreamHealthy.set(
+      { server: this.server, upstream: h.id },
+      h.down || h.ejected ? 0 : 1,
+    )
   }
 }
 

@@ -20,22 +20,33 @@ export class UpstreamFailure extends GatewayError {
 }
 
 // Errors raised before the request could have been written to the replica.
+// prettier-ignore
 const NOT_SENT_CODES: ReadonlySet<string> = new Set([
   'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL',
   'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED',
 ])
 // The gateway closed the pool itself (reload, shutdown): not the replica's fault.
-const OWN_CODES: ReadonlySet<string> = new Set(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_ABORTED'])
+const OWN_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+  'UND_ERR_ABORTED',
+])
 
 /** Maps a transport error to a failure: NotSent or possibly sent, and whose fault it is. */
 export function classifyFailure(err: Error, status: number | undefined): UpstreamFailure {
   const code = (err as { code?: string }).code ?? ''
   const fault = !OWN_CODES.has(code)
-  if (NOT_SENT_CODES.has(code)) return new UpstreamFailure('upstream_unavailable', false, status, err, fault)
+  if (NOT_SENT_CODES.has(code)) {
+    return new UpstreamFailure('upstream_unavailable', false, status, err, fault)
+  }
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new UpstreamFailure('upstream_timeout', true, status, err, fault)
   }
-  if (code === 'UND_ERR_RESPONSE_STATUS_CODE' || code.startsWith('HPE_') || err.name === 'HTTPParserError') {
+  if (
+    code === 'UND_ERR_RESPONSE_STATUS_CODE' ||
+    code.startsWith('HPE_') ||
+    err.name === 'HTTPParserError'
+  ) {
     return new UpstreamFailure('upstream_bad_response', true, status, err, fault)
   }
   return new UpstreamFailure('upstream_unavailable', true, status, err, fault)

@@ -25,7 +25,8 @@ export interface ForwardRequest {
   readonly headersTimeoutMs: number
   readonly bodyTimeoutMs: number
   /** Chooses a transform from the response head; undefined streams the body untouched. */
-  readonly transform?: ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  readonly transform?:
+    ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
   /** Last look at the response headers before they are written (e.g. session id rewriting). */
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /**
@@ -42,7 +43,12 @@ export interface ForwardRequest {
 export type ForwardResult =
   | { readonly kind: 'done'; readonly status: number; readonly bytes: number }
   | { readonly kind: 'client_closed'; readonly status: number | undefined; readonly bytes: number }
-  | { readonly kind: 'broken'; readonly status: number; readonly bytes: number; readonly cause: Error }
+  | {
+      readonly kind: 'broken'
+      readonly status: number
+      readonly bytes: number
+      readonly cause: Error
+    }
   /** A stream ended cleanly after its last complete event because the gateway is draining. */
   | { readonly kind: 'drained'; readonly status: number; readonly bytes: number }
 

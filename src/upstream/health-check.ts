@@ -44,6 +44,7 @@ export class ActiveHealthCheck {
     staticHeaders: readonly string[],
   ) {
     this.client = new Client(upstream.origin, { connect: { timeout: settings.timeoutMs } })
+    // prettier-ignore
     this.headers = [
       'content-type', 'application/json',
       'accept', 'application/json, text/event-stream',

@@ -22,7 +22,8 @@ export class HeldBody {
     const body = Buffer.concat(this.chunks, this.size)
     try {
       const v: unknown = JSON.parse(body.toString('utf8'))
-      const ok = typeof v === 'object' && v !== null && (v as { jsonrpc?: unknown }).jsonrpc === '2.0'
+      const ok =
+        typeof v === 'object' && v !== null && (v as { jsonrpc?: unknown }).jsonrpc === '2.0'
       return ok ? body : undefined
     } catch {
       return undefined

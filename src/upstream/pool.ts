@@ -52,7 +52,8 @@ export class UpstreamPool {
       if (u.inFlight < u.maxInFlight) scratch.push(i)
     }
     if (scratch.length === 0) {
-      if (alive === 0) throw new GatewayError('no_upstream', candidates === 0 ? undefined : 'all replicas down')
+      if (alive === 0)
+        throw new GatewayError('no_upstream', candidates === 0 ? undefined : 'all replicas down')
       if (healthy > 0) throw new GatewayError('overloaded')
       for (let i = 0; i < members.length; i++) {
         const u = members[i] as Upstream
@@ -93,7 +94,9 @@ export class UpstreamPool {
     const b = scratch[bi] as number
     const ua = members[a] as Upstream
     const ub = members[b] as Upstream
-    return (ua.inFlight + 1) * (weights[b] as number) <= (ub.inFlight + 1) * (weights[a] as number) ? ua : ub
+    return (ua.inFlight + 1) * (weights[b] as number) <= (ub.inFlight + 1) * (weights[a] as number)
+      ? ua
+      : ub
   }
 
   /**

@@ -1,17 +1,10 @@
 import type { ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
-import { HOP_BY_HOP } from '../mcp/headers.js'
-import { peekRawId } from '../mcp/jsonrpc.js'
 import { classifyFailure, UpstreamFailure } from './failure.js'
 import type { BodyTransform, ForwardRequest, ForwardResult, HeaderMap } from './forward.js'
 import { HeldBody } from './held-body.js'
-import { SseFramer } from './sse-framing.js'
-
-// SECURITY: per-user or auth-bearing response headers never cross the gateway (reliability S-24,
-// B-17): a backend challenge would point the client at the backend's authorization server.
-const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
-  ...HOP_BY_HOP, 'set-cookie', 'www-authenticate', 'content-length',
-])
+import { relayedHeaders } from './response-head.js'
+import { SseFramer, unansweredEvent } from './sse-framing.js'
 
 class ClientClosed extends Error {
   override readonly name = 'ClientClosed'
@@ -65,16 +58,26 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.res.on('drain', this.onDrain)
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: HeaderMap): void {
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    status: number,
+    headers: HeaderMap,
+  ): void {
     // The gateway's own credentials were refused: a config fault, not the client's business.
     if (status === 401 || status === 407) {
-      this.fail(new UpstreamFailure('upstream_bad_response', true, status, new Error(`upstream answered ${status}`)))
+      this.fail(
+        new UpstreamFailure(
+          'upstream_bad_response',
+          true,
+          status,
+          new Error(`upstream answered ${status}`),
+        ),
+      )
       controller.abort(new Error('upstream refused the gateway credentials'))
       return
     }
     this.status = status
-    const out: HeaderMap = {}
-    for (const key in headers) if (!DROPPED_RESPONSE_HEADERS.has(key)) out[key] = headers[key]
+    const out = relayedHeaders(headers)
     this.headers = out
     if (status >= 500 && this.req.inspectServerErrors === true) {
       this.held = new HeldBody()
@@ -89,7 +92,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     }
     this.req.onHeaders?.(status, out)
     if (this.transform === undefined || this.transform.streaming) this.writeHead(streaming)
-    if (this.framer !== undefined || this.transform?.streaming === true) this.req.stop?.onStop(this.onStop)
+    if (this.framer !== undefined || this.transform?.streaming === true)
+      this.req.stop?.onStop(this.onStop)
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -126,7 +130,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
         return
       }
       if (!this.headWritten) {
-        if (this.headers !== undefined && out !== undefined) this.headers['content-length'] = String(out.length)
+        if (this.headers !== undefined && out !== undefined)
+          this.headers['content-length'] = String(out.length)
         this.writeHead(false)
       }
       if (out !== undefined && out.length > 0) this.write(controller, out)
@@ -161,15 +166,10 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
   }
 
-  /**
-   * A final JSON-RPC error event for an SSE stream that ended (or broke between events) without
-   * answering its request; undefined when it did answer, or when there is no id to answer.
-   */
+  /** The final error event owed by an SSE stream that ended without answering, if any. */
   private unansweredStreamEvent(): string | undefined {
-    if (this.framer === undefined || this.framer.sawResponse || this.req.body === null) return undefined
-    const id = peekRawId(this.req.body)
-    if (id === undefined) return undefined
-    return `event: message\ndata: {"jsonrpc":"2.0","id":${id},"error":{"code":-31502,"message":"Upstream stream ended before the response","data":{"source":"gateway","reason":"upstream_stream_broken"}}}\n\n`
+    if (this.framer === undefined || this.framer.sawResponse || this.req.body === null) return
+    return unansweredEvent(this.req.body)
   }
 
   /** A held 5xx: relayed when it is a JSON-RPC message (the backend's answer), else a failure. */
@@ -187,7 +187,13 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
 
   private serverError(why: string): UpstreamFailure {
     const code = this.status === 504 ? 'upstream_timeout' : 'upstream_bad_response'
-    return new UpstreamFailure(code, true, this.status, new Error(`${why} (status ${this.status})`), true)
+    return new UpstreamFailure(
+      code,
+      true,
+      this.status,
+      new Error(`${why} (status ${this.status})`),
+      true,
+    )
   }
 
   private writeHead(flush: boolean): void {
@@ -203,7 +209,9 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
 
   private failTransform(controller: Dispatcher.DispatchController, err: unknown): void {
     const failure =
-      err instanceof UpstreamFailure ? err : new UpstreamFailure('upstream_bad_response', true, this.status, err)
+      err instanceof UpstreamFailure
+        ? err
+        : new UpstreamFailure('upstream_bad_response', true, this.status, err)
     if (this.headWritten) {
       this.finish()
       this.res.destroy()

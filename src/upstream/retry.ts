@@ -42,7 +42,10 @@ export class RetryBudget {
 
   /** Takes a retry token if the budget allows one; give it back with release(). */
   tryAcquire(): boolean {
-    const cap = Math.max(this.settings.minConcurrent, Math.floor((this.active * this.settings.budgetPercent) / 100))
+    const cap = Math.max(
+      this.settings.minConcurrent,
+      Math.floor((this.active * this.settings.budgetPercent) / 100),
+    )
     if (this.retrying >= cap) return false
     this.retrying++
     return true

@@ -16,7 +16,10 @@ export class Route {
   private readonly prompt: Matcher | undefined
   private readonly resource: Matcher | undefined
 
-  constructor(patterns: RoutePatterns, readonly pool: UpstreamPool) {
+  constructor(
+    patterns: RoutePatterns,
+    readonly pool: UpstreamPool,
+  ) {
     this.tool = compileMatcher(patterns.tools)
     this.prompt = compileMatcher(patterns.prompts)
     this.resource = compileMatcher(patterns.resources)
@@ -35,7 +38,10 @@ export class Route {
  * (the tool of tools/call, the prompt of prompts/get or a completion ref, the URI of
  * resources/read, the first URI of a listen filter), else undefined for the server's main pool.
  */
-export function routeFor(routes: readonly Route[], targets: readonly McpTarget[]): UpstreamPool | undefined {
+export function routeFor(
+  routes: readonly Route[],
+  targets: readonly McpTarget[],
+): UpstreamPool | undefined {
   const t = targets[0]
   if (t === undefined) return undefined
   for (const r of routes) if (r.matches(t)) return r.pool

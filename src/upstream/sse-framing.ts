@@ -1,3 +1,5 @@
+import { peekRawId } from '../mcp/jsonrpc.js'
+
 /**
  * Keeps an SSE passthrough aligned to event boundaries (HTML Living Standard §9.2.6: an event is
  * dispatched at a blank line). Only complete events are handed on, so if the upstream dies in the
@@ -57,8 +59,15 @@ function carriesResponse(events: Buffer): boolean {
     if (lines.length === 0) continue
     if (lines.length === 1 && NOTIFICATION_DATA.test(lines[0] as string)) continue
     try {
-      const msg: unknown = JSON.parse(lines.map((l) => l.slice(l.startsWith('data: ') ? 6 : 5)).join('\n'))
-      if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg) && !('method' in msg)) {
+      const msg: unknown = JSON.parse(
+        lines.map((l) => l.slice(l.startsWith('data: ') ? 6 : 5)).join('\n'),
+      )
+      if (
+        typeof msg === 'object' &&
+        msg !== null &&
+        ('result' in msg || 'error' in msg) &&
+        !('method' in msg)
+      ) {
         return true
       }
     } catch {
@@ -66,4 +75,14 @@ function carriesResponse(events: Buffer): boolean {
     }
   }
   return false
+}
+
+/**
+ * A final JSON-RPC error event for an SSE stream that ended (or broke between events) without
+ * answering its request; undefined when the request has no id to answer.
+ */
+export function unansweredEvent(requestBody: Buffer): string | undefined {
+  const id = peekRawId(requestBody)
+  if (id === undefined) return undefined
+  return `event: message\ndata: {"jsonrpc":"2.0","id":${id},"error":{"code":-31502,"message":"Upstream stream ended before the response","data":{"source":"gateway","reason":"upstream_stream_broken"}}}\n\n`
 }

@@ -30,7 +30,12 @@ export type Fault =
     }
   /** 200 text/event-stream writing these raw chunks `intervalMs` apart, left open unless `end`
    * (or reset after the last chunk with `reset`). */
-  | { readonly sse: readonly string[]; readonly intervalMs?: number; readonly end?: boolean; readonly reset?: boolean }
+  | {
+      readonly sse: readonly string[]
+      readonly intervalMs?: number
+      readonly end?: boolean
+      readonly reset?: boolean
+    }
 
 /** Picks the fault for a request (health checks are `server/discover`). */
 export type FaultHook = (call: ReceivedCall) => Fault
@@ -55,7 +60,10 @@ export interface MockReplica {
 }
 
 /** Starts a mock replica on 127.0.0.1:0 and closes it when the test ends. */
-export async function startReplica(name: string, hook: FaultHook = () => 'ok'): Promise<MockReplica> {
+export async function startReplica(
+  name: string,
+  hook: FaultHook = () => 'ok',
+): Promise<MockReplica> {
   let fault = hook
   let inFlight = 0
   const calls: ReceivedCall[] = []
@@ -87,8 +95,11 @@ export async function startReplica(name: string, hook: FaultHook = () => 'ok'): 
       res.once('close', () => clearTimeout(timer))
       return
     }
-    if ('sse' in f) return writeSse(res, f.sse, f.intervalMs ?? 0, f.reset === true ? 'reset' : f.end === true)
-    res.writeHead(f.status, { 'content-type': f.contentType ?? 'text/html', ...f.headers }).end(f.body ?? '')
+    if ('sse' in f)
+      return writeSse(res, f.sse, f.intervalMs ?? 0, f.reset === true ? 'reset' : f.end === true)
+    res
+      .writeHead(f.status, { 'content-type': f.contentType ?? 'text/html', ...f.headers })
+      .end(f.body ?? '')
   }
   const server = createServer((req, res) => {
     const chunks: Buffer[] = []
@@ -106,7 +117,10 @@ export async function startReplica(name: string, hook: FaultHook = () => 'ok'): 
     get inFlight() {
       return inFlight
     },
-    count: (method) => calls.filter((c) => (method === undefined ? c.method !== 'server/discover' : c.method === method)).length,
+    count: (method) =>
+      calls.filter((c) =>
+        method === undefined ? c.method !== 'server/discover' : c.method === method,
+      ).length,
     setFault: (h) => void (fault = h),
     kill: () => stop(server),
     restart: () => listen(server, port),
@@ -125,13 +139,34 @@ function answer(res: ServerResponse, call: ReceivedCall): void {
   if (res.destroyed) return
   const result =
     call.method === 'server/discover'
-      ? { supportedVersions: ['2026-07-28'], capabilities: {}, resultType: 'complete', ttlMs: 0, cacheScope: 'private' }
-      : { content: [{ type: 'text', text: call.replica }], replica: call.replica, tools: [], resultType: 'complete' }
+      ? {
+          supportedVersions: ['2026-07-28'],
+          capabilities: {},
+          resultType: 'complete',
+          ttlMs: 0,
+          cacheScope: 'private',
+        }
+      : {
+          content: [{ type: 'text', text: call.replica }],
+          replica: call.replica,
+          tools: [],
+          resultType: 'complete',
+        }
   const body = `{"jsonrpc":"2.0","id":${call.id},"result":${JSON.stringify(result)}}`
-  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body)
+  res
+    .writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    })
+    .end(body)
 }
 
-function writeSse(res: ServerResponse, chunks: readonly string[], intervalMs: number, end: boolean | 'reset'): void {
+function writeSse(
+  res: ServerResponse,
+  chunks: readonly string[],
+  intervalMs: number,
+  end: boolean | 'reset',
+): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
   res.flushHeaders()
   let timer: NodeJS.Timeout | undefined
@@ -169,7 +204,11 @@ function stop(server: Server): Promise<void> {
 }
 
 /** Runs `total` calls of `task` with at most `concurrency` at once; resolves with every result. */
-export async function runLoad<T>(total: number, concurrency: number, task: (i: number) => Promise<T>): Promise<T[]> {
+export async function runLoad<T>(
+  total: number,
+  concurrency: number,
+  task: (i: number) => Promise<T>,
+): Promise<T[]> {
   const results: T[] = new Array<T>(total)
   let next = 0
   const worker = async (): Promise<void> => {
@@ -183,7 +222,11 @@ export async function runLoad<T>(total: number, concurrency: number, task: (i: n
 }
 
 /** Polls `check` every 20 ms until it returns a value other than undefined/false (or throws after `ms`). */
-export async function waitUntil<T>(check: () => T | undefined | false, ms = 5000, what = 'condition'): Promise<T> {
+export async function waitUntil<T>(
+  check: () => T | undefined | false,
+  ms = 5000,
+  what = 'condition',
+): Promise<T> {
   const end = performance.now() + ms
   for (;;) {
     const v = check()
@@ -199,6 +242,9 @@ export function poolConfig(
   server: Record<string, unknown> = {},
   weights: readonly number[] = [],
 ): Record<string, unknown> {
-  const upstreams = replicas.map((r, i) => ({ url: r.url, ...(weights[i] !== undefined && { weight: weights[i] }) }))
+  const upstreams = replicas.map((r, i) => ({
+    url: r.url,
+    ...(weights[i] !== undefined && { weight: weights[i] }),
+  }))
   return { servers: { app: { upstreams, ...server } } }
 }

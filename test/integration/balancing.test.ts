@@ -2,12 +2,24 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { claimsFor, generateTestKey, mintToken, startJwks } from '../helpers/tokens.js'
-import { poolConfig, runLoad, startReplica, startReplicas, waitUntil, type MockReplica } from '../helpers/replicas.js'
+import {
+  poolConfig,
+  runLoad,
+  startReplica,
+  startReplicas,
+  waitUntil,
+  type MockReplica,
+} from '../helpers/replicas.js'
 
 const QUIET = { log: { level: 'warn' } }
 
 /** Which replica answered (the mock names itself in the result). */
-async function whoAnswers(url: string, method: string, params: Record<string, unknown> = {}, headers = {}): Promise<string> {
+async function whoAnswers(
+  url: string,
+  method: string,
+  params: Record<string, unknown> = {},
+  headers = {},
+): Promise<string> {
   const res = await mcpPost(url, method, params, { headers })
   expect(res.status, res.text).toBe(200)
   return String(res.response().result?.['replica'])
@@ -22,13 +34,18 @@ function shares(replicas: readonly MockReplica[], method = 'tools/call'): number
 describe('balancing across three replicas', () => {
   it('round-robin honours weights exactly over every window (smooth weighted round-robin)', async () => {
     const rs = await startReplicas(3)
-    const gw = await startTestGateway({ ...QUIET, ...poolConfig(rs, { balance: 'round-robin' }, [1, 1, 2]) })
+    const gw = await startTestGateway({
+      ...QUIET,
+      ...poolConfig(rs, { balance: 'round-robin' }, [1, 1, 2]),
+    })
     const order: string[] = []
-    for (let i = 0; i < 200; i++) order.push(await whoAnswers(gw.mcpUrl('app'), 'tools/call', { name: 'x' }))
+    for (let i = 0; i < 200; i++)
+      order.push(await whoAnswers(gw.mcpUrl('app'), 'tools/call', { name: 'x' }))
     expect(rs.map((r) => r.count('tools/call'))).toEqual([50, 50, 100])
     // Smooth: the heavy replica never gets three in a row, and every window of 4 has each replica.
     expect(order.join(',')).not.toMatch(/r2,r2,r2/)
-    for (let i = 0; i + 4 <= order.length; i += 4) expect(new Set(order.slice(i, i + 4)).size).toBe(3)
+    for (let i = 0; i + 4 <= order.length; i += 4)
+      expect(new Set(order.slice(i, i + 4)).size).toBe(3)
   })
 
   it('least-request spreads concurrent load over every replica', async () => {
@@ -62,13 +79,17 @@ describe('balancing across three replicas', () => {
 
   it('hash on a header is sticky, spreads keys, and a lost replica moves only its own keys', async () => {
     const rs = await startReplicas(3)
-    const gw = await startTestGateway({ ...QUIET, ...poolConfig(rs, { balance: { hash: 'header:X-Tenant' } }) })
+    const gw = await startTestGateway({
+      ...QUIET,
+      ...poolConfig(rs, { balance: { hash: 'header:X-Tenant' } }),
+    })
     const url = gw.mcpUrl('app')
     const owner = new Map<string, string>()
     for (let t = 0; t < 30; t++) {
       const tenant = `tenant-${t}`
       const seen = new Set<string>()
-      for (let i = 0; i < 3; i++) seen.add(await whoAnswers(url, 'tools/list', {}, { 'x-tenant': tenant }))
+      for (let i = 0; i < 3; i++)
+        seen.add(await whoAnswers(url, 'tools/list', {}, { 'x-tenant': tenant }))
       expect(seen.size, tenant).toBe(1)
       owner.set(tenant, [...seen][0] as string)
     }
@@ -98,7 +119,9 @@ describe('balancing across three replicas', () => {
     })
     const owners = new Set<string>()
     for (let u = 0; u < 15; u++) {
-      const bearer = await mintToken(claimsFor(iss, `${publicUrl}/mcp/app`, { sub: `user-${u}` }), { key })
+      const bearer = await mintToken(claimsFor(iss, `${publicUrl}/mcp/app`, { sub: `user-${u}` }), {
+        key,
+      })
       const seen = new Set<string>()
       for (let i = 0; i < 3; i++) {
         const res = await mcpPost(gw.mcpUrl('app'), 'tools/list', {}, { auth: bearer })
@@ -128,10 +151,16 @@ describe('balancing across three replicas', () => {
     }
     expect(await whoAnswers(url, 'prompts/get', { name: 'secret' })).toBe('r2')
     for (const name of ['Render_video', 'render_vide', 'transcode2', 'get_forecast']) {
-      for (let i = 0; i < 3; i++) expect(['r0', 'r1']).toContain(await whoAnswers(url, 'tools/call', { name }))
+      for (let i = 0; i < 3; i++)
+        expect(['r0', 'r1']).toContain(await whoAnswers(url, 'tools/call', { name }))
     }
     for (let i = 0; i < 4; i++) expect(['r0', 'r1']).toContain(await whoAnswers(url, 'tools/list'))
-    expect(r2.calls.map((c) => c.name).sort()).toEqual(['render_video', 'render_video_4k', 'secret', 'transcode'])
+    expect(r2.calls.map((c) => c.name).sort()).toEqual([
+      'render_video',
+      'render_video_4k',
+      'secret',
+      'transcode',
+    ])
   })
 })
 
@@ -148,7 +177,10 @@ describe('per-replica in-flight limit', () => {
     expect(over.status).toBe(503)
     expect(over.headers['retry-after']).toBe('1')
     expect(over.headers['x-mcp-gateway-error']).toBe('overloaded')
-    expect(over.json()).toMatchObject({ id: 'over-1', error: { code: -31503, data: { source: 'gateway' } } })
+    expect(over.json()).toMatchObject({
+      id: 'over-1',
+      error: { code: -31503, data: { source: 'gateway' } },
+    })
     expect(ms).toBeLessThan(250) // no queueing behind the slow calls (generous for a shared machine)
     expect(r.count('tools/call')).toBe(2) // the refused call never reached the replica
     for (const res of await Promise.all(slow)) expect(res.status).toBe(200)

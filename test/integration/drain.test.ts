@@ -10,12 +10,20 @@ import { startTestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplica, waitUntil } from '../helpers/replicas.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
 
-const ACK = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
+const ACK =
+  'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
 
 /** Opens a subscriptions/listen stream and collects its bytes until it ends. */
-async function openListen(url: string, id: string): Promise<{ text: () => string; ended: Promise<'end' | 'error'> }> {
+async function openListen(
+  url: string,
+  id: string,
+): Promise<{ text: () => string; ended: Promise<'end' | 'error'> }> {
   const body = mcpBody('subscriptions/listen', { notifications: { toolsListChanged: true } }, id)
-  const res = await request(url, { method: 'POST', headers: mcpHeaders('subscriptions/listen'), body: JSON.stringify(body) })
+  const res = await request(url, {
+    method: 'POST',
+    headers: mcpHeaders('subscriptions/listen'),
+    body: JSON.stringify(body),
+  })
   expect(res.statusCode).toBe(200)
   let text = ''
   const ended = (async (): Promise<'end' | 'error'> => {
@@ -33,11 +41,21 @@ describe('graceful drain (in process)', () => {
   it('finishes in-flight calls, ends listen streams cleanly, refuses new work, and returns early', async () => {
     const backend = await startSdkServer()
     onTestFinished(() => backend.close())
-    const gw = await startTestGateway({ shutdown: { drainMs: 8000 }, ...poolConfig([backend]) }, { autoClose: false })
+    const gw = await startTestGateway(
+      { shutdown: { drainMs: 8000 }, ...poolConfig([backend]) },
+      { autoClose: false },
+    )
     const url = gw.mcpUrl('app')
     const listen = await openListen(url, 'listen:0')
     await waitUntil(() => listen.text().includes('acknowledged'), 5000, 'listen ack')
-    const calls = [1, 2, 3].map((id) => mcpPost(url, 'tools/call', { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 4 } }, { id }))
+    const calls = [1, 2, 3].map((id) =>
+      mcpPost(
+        url,
+        'tools/call',
+        { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 4 } },
+        { id },
+      ),
+    )
     await waitUntil(() => backend.calls('tools/call').length === 3, 5000, 'calls in flight')
     const t0 = performance.now()
     const closing = gw.close()
@@ -60,8 +78,13 @@ describe('graceful drain (in process)', () => {
 
   it('ends a stream after its last complete event, never in the middle of one', async () => {
     const half = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_ch'
-    const r = await startReplica('r0', (c) => (c.method === 'subscriptions/listen' ? { sse: [ACK, half], end: false } : 'ok'))
-    const gw = await startTestGateway({ shutdown: { drainMs: 8000 }, ...poolConfig([r]) }, { autoClose: false })
+    const r = await startReplica('r0', (c) =>
+      c.method === 'subscriptions/listen' ? { sse: [ACK, half], end: false } : 'ok',
+    )
+    const gw = await startTestGateway(
+      { shutdown: { drainMs: 8000 }, ...poolConfig([r]) },
+      { autoClose: false },
+    )
     const listen = await openListen(gw.mcpUrl('app'), 'listen:1')
     await waitUntil(() => listen.text() === ACK, 5000, 'ack')
     await new Promise((res) => setTimeout(res, 50)) // the half event has reached the gateway
@@ -76,20 +99,39 @@ describe('graceful drain (in process)', () => {
 describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
   it('loses no accepted request under load, ends listen streams, and exits 0', async () => {
     const r = await startReplica('r0', (c) =>
-      c.method === 'subscriptions/listen' ? { sse: [ACK, ': keepalive\n\n'], intervalMs: 100, end: false } : { delayMs: 150 },
+      c.method === 'subscriptions/listen'
+        ? { sse: [ACK, ': keepalive\n\n'], intervalMs: 100, end: false }
+        : { delayMs: 150 },
     )
     const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-drain-'))
     const file = join(dir, 'gateway.yaml')
     const port = 20000 + Math.floor(Math.random() * 20000)
-    await writeFile(file, stringify({ listen: { host: '127.0.0.1', port }, log: { level: 'warn' }, shutdown: { drainMs: 10_000 }, ...poolConfig([r]) }))
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    await writeFile(
+      file,
+      stringify({
+        listen: { host: '127.0.0.1', port },
+        log: { level: 'warn' },
+        shutdown: { drainMs: 10_000 },
+        ...poolConfig([r]),
+      }),
+    )
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', 'serve', '--config', file],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    const exited = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => resolve(code)),
+    )
     onTestFinished(() => void child.kill('SIGKILL'))
     const base = `http://127.0.0.1:${port}`
     for (let i = 0; ; i++) {
-      const ok = await request(`${base}/healthz`).then((res) => res.body.dump().then(() => res.statusCode === 200), () => false)
+      const ok = await request(`${base}/healthz`).then(
+        (res) => res.body.dump().then(() => res.statusCode === 200),
+        () => false,
+      )
       if (ok) break
       if (i > 200) throw new Error(`gateway did not start: ${stderr}`)
       await new Promise((res) => setTimeout(res, 50))
@@ -108,9 +150,18 @@ describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
         const n = id++
         const body = JSON.stringify(mcpBody('tools/call', { name: 'work' }, n))
         try {
-          const res = await pool.request({ path: '/mcp/app', method: 'POST', headers: mcpHeaders('tools/call', 'work'), body })
+          const res = await pool.request({
+            path: '/mcp/app',
+            method: 'POST',
+            headers: mcpHeaders('tools/call', 'work'),
+            body,
+          })
           const text = await res.body.text()
-          outcomes.push({ id: n, status: res.statusCode === 503 && text.includes('shutting_down') ? 'refused' : res.statusCode })
+          outcomes.push({
+            id: n,
+            status:
+              res.statusCode === 503 && text.includes('shutting_down') ? 'refused' : res.statusCode,
+          })
         } catch (err) {
           outcomes.push({ id: n, status: (err as { code?: string }).code ?? 'error' })
           await new Promise((res) => setTimeout(res, 10))
@@ -133,7 +184,9 @@ describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
     expect(await listen.ended).toBe('end')
     expect(listen.text().endsWith('\n\n')).toBe(true)
     // Every request the backend received was answered to the client: nothing accepted was lost.
-    const accepted = new Set(r.calls.filter((c) => c.method === 'tools/call').map((c) => Number(c.id)))
+    const accepted = new Set(
+      r.calls.filter((c) => c.method === 'tools/call').map((c) => Number(c.id)),
+    )
     const byId = new Map(outcomes.map((o) => [o.id, o.status]))
     for (const n of accepted) expect(byId.get(n), `request ${n}`).toBe(200)
     expect(inFlightAtSignal).toBeGreaterThanOrEqual(4)

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import { mcpPost, rawRequest } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
-import { poolConfig, runLoad, startReplicas, waitUntil, type MockReplica } from '../helpers/replicas.js'
+import {
+  poolConfig,
+  runLoad,
+  startReplicas,
+  waitUntil,
+  type MockReplica,
+} from '../helpers/replicas.js'
 
 const FAST_CHECKS = { intervalMs: 40, timeoutMs: 300, unhealthyAfter: 2, healthyAfter: 2 }
 
@@ -28,25 +34,45 @@ async function waitOut(gw: TestGateway, ids: string[]): Promise<void> {
 }
 
 function stateLogs(gw: TestGateway): Record<string, unknown>[] {
-  return gw.logs.filter((l) => l['msg'] === 'upstream out of rotation' || l['msg'] === 'upstream back in rotation')
+  return gw.logs.filter(
+    (l) => l['msg'] === 'upstream out of rotation' || l['msg'] === 'upstream back in rotation',
+  )
 }
 
 describe('active health checks (server/discover)', () => {
   it('take a failing replica out, say why, and put it back when it recovers', async () => {
     let failing = false
-    const rs = await startReplicas(3, (c) => (c.method === 'server/discover' && c.replica === 'r0' && failing ? { status: 500 } : 'ok'))
-    const gw = await startTestGateway(poolConfig(rs, { healthCheck: FAST_CHECKS, headers: { 'x-api-key': 'k1' } }))
+    const rs = await startReplicas(3, (c) =>
+      c.method === 'server/discover' && c.replica === 'r0' && failing ? { status: 500 } : 'ok',
+    )
+    const gw = await startTestGateway(
+      poolConfig(rs, { healthCheck: FAST_CHECKS, headers: { 'x-api-key': 'k1' } }),
+    )
     await waitUntil(() => rs.every((r) => r.count('server/discover') >= 1), 5000, 'first checks')
     // The probe is a modern request with the server's static headers (SEP-2243 headers, envelope).
     const probe = rs[0]?.calls.find((c) => c.method === 'server/discover')
-    expect(probe?.headers).toMatchObject({ 'mcp-method': 'server/discover', 'mcp-protocol-version': '2026-07-28', 'x-api-key': 'k1' })
+    expect(probe?.headers).toMatchObject({
+      'mcp-method': 'server/discover',
+      'mcp-protocol-version': '2026-07-28',
+      'x-api-key': 'k1',
+    })
     failing = true
     await waitOut(gw, ['app#0'])
     const ready = await readyz(gw)
     expect(ready.ready).toBe(true) // other replicas still serve: the gateway stays ready
-    expect(ready.upstreamsOut[0]).toMatchObject({ state: 'down', reason: 'health check failed: status 500' })
-    expect(stateLogs(gw).at(-1)).toMatchObject({ server: 'app', upstream: 'app#0', state: 'down', level: 40 })
-    expect(await gw.metrics.registry.getSingleMetricAsString('mcp_edge_upstream_healthy')).toContain('upstream="app#0"} 0')
+    expect(ready.upstreamsOut[0]).toMatchObject({
+      state: 'down',
+      reason: 'health check failed: status 500',
+    })
+    expect(stateLogs(gw).at(-1)).toMatchObject({
+      server: 'app',
+      upstream: 'app#0',
+      state: 'down',
+      level: 40,
+    })
+    expect(
+      await gw.metrics.registry.getSingleMetricAsString('mcp_edge_upstream_healthy'),
+    ).toContain('upstream="app#0"} 0')
     const before = rs[0]?.count('tools/call') ?? 0
     await runLoad(30, 3, (i) => mcpPost(gw.mcpUrl('app'), 'tools/call', { name: `t${i}` }))
     expect(rs[0]?.count('tools/call')).toBe(before)
@@ -60,7 +86,9 @@ describe('active health checks (server/discover)', () => {
 
   it('answer 503 with Retry-After in under 50 ms when every replica is checked down, and recover', async () => {
     let down = false
-    const rs = await startReplicas(3, (c) => (c.method === 'server/discover' && down ? { status: 503 } : 'ok'))
+    const rs = await startReplicas(3, (c) =>
+      c.method === 'server/discover' && down ? { status: 503 } : 'ok',
+    )
     const gw = await startTestGateway(poolConfig(rs, { healthCheck: FAST_CHECKS }))
     down = true
     await waitOut(gw, ['app#0', 'app#1', 'app#2'])
@@ -71,7 +99,10 @@ describe('active health checks (server/discover)', () => {
       times.push(performance.now() - t0)
       expect(res.status).toBe(503)
       expect(res.headers['retry-after']).toBe('1')
-      expect(res.json()).toMatchObject({ id: i, error: { code: -31503, data: { reason: 'no_upstream' } } })
+      expect(res.json()).toMatchObject({
+        id: i,
+        error: { code: -31503, data: { reason: 'no_upstream' } },
+      })
     }
     times.sort((a, b) => a - b)
     expect(times[4]).toBeLessThan(50) // median: no connect attempt, no wait
@@ -92,11 +123,16 @@ describe('passive ejection', () => {
     for (let round = 1; round <= 2; round++) {
       await r0.kill()
       // Refused connections are NotSent: every request still succeeds on another replica.
-      for (let i = 0; i < 12; i++) expect((await mcpPost(url, 'tools/call', { name: 'x' })).status).toBe(200)
+      for (let i = 0; i < 12; i++)
+        expect((await mcpPost(url, 'tools/call', { name: 'x' })).status).toBe(200)
       const out = (await readyz(gw)).upstreamsOut
       expect(out).toEqual([expect.objectContaining({ upstream: 'app#0', state: 'ejected' })])
       expect(out[0]?.reason).toMatch(/^3 consecutive failures, last: upstream_unavailable/)
-      expect(stateLogs(gw).at(-1)).toMatchObject({ upstream: 'app#0', state: 'ejected', detail: expect.stringContaining(`out for ${300 * round} ms`) })
+      expect(stateLogs(gw).at(-1)).toMatchObject({
+        upstream: 'app#0',
+        state: 'ejected',
+        detail: expect.stringContaining(`out for ${300 * round} ms`),
+      })
       await r0.restart()
       await waitOut(gw, [])
       expect(stateLogs(gw).at(-1)).toMatchObject({ upstream: 'app#0', state: 'readmitted' })
@@ -108,13 +144,18 @@ describe('passive ejection', () => {
 
   it('never ejects the last replica, and tries ejected ones when nothing else is left (panic)', async () => {
     const rs = await startReplicas(3)
-    const gw = await startTestGateway(poolConfig(rs, { outlier: { consecutiveFailures: 2, baseEjectionMs: 60_000 } }))
+    const gw = await startTestGateway(
+      poolConfig(rs, { outlier: { consecutiveFailures: 2, baseEjectionMs: 60_000 } }),
+    )
     const url = gw.mcpUrl('app')
     await Promise.all(rs.map((r) => r.kill()))
     for (let i = 0; i < 10; i++) {
       const res = await mcpPost(url, 'tools/list', {}, { id: i })
       expect(res.status).toBe(502) // every replica refused: nothing reached a backend
-      expect(res.json()).toMatchObject({ id: i, error: { data: { reason: 'upstream_unavailable' } } })
+      expect(res.json()).toMatchObject({
+        id: i,
+        error: { data: { reason: 'upstream_unavailable' } },
+      })
     }
     const out = await outIds(gw)
     expect(out).toHaveLength(2)
@@ -151,7 +192,9 @@ describe('a replica killed under load', () => {
     expect(failed.filter((r) => r.method !== 'tools/call')).toEqual([])
     // Each failed call was on its way to (or inside) the victim when it died: the access log says
     // which replica the gateway had sent it to. At most the 12 requests in flight can be affected.
-    const sentTo = new Map(gw.logs.filter((l) => l['msg'] === 'request').map((l) => [l['name'], l['upstream']]))
+    const sentTo = new Map(
+      gw.logs.filter((l) => l['msg'] === 'request').map((l) => [l['name'], l['upstream']]),
+    )
     for (const f of failed) expect(sentTo.get(`call-${f.i}`), `call ${f.i}`).toBe('app#1')
     expect(failed.length).toBeLessThanOrEqual(12)
     // Exactly once: no tools/call id reached two replicas.

@@ -19,7 +19,10 @@ async function legacyBackends(): Promise<[TestServer, TestServer]> {
   return servers
 }
 
-function gatewayConfig(backends: readonly TestServer[], key: string | null = KEY): Record<string, unknown> {
+function gatewayConfig(
+  backends: readonly TestServer[],
+  key: string | null = KEY,
+): Record<string, unknown> {
   return {
     ...poolConfig(backends, { balance: 'round-robin' }),
     ...(key !== null && { legacySessions: { key } }),
@@ -27,7 +30,9 @@ function gatewayConfig(backends: readonly TestServer[], key: string | null = KEY
 }
 
 /** A v1 client whose every HTTP request goes to the next gateway in turn. */
-async function alternatingClient(gateways: readonly TestGateway[]): Promise<{ client: V1Client; transport: V1Transport; hits: number[] }> {
+async function alternatingClient(
+  gateways: readonly TestGateway[],
+): Promise<{ client: V1Client; transport: V1Transport; hits: number[] }> {
   const hits = gateways.map(() => 0)
   let next = 0
   const fetchVia = (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
@@ -38,7 +43,9 @@ async function alternatingClient(gateways: readonly TestGateway[]): Promise<{ cl
     url.host = target.host
     return fetch(url, init)
   }
-  const transport = new V1Transport(new URL((gateways[0] as TestGateway).mcpUrl('app')), { fetch: fetchVia })
+  const transport = new V1Transport(new URL((gateways[0] as TestGateway).mcpUrl('app')), {
+    fetch: fetchVia,
+  })
   const client = new V1Client({ name: 'legacy-through-two-gateways', version: '1.0.0' })
   await client.connect(transport)
   onTestFinished(() => client.close())
@@ -46,16 +53,26 @@ async function alternatingClient(gateways: readonly TestGateway[]): Promise<{ cl
 }
 
 function sessionIdsSeen(backend: TestServer): string[] {
-  return backend.requests.map((r) => r.header('mcp-session-id')).filter((s): s is string => s !== undefined)
+  return backend.requests
+    .map((r) => r.header('mcp-session-id'))
+    .filter((s): s is string => s !== undefined)
 }
 
 async function initializeVia(gw: TestGateway): Promise<string> {
-  const init = await rawPost(gw.mcpUrl('app'), {
-    jsonrpc: '2.0',
-    id: 0,
-    method: 'initialize',
-    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
-  }, LEGACY_HEADERS)
+  const init = await rawPost(
+    gw.mcpUrl('app'),
+    {
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 'raw', version: '1' },
+      },
+    },
+    LEGACY_HEADERS,
+  )
   expect(init.status).toBe(200)
   return String(init.headers['mcp-session-id'])
 }
@@ -63,14 +80,19 @@ async function initializeVia(gw: TestGateway): Promise<string> {
 describe('2025-era sessions without shared state', () => {
   it('keep a v1 client working through two gateways in front of two v1 replicas', async () => {
     const backends = await legacyBackends()
-    const gws = [await startTestGateway(gatewayConfig(backends)), await startTestGateway(gatewayConfig(backends))]
+    const gws = [
+      await startTestGateway(gatewayConfig(backends)),
+      await startTestGateway(gatewayConfig(backends)),
+    ]
     const { client, transport, hits } = await alternatingClient(gws)
     for (let i = 0; i < 4; i++) {
       const res = await client.callTool({ name: 'echo', arguments: { text: `hi ${i}` } })
       expect(res.content).toEqual([{ type: 'text', text: `echo: hi ${i}` }])
     }
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['echo'])
-    expect((await client.readResource({ uri: 'legacy://info' })).contents[0]).toMatchObject({ text: 'a 2025-era server' })
+    expect((await client.readResource({ uri: 'legacy://info' })).contents[0]).toMatchObject({
+      text: 'a 2025-era server',
+    })
     expect((await client.getPrompt({ name: 'hello' })).messages).toHaveLength(1)
     // Both gateways carried requests of the one session…
     expect(hits.every((n) => n >= 3)).toBe(true)
@@ -94,22 +116,43 @@ describe('2025-era sessions without shared state', () => {
   it('answer 404 / -32001 to unknown, malformed, tampered or foreign session ids', async () => {
     const backends = await legacyBackends()
     const gw = await startTestGateway(gatewayConfig(backends))
-    const foreign = await startTestGateway(gatewayConfig(backends, 'another-key-of-16-chars-or-more'))
+    const foreign = await startTestGateway(
+      gatewayConfig(backends, 'another-key-of-16-chars-or-more'),
+    )
     const good = await initializeVia(gw)
     const [tag, sid, mac] = good.split('.') as [string, string, string]
     const flipped = `${mac.slice(0, -2)}${mac.at(-2) === 'A' ? 'B' : 'A'}${mac.at(-1)}`
     const otherSid = Buffer.from('00000000-0000-4000-8000-000000000000').toString('base64url')
     const before = backends[0].requests.length + backends[1].requests.length
-    for (const bad of ['abc', `${tag}.${sid}.${flipped}`, `${tag}.${otherSid}.${mac}`, `${tag}.${sid}`, await initializeVia(foreign)]) {
-      const res = await rawPost(gw.mcpUrl('app'), { jsonrpc: '2.0', id: 4, method: 'tools/list' }, { ...LEGACY_HEADERS, 'mcp-session-id': bad })
+    for (const bad of [
+      'abc',
+      `${tag}.${sid}.${flipped}`,
+      `${tag}.${otherSid}.${mac}`,
+      `${tag}.${sid}`,
+      await initializeVia(foreign),
+    ]) {
+      const res = await rawPost(
+        gw.mcpUrl('app'),
+        { jsonrpc: '2.0', id: 4, method: 'tools/list' },
+        { ...LEGACY_HEADERS, 'mcp-session-id': bad },
+      )
       expect(res.status, bad).toBe(404)
-      expect(res.json()).toMatchObject({ id: 4, error: { code: -32001, data: { reason: 'session_not_found' } } })
+      expect(res.json()).toMatchObject({
+        id: 4,
+        error: { code: -32001, data: { reason: 'session_not_found' } },
+      })
     }
-    const get = await rawRequest('GET', gw.mcpUrl('app'), { headers: { accept: 'text/event-stream', 'mcp-session-id': 'nope' } })
+    const get = await rawRequest('GET', gw.mcpUrl('app'), {
+      headers: { accept: 'text/event-stream', 'mcp-session-id': 'nope' },
+    })
     expect(get.status).toBe(404)
     // Only the foreign gateway's own initialize reached a backend; no bad id was forwarded.
     expect(backends[0].requests.length + backends[1].requests.length).toBe(before + 1)
-    const ok = await rawPost(gw.mcpUrl('app'), { jsonrpc: '2.0', id: 5, method: 'tools/list' }, { ...LEGACY_HEADERS, 'mcp-session-id': good })
+    const ok = await rawPost(
+      gw.mcpUrl('app'),
+      { jsonrpc: '2.0', id: 5, method: 'tools/list' },
+      { ...LEGACY_HEADERS, 'mcp-session-id': good },
+    )
     expect(ok.status).toBe(200)
   })
 
@@ -119,7 +162,11 @@ describe('2025-era sessions without shared state', () => {
     const id = await initializeVia(gw)
     const owner = backends.find((b) => b.requests.length > 0) as TestServer
     await owner.close()
-    const res = await rawPost(gw.mcpUrl('app'), { jsonrpc: '2.0', id: 6, method: 'tools/list' }, { ...LEGACY_HEADERS, 'mcp-session-id': id })
+    const res = await rawPost(
+      gw.mcpUrl('app'),
+      { jsonrpc: '2.0', id: 6, method: 'tools/list' },
+      { ...LEGACY_HEADERS, 'mcp-session-id': id },
+    )
     expect(res.status).toBe(404)
     expect(res.json()).toMatchObject({ id: 6, error: { code: -32001 } })
   })
@@ -127,15 +174,27 @@ describe('2025-era sessions without shared state', () => {
   it('warn that several gateways need legacySessions.key when none is set', async () => {
     const backends = await legacyBackends()
     const gw = await startTestGateway(gatewayConfig(backends, null))
-    expect(gw.logs.some((l) => String(l['msg']).startsWith('legacySessions.key is not set'))).toBe(true)
+    expect(gw.logs.some((l) => String(l['msg']).startsWith('legacySessions.key is not set'))).toBe(
+      true,
+    )
     expect((await initializeVia(gw)).split('.')).toHaveLength(3) // still works within one gateway
   })
 
   it('leave 2026-07-28 traffic alone: no id rewriting, no pinning', async () => {
     const body = '{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete"}}'
-    const r = await startReplica('r0', () => ({ status: 200, body, contentType: 'application/json', headers: { 'mcp-session-id': 'from-upstream' } }))
+    const r = await startReplica('r0', () => ({
+      status: 200,
+      body,
+      contentType: 'application/json',
+      headers: { 'mcp-session-id': 'from-upstream' },
+    }))
     const gw = await startTestGateway({ legacySessions: { key: KEY }, ...poolConfig([r]) })
-    const res = await mcpPost(gw.mcpUrl('app'), 'tools/list', {}, { headers: { 'mcp-session-id': 'client-made-up' } })
+    const res = await mcpPost(
+      gw.mcpUrl('app'),
+      'tools/list',
+      {},
+      { headers: { 'mcp-session-id': 'client-made-up' } },
+    )
     expect(res.status).toBe(200)
     expect(res.headers['mcp-session-id']).toBe('from-upstream')
     expect(r.calls[0]?.headers['mcp-session-id']).toBe('client-made-up')
