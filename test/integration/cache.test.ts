@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { connectClient, mcpHeaders, rawPost, type RawResponse } from '../helpers/clients.js'
 import {
   SDK_SERVER_TOOLS,
+  sseEvent as sseFrame,
   startNonValidatingBackend,
   startSdkServer,
   type BehaviourHook,
@@ -188,6 +189,36 @@ describe('edge cache: public lists', () => {
     await post(gw.app, '4')
     expect(backend.calls('tools/list')).toHaveLength(2)
     expect(backend.calls('subscriptions/listen')).toHaveLength(1)
+  })
+
+  it('reconnects a listen stream that ends, with backoff, and drops what it covers on reconnect', async () => {
+    const ack = sseFrame({
+      jsonrpc: '2.0',
+      method: 'notifications/subscriptions/acknowledged',
+      params: { notifications: { toolsListChanged: true } },
+    })
+    // Every listen is acknowledged, then the backend ends the stream 1.5 s later.
+    const backend = await closing(
+      startNonValidatingBackend({
+        toolsListCache: PUBLIC_60S,
+        behaviour: (req) =>
+          req.rpcMethod === 'subscriptions/listen' ? { sse: [ack], intervalMs: 1_500 } : 'normal',
+      }),
+    )
+    const gw = await cacheGateway(backend.url)
+    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the first listen')
+    const listen = backend.calls('subscriptions/listen')[0]?.json()
+    expect(listen).toMatchObject({ params: { notifications: { toolsListChanged: true } } })
+    await post(gw.app, '1')
+    await post(gw.app, '2')
+    expect(backend.calls('tools/list')).toHaveLength(1)
+    // Whatever changed while no stream was open is unknown: the reconnect drops the lists.
+    await waitFor(() => backend.calls('subscriptions/listen').length >= 2, 'a second listen', 5_000)
+    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the reconnect')
+    await waitFor(() => gw.cache?.cache.stats.entries === 0, 'the drop on reconnect')
+    await post(gw.app, '3')
+    expect(backend.calls('tools/list')).toHaveLength(2)
+    expect(gw.logs.some((l) => String(l.msg).includes('listen stream ended'))).toBe(true)
   })
 
   it('drops a cached resource on notifications/resources/updated for its URI only', async () => {
