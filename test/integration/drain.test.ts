@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -35,6 +35,61 @@ async function openListen(
     }
   })()
   return { text: () => text, ended }
+}
+
+interface ServedGateway {
+  readonly child: ChildProcess
+  readonly base: string
+  readonly exited: Promise<number | null>
+  stderr(): string
+}
+
+/**
+ * Runs `mcp-edge serve` (src/cli.ts through tsx, so no build is needed) and waits for /healthz.
+ * The log goes to a buffered stdout, so the port is chosen here: a random one, and another if a
+ * parallel test process took it first (the child then exits with EADDRINUSE).
+ */
+async function serveGateway(config: Record<string, unknown>): Promise<ServedGateway> {
+  const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-drain-'))
+  const file = join(dir, 'gateway.yaml')
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 30_000)
+    const text = stringify({
+      listen: { host: '127.0.0.1', port },
+      log: { level: 'warn' },
+      shutdown: { drainMs: 10_000 },
+      ...config,
+    })
+    await writeFile(file, text)
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli.ts', 'serve', '--config', file],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    )
+    let stderr = ''
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+    let done = false
+    const exited = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => {
+        done = true
+        resolve(code)
+      }),
+    )
+    onTestFinished(() => void child.kill('SIGKILL'))
+    const base = `http://127.0.0.1:${port}`
+    for (let i = 0; i < 400 && !done; i++) {
+      const ok = await request(`${base}/healthz`).then(
+        (res) => res.body.dump().then(() => res.statusCode === 200),
+        () => false,
+      )
+      if (ok) return { child, base, exited, stderr: () => stderr }
+      await new Promise((res) => setTimeout(res, 50))
+    }
+    if (!stderr.includes('EADDRINUSE')) throw new Error(`gateway did not start: ${stderr}`)
+  }
+  throw new Error('no free port found')
 }
 
 describe('graceful drain (in process)', () => {
@@ -103,39 +158,7 @@ describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
         ? { sse: [ACK, ': keepalive\n\n'], intervalMs: 100, end: false }
         : { delayMs: 150 },
     )
-    const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-drain-'))
-    const file = join(dir, 'gateway.yaml')
-    const port = 20000 + Math.floor(Math.random() * 20000)
-    await writeFile(
-      file,
-      stringify({
-        listen: { host: '127.0.0.1', port },
-        log: { level: 'warn' },
-        shutdown: { drainMs: 10_000 },
-        ...poolConfig([r]),
-      }),
-    )
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli.ts', 'serve', '--config', file],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    )
-    let stderr = ''
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    const exited = new Promise<number | null>((resolve) =>
-      child.once('exit', (code) => resolve(code)),
-    )
-    onTestFinished(() => void child.kill('SIGKILL'))
-    const base = `http://127.0.0.1:${port}`
-    for (let i = 0; ; i++) {
-      const ok = await request(`${base}/healthz`).then(
-        (res) => res.body.dump().then(() => res.statusCode === 200),
-        () => false,
-      )
-      if (ok) break
-      if (i > 200) throw new Error(`gateway did not start: ${stderr}`)
-      await new Promise((res) => setTimeout(res, 50))
-    }
+    const { child, base, exited, stderr } = await serveGateway(poolConfig([r]))
     const url = `${base}/mcp/app`
     const listen = await openListen(url, 'listen:2')
     await waitUntil(() => listen.text().includes('acknowledged'), 5000, 'listen ack')
@@ -179,7 +202,7 @@ describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
     stop = true
     await Promise.all(workers)
 
-    expect(code, stderr).toBe(0)
+    expect(code, stderr()).toBe(0)
     expect(exitMs).toBeLessThan(5000) // the open listen stream did not hold the drain to its 10 s deadline
     expect(await listen.ended).toBe('end')
     expect(listen.text().endsWith('\n\n')).toBe(true)
@@ -193,5 +216,5 @@ describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
     // Everything else was refused before it was accepted: a 503 shutting_down or no connection.
     for (const o of outcomes) if (o.status !== 200) expect(accepted.has(o.id)).toBe(false)
     expect(outcomes.filter((o) => o.status === 200).length).toBeGreaterThanOrEqual(40)
-  }, 30_000)
+  }, 45_000)
 })
