@@ -11,7 +11,13 @@ import { startAdmin } from './observability/admin.js'
 import { createLogger } from './observability/log.js'
 import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
 import type { RuntimeRef } from './runtime/ref.js'
-import { closeRuntime, createRuntime, replicasOut, type RuntimeShared } from './runtime/runtime.js'
+import {
+  closeRuntime,
+  createRuntime,
+  replicasOut,
+  retireRuntime,
+  type RuntimeShared,
+} from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
 
 /** A running gateway. */
@@ -88,6 +94,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
     const old = ref.current
     ref.current = createRuntime(next.config, log, next.dir, next.policy, shared)
     cache?.sync(ref.current.servers.values(), next.config.cache)
+    retireRuntime(old)
     // Let requests that started on the old runtime finish before its pools close.
     setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
   }

@@ -114,6 +114,11 @@ export async function closeRuntime(rt: GatewayRuntime): Promise<void> {
   await Promise.all([...rt.servers.values()].map((s) => s.balancing.close()))
 }
 
+/** A replaced runtime takes no new requests: its health checks stop at once (no stale logs). */
+export function retireRuntime(rt: GatewayRuntime): void {
+  for (const s of rt.servers.values()) s.balancing.retire()
+}
+
 /** Replicas taking no traffic right now, and why, for /readyz. */
 export function replicasOut(rt: GatewayRuntime): (ReplicaOut & { readonly server: string })[] {
   const out: (ReplicaOut & { readonly server: string })[] = []

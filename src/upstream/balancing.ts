@@ -149,6 +149,11 @@ export class ServerBalancing {
     return out
   }
 
+  /** Stops the health checks of a runtime that was replaced; its pools finish what they carry. */
+  retire(): void {
+    for (const c of this.checks) void c.close()
+  }
+
   /** Stops health checks and timers, then closes every replica's connections. */
   async close(): Promise<void> {
     await Promise.all(this.checks.map((c) => c.close()))

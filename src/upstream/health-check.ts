@@ -61,6 +61,7 @@ export class ActiveHealthCheck {
 
   /** Stops checking and closes the check connection. */
   async close(): Promise<void> {
+    if (this.closed) return
     this.closed = true
     clearTimeout(this.timer)
     await this.client.destroy()
