@@ -15,7 +15,7 @@ export interface Principal {
   readonly token: string
 }
 
-/** The typed c.var bag that pipeline stages share. */
+/** The typed variables (c.get / c.set) that pipeline stages share. */
 export interface GatewayVariables {
   runtime: GatewayRuntime
   server: ServerRuntime

@@ -16,9 +16,13 @@ import type { Upstream } from '../upstream/upstream.js'
  */
 export const proxy = (): MiddlewareHandler<GatewayEnv> =>
   async function proxy(c) {
-    const { server, head, body, mcp } = c.var
+    // c.get, never the `var` getter: hono's getter copies every variable into a new object per access.
+    const server = c.get('server')
+    const head = c.get('head')
+    const body = c.get('body')
+    const mcp = c.get('mcp')
     const incoming = c.env.incoming
-    const auth = c.var.upstreamAuthorization
+    const auth = c.get('upstreamAuthorization')
     // prettier-ignore
     const headers = [
       ...head.forward,
@@ -30,12 +34,12 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-proto', 'http',
       'x-forwarded-host', head.host ?? '',
     ]
-    const filter = c.var.listFilter
+    const filter = c.get('listFilter')
     const hooks: readonly ResultHook[] | undefined =
       filter === undefined
-        ? c.var.resultHooks
-        : [...(c.var.resultHooks ?? []), listFilterHook(filter, c.var.mcp.method ?? '')]
-    const maxInspect = c.var.runtime.config.limits.maxInspectBytes
+        ? c.get('resultHooks')
+        : [...(c.get('resultHooks') ?? []), listFilterHook(filter, c.get('mcp').method ?? '')]
+    const maxInspect = c.get('runtime').config.limits.maxInspectBytes
     // Bodies are parsed on the way back only when a hook (list filter, cache capture) wants them.
     const transform =
       hooks === undefined || hooks.length === 0
@@ -64,7 +68,7 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
         ? undefined
         : hash.from === 'header'
           ? scalar(incoming.headers[hash.name])
-          : scalar(c.var.principal?.claims[hash.name]) // no principal without auth: least-request
+          : scalar(c.get('principal')?.claims[hash.name]) // no principal without auth: least-request
     const stream = mcp.method === 'subscriptions/listen' || method === 'GET'
     const stop = stream ? b.lifecycle.openStream() : undefined
     const plan = {
