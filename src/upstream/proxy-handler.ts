@@ -21,6 +21,12 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private framer: SseFramer | undefined
   /** A 5xx body held back to judge it (inspectServerErrors). */
   private held: HeldBody | undefined
+  /**
+   * Plain (non-SSE, untransformed) bodies are written one chunk late, so the last chunk goes out
+   * with res.end(): one write for the usual single-chunk JSON answer instead of two.
+   */
+  private holdLast = false
+  private last: Buffer | undefined
   private status: number | undefined
   private headers: HeaderMap | undefined
   private headWritten = false
@@ -90,6 +96,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (this.transform === undefined && !streaming && headers['content-length'] !== undefined) {
       out['content-length'] = headers['content-length']
     }
+    this.holdLast = !streaming && this.transform === undefined
     this.req.onHeaders?.(status, out)
     if (this.transform === undefined || this.transform.streaming) this.writeHead(streaming)
     if (this.framer !== undefined || this.transform?.streaming === true)
@@ -103,6 +110,12 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
         this.fail(this.serverError('5xx body too large to inspect'))
         controller.abort(new Error('5xx body too large'))
       }
+      return
+    }
+    if (this.holdLast) {
+      const previous = this.last
+      this.last = chunk
+      if (previous !== undefined) this.write(controller, previous)
       return
     }
     let out: Buffer | undefined = chunk
@@ -137,7 +150,10 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       if (out !== undefined && out.length > 0) this.write(controller, out)
     }
     this.finish()
-    this.res.end(this.unansweredStreamEvent())
+    if (this.last !== undefined) {
+      this.bytes += this.last.length
+      this.res.end(this.last)
+    } else this.res.end(this.unansweredStreamEvent())
     this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
   }
 
