@@ -1,6 +1,10 @@
 import { pino, type DestinationStream, type Logger } from 'pino'
 
-/** The process logger: JSON lines on stdout (or a given stream); no console.* anywhere else. */
+/**
+ * The process logger: JSON lines on stdout (or a given stream); no console.* anywhere else.
+ * Asynchronous (sonic-boom coalesces lines while a write is in flight) but never held back for
+ * a buffer to fill, so a quiet gateway still logs each request as it ends.
+ */
 export function createLogger(level: string, dest?: DestinationStream): Logger {
   return pino(
     {
@@ -13,6 +17,6 @@ export function createLogger(level: string, dest?: DestinationStream): Logger {
         censor: '[redacted]',
       },
     },
-    dest ?? pino.destination({ dest: 1, sync: false, minLength: 4096 }),
+    dest ?? pino.destination({ dest: 1, sync: false }),
   )
 }
