@@ -20,6 +20,8 @@ export interface KeySource {
   warm(): boolean
   /** Seconds until the next JWKS fetch attempt is allowed (0 when not backing off). */
   retryAfterSec(): number
+  /** Whether a remembered verification by key `kid` may still stand (the key is still served). */
+  stillServes(kid: string | undefined): boolean
 }
 
 /** A JWKS fetch that failed: down, timed out, redirected, non-200, or not a JWK Set. */
@@ -30,7 +32,7 @@ export class JwksUnavailable extends Error {
 /** Builds the key source the config names (exactly one of jwksUrl, jwksFile, publicKeyFile). */
 export function createKeySource(jwt: JwtConfig, configDir: string): KeySource {
   if (jwt.jwksUrl !== undefined) return remoteKeySource(new URL(jwt.jwksUrl), jwt)
-  const always = { warm: () => true, retryAfterSec: () => 0 }
+  const always = { warm: () => true, retryAfterSec: () => 0, stillServes: () => true }
   if (jwt.jwksFile !== undefined) {
     return { key: createLocalJWKSet(readJwks(pathIn(configDir, jwt.jwksFile))), ...always }
   }
@@ -74,6 +76,8 @@ function remoteKeySource(url: URL, jwt: JwtConfig): KeySource {
     key: remote,
     warm: () => remote.fresh,
     retryAfterSec: () => Math.max(1, Math.ceil((failedUntil - Date.now()) / 1000)),
+    // A key that rotated out of the set (seen on the next fetch) ends its tokens' cached checks.
+    stillServes: (kid) => remote.fresh && (remote.jwks()?.keys.some((k) => k.kid === kid) ?? false),
   }
 }
 

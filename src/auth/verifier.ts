@@ -1,4 +1,5 @@
 import { errors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose'
+import { LRUCache } from 'lru-cache'
 import type { AuthConfig } from '../config/schema.js'
 import type { Principal } from '../env.js'
 import { AuthFailure } from './failure.js'
@@ -7,6 +8,12 @@ import { createKeySource, JwksUnavailable, type KeySource } from './key-source.j
 /** Checks a bearer token for one audience; resolves to the caller or rejects with AuthFailure. */
 export interface Verifier {
   verify(token: string, audience: string | readonly string[]): Promise<Principal>
+}
+
+/** A successful check, with the key that made it. */
+interface Remembered {
+  readonly principal: Principal
+  readonly kid: string | undefined
 }
 
 /** Options that live outside `auth:` (limits) or exist for tests. */
@@ -37,16 +44,30 @@ export function createVerifier(
     requiredClaims: ['exp'],
     clockTolerance: jwt.clockToleranceSec,
   } as const satisfies JWTVerifyOptions
+  // A signature check costs 50-300 µs of CPU; a client sends the same token on every request.
+  // Successful checks are remembered per (audience, token) for at most verifiedCacheMs and never
+  // past the token's own exp, so a revoked signing key stops working within that window.
+  const verified =
+    jwt.verifiedCacheMs === 0
+      ? undefined
+      : new LRUCache<string, Remembered>({ max: jwt.verifiedCacheSize, ttl: jwt.verifiedCacheMs })
   return {
     async verify(token, audience) {
       // SECURITY: size first, before any base64 or JSON decoding (reliability.md A-37).
       if (token.length > opts.maxTokenBytes) {
         throw new AuthFailure('invalid_token', 'token too large')
       }
+      const cacheKey = verified === undefined ? '' : `${String(audience)}\n${token}`
+      const hit = verified?.get(cacheKey)
+      if (hit !== undefined) {
+        if (keys.stillServes(hit.kid)) return hit.principal
+        verified?.delete(cacheKey)
+      }
       const warm = keys.warm()
       // SECURITY: RFC 8707 audience binding: only tokens issued for this resource (S-02).
       const options = { ...base, audience: typeof audience === 'string' ? audience : [...audience] }
       let payload: JWTPayload
+      let kid: string | undefined
       try {
         const key = keys.key
         const result =
@@ -54,10 +75,16 @@ export function createVerifier(
             ? await jwtVerify(token, key, options)
             : await jwtVerify(token, key, options)
         payload = result.payload
+        kid = result.protectedHeader.kid
       } catch (err) {
         throw classifyFailure(err, warm, keys)
       }
-      return toPrincipal(payload, token)
+      const principal = toPrincipal(payload, token)
+      const untilExp = (payload.exp ?? 0) * 1000 - Date.now()
+      if (verified !== undefined && untilExp > 0) {
+        verified.set(cacheKey, { principal, kid }, { ttl: Math.min(untilExp, jwt.verifiedCacheMs) })
+      }
+      return principal
     },
   }
 }

@@ -114,6 +114,9 @@ const jwt = z.strictObject({
   jwksCooldownMs: nonNegativeMs.default(30_000),
   jwksCacheMaxAgeMs: positiveMs.default(600_000),
   jwksTimeoutMs: positiveMs.default(5000),
+  /** How long a verified token is remembered (never past its exp); 0 verifies every request. */
+  verifiedCacheMs: nonNegativeMs.max(300_000).default(60_000),
+  verifiedCacheSize: z.int().min(1).default(10_000),
 })
 
 const auth = z.strictObject({
