@@ -7,7 +7,8 @@ import {
   createEntry,
   encodeEntry,
   parseResult,
-  renderHit,
+  hitParts,
+  type HitParts,
   resultBytes,
   type CacheEntry,
 } from './entry.js'
@@ -179,9 +180,9 @@ export class EdgeCache {
    * The response bytes for one requester. With a policy filter, the filtered result is built once
    * per (entry, filter.key) and kept as a variant (list-filter.ts: equal keys filter identically).
    */
-  render(slot: Slot, rawId: string, method: string, filter: ListFilter | undefined): Buffer {
+  render(slot: Slot, rawId: string, method: string, filter: ListFilter | undefined): HitParts {
     const now = this.now()
-    if (filter === undefined) return renderHit(slot.entry, rawId, now, slot.bytes)
+    if (filter === undefined) return hitParts(slot.entry, rawId, now, slot.bytes)
     const entry = slot.entry
     // identityDependent decides the answer's scope, so it is part of what the variant depends on.
     const fkey = `${filter.identityDependent ? 'i' : 'o'}:${filter.key}`
@@ -200,7 +201,7 @@ export class EdgeCache {
       variant = { entry, bytes }
       this.memory.setVariant(vkey, entry, bytes)
     }
-    return renderHit(entry, rawId, now, variant.bytes)
+    return hitParts(entry, rawId, now, variant.bytes)
   }
 
   /** Drops what a change notification makes stale, here and in the shared tier. */

@@ -50,7 +50,7 @@ export function cacheKey(parts: KeyParts, auth?: AuthContext): string {
   const uri = parts.method === 'resources/read' ? stringParam(parts.params, 'uri') : undefined
   let material = `${parts.version ?? ''}\n${canonicalParams(parts.params)}`
   if (auth !== undefined) material += `\n${authMaterial(auth)}`
-  return `${parts.server}:${parts.method}:${uriTag(uri)}:${digest(material)}`
+  return `${parts.server}:${parts.method}:${uriTag(uri)}:${memoDigest(material)}`
 }
 
 /** The resource URI a key was built for (resources/read only). */
@@ -156,6 +156,25 @@ export function invalidationPrefixes(server: string, what: Invalidation): string
     case 'all':
       return [`${server}:`]
   }
+}
+
+const digests = new Map<string, string>()
+const MEMO_ENTRIES = 4096
+const MEMO_TEXT = 512
+
+/**
+ * digest() for the few key materials a gateway sees over and over (a first-page list: version +
+ * "{}"): a Map lookup instead of a SHA-256 per hit. Bounded: cleared when full, short texts only.
+ */
+function memoDigest(text: string): string {
+  let d = digests.get(text)
+  if (d !== undefined) return d
+  d = digest(text)
+  if (text.length <= MEMO_TEXT) {
+    if (digests.size >= MEMO_ENTRIES) digests.clear()
+    digests.set(text, d)
+  }
+  return d
 }
 
 function digest(text: string): string {

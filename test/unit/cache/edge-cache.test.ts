@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { EdgeCache, type CacheRequest } from '../../../src/cache/edge-cache.js'
+import type { HitParts } from '../../../src/cache/entry.js'
 import { cacheKey, serverTag, type AuthContext } from '../../../src/cache/key.js'
 import type { ListFilter } from '../../../src/mcp/list-filter.js'
 
@@ -50,8 +51,11 @@ const answer = (over: Record<string, unknown> = {}) => ({
     ...over,
   },
 })
-const body = (b: Buffer) =>
-  JSON.parse(b.toString('utf8')) as { id: unknown; result: Record<string, unknown> }
+const body = (h: HitParts) =>
+  JSON.parse(Buffer.concat([h.head, h.body, h.tail]).toString('utf8')) as {
+    id: unknown
+    result: Record<string, unknown>
+  }
 
 describe('EdgeCache', () => {
   it('serves a stored public list with a decreasing ttl until it expires (injected clock)', () => {
