@@ -133,6 +133,7 @@ export class EdgeCache {
 
   /** Whether a flight's entry may answer this request (private entries only their own context). */
   usableFor(entry: CacheEntry, req: CacheRequest): boolean {
+    // SECURITY: a waiter of another authorization context never takes a private answer.
     return (
       entry.key === req.publicKey || (req.privateKey !== undefined && entry.key === req.privateKey)
     )

@@ -49,6 +49,7 @@ export function uriTag(uri: string | undefined): string {
 export function cacheKey(parts: KeyParts, auth?: AuthContext): string {
   const uri = parts.method === 'resources/read' ? stringParam(parts.params, 'uri') : undefined
   let material = `${parts.version ?? ''}\n${canonicalParams(parts.params)}`
+  // SECURITY: without the context in the key, one caller's private answer would be another's hit.
   if (auth !== undefined) material += `\n${authMaterial(auth)}`
   return `${parts.server}:${parts.method}:${uriTag(uri)}:${memoDigest(material)}`
 }

@@ -40,6 +40,8 @@ export function cacheRequestOf(
   allowPrivate: boolean,
 ): { readonly req: CacheRequest; readonly rawId: string } | undefined {
   const message = mcp.message
+  // SECURITY: keys come only from a body checked against its headers; a header-only request could
+  // read or fill another method's entries (reliability A-90, S-11).
   if (!mcp.verified || mcp.era !== 'modern' || message === undefined || message.kind !== 'request')
     return undefined
   const rawId = message.rawId
