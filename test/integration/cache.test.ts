@@ -63,7 +63,7 @@ describe('edge cache: public lists', () => {
     await waitFor(
       () => gw.cache?.cache.stats.waiters === 499,
       '499 requests waiting on the first',
-      30_000,
+      15_000,
     )
     release()
     const round1 = await flood
