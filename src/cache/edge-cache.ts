@@ -18,6 +18,9 @@ import { readShared, type SharedTier } from './shared.js'
 import { SingleFlight, type Leader, type Waiter } from './single-flight.js'
 import { isFresh, MemoryTier, type Clock, type Slot } from './store.js'
 
+/** How long a key whose answer had no usable hints bypasses the cache. */
+const PASS_MS = 30_000
+
 /** One cacheable request, resolved once by the list-cache stage. */
 export interface CacheRequest {
   /** Server tag (key.ts serverTag). */
@@ -40,6 +43,7 @@ export type CacheEvent =
   | 'stale'
   | 'shared_hit'
   | 'coalesced'
+  | 'pass'
 
 /** Collaborators; all optional except config. */
 export interface EdgeCacheDeps {
@@ -65,6 +69,8 @@ export class EdgeCache {
   private readonly generations = new Map<string, number>()
   /** Public keys whose last answer was private: later misses coalesce per caller instead. */
   private readonly privateHints = new LRUCache<string, true>({ max: 10_000 })
+  /** Public keys whose last answer had no usable hints, and until when they bypass the cache. */
+  private readonly passes = new LRUCache<string, number>({ max: 10_000 })
 
   constructor(
     config: CacheConfig,
@@ -154,7 +160,10 @@ export class EdgeCache {
     generation: number,
   ): CacheEntry | undefined {
     const decision = decideStore(message, this.rules, req.privateKey !== undefined)
-    if (decision === undefined) return undefined
+    if (decision === undefined) {
+      this.notePass(req, message)
+      return undefined
+    }
     const key = decision.scope === 'public' ? req.publicKey : req.privateKey
     if (key === undefined) return undefined
     const now = this.now()
@@ -175,6 +184,28 @@ export class EdgeCache {
       this.onStore?.(entry)
     }
     return entry
+  }
+
+  /**
+   * Whether this request should bypass the cache: its key recently answered without usable hints
+   * (Varnish's hit-for-pass). Reading an answer whole to decide costs a 20 KB list about as much
+   * as forwarding it, so uncacheable lists are streamed untouched for a while.
+   */
+  isPass(req: CacheRequest): boolean {
+    const until = this.passes.get(req.publicKey)
+    if (until === undefined) return false
+    if (this.now() < until) return true
+    this.passes.delete(req.publicKey)
+    return false
+  }
+
+  private notePass(req: CacheRequest, message: Readonly<Record<string, unknown>>): void {
+    // Errors are transient, and a private answer may still be kept for other callers' contexts.
+    const result = message.result
+    if ('error' in message || typeof result !== 'object' || result === null) return
+    if (this.rules.allowPrivate && (result as Record<string, unknown>).cacheScope === 'private')
+      return
+    this.passes.set(req.publicKey, this.now() + Math.min(PASS_MS, this.rules.maxTtlMs))
   }
 
   /**

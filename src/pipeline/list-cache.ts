@@ -39,8 +39,14 @@ export const listCache = (
     )
     if (resolved === undefined) return next()
     const { req, rawId } = resolved
-    const slot = cache.lookup(req) ?? (await cache.lookupShared(req))
+    const slot = cache.lookup(req)
     if (slot !== undefined) return serve(c, cache, slot, rawId, 'cache_hit')
+    if (cache.isPass(req)) {
+      cache.event('pass')
+      return next()
+    }
+    const shared = await cache.lookupShared(req)
+    if (shared !== undefined) return serve(c, cache, shared, rawId, 'cache_hit')
     // Round two exists for private answers: once a key is known to answer privately, waiters
     // re-coalesce per authorization context instead of each going upstream (reliability C-6).
     for (let round = 0; round < 2; round++) {

@@ -252,7 +252,7 @@ describe('edge cache: public lists', () => {
 })
 
 describe('edge cache: never stores the uncacheable', () => {
-  const cases: [string, BehaviourHook][] = [
+  const cases: [string, BehaviourHook, boolean][] = [
     [
       'input_required results',
       (_r, b) =>
@@ -262,6 +262,7 @@ describe('edge cache: never stores the uncacheable', () => {
           requestState: 's',
           ...PUBLIC_60S,
         }),
+      true,
     ],
     [
       'JSON-RPC errors',
@@ -274,6 +275,7 @@ describe('edge cache: never stores the uncacheable', () => {
           error: { code: -32603, message: 'boom' },
         }),
       }),
+      false,
     ],
     [
       'HTTP errors',
@@ -282,20 +284,23 @@ describe('edge cache: never stores the uncacheable', () => {
         headers: JSON_HEADERS,
         body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"x"}}',
       }),
+      false,
     ],
     [
       'ttlMs 0',
       (_r, b) => reply(b, { tools: [], resultType: 'complete', ttlMs: 0, cacheScope: 'public' }),
+      true,
     ],
     [
       'private results (cache.private off)',
       (_r, b) =>
         reply(b, { tools: [], resultType: 'complete', ttlMs: 60_000, cacheScope: 'private' }),
+      true,
     ],
-    ['results without hints', (_r, b) => reply(b, { tools: [], resultType: 'complete' })],
+    ['results without hints', (_r, b) => reply(b, { tools: [], resultType: 'complete' }), true],
   ]
 
-  it.each(cases)('%s', async (_name, hook) => {
+  it.each(cases)('%s', async (_name, hook, passes) => {
     const backend = await closing(
       startNonValidatingBackend({
         behaviour: (req, body) => (req.rpcMethod === 'tools/list' ? hook(req, body) : 'normal'),
@@ -306,6 +311,8 @@ describe('edge cache: never stores the uncacheable', () => {
     await post(gw.app, '2')
     expect(backend.calls('tools/list')).toHaveLength(2)
     expect(gw.cache?.cache.stats.entries).toBe(0)
+    // answers without usable hints send the key on a 30 s pass; errors do not
+    expect(await cacheEvents(gw, 'pass')).toBe(passes ? 1 : 0)
   })
 
   it('MRTR retries carrying requestState or inputResponses are neither served nor stored', async () => {

@@ -164,6 +164,26 @@ describe('EdgeCache', () => {
     expect(cache.invalidate(server, { kind: 'all' })).toBe(2)
   })
 
+  it('lets a key whose answer had no usable hints bypass the cache for 30 s (hit-for-pass)', () => {
+    let now = 0
+    const cache = new EdgeCache({ ...config, private: false }, { now: () => now })
+    const req = request()
+    expect(cache.isPass(req)).toBe(false)
+    cache.capture(req, answer({ ttlMs: 0 }), 0)
+    expect(cache.isPass(req)).toBe(true)
+    now = 29_999
+    expect(cache.isPass(req)).toBe(true)
+    now = 30_000
+    expect(cache.isPass(req)).toBe(false)
+    // errors are transient: no pass
+    cache.capture(req, { jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'x' } }, 0)
+    expect(cache.isPass(req)).toBe(false)
+    // with cache.private, a private answer may still be kept for callers with a context
+    const perCaller = new EdgeCache(config, { now: () => now })
+    perCaller.capture(request(), answer({ cacheScope: 'private' }), 0)
+    expect(perCaller.isPass(request())).toBe(false)
+  })
+
   it('serves stale entries only within staleIfErrorMs', async () => {
     let now = 0
     const cache = new EdgeCache({ ...config, staleIfErrorMs: 10_000 }, { now: () => now })
