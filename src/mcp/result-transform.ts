@@ -1,6 +1,7 @@
 import type { BodyTransform } from '../upstream/forward.js'
 import { UpstreamFailure } from '../upstream/forward.js'
 import { isRecord } from './jsonrpc.js'
+import { findTopLevelId } from './strict-json.js'
 
 /**
  * Sees the final JSON-RPC response of an upstream answer (JSON body or the response event of an
@@ -13,18 +14,29 @@ export type ResultHook = (
 ) => Record<string, unknown> | undefined
 
 /**
- * Builds a transform that applies `hooks` to the final response, for `application/json` (buffered
- * up to `maxBytes`, then parsed) and `text/event-stream` (events pass through as they arrive; only
- * the response event is parsed and possibly rewritten). Other content types are not touched.
+ * How the hooks use the answer. `rewrite`: the client may only get what the hooks return (a policy
+ * filter), so an answer too large to inspect is refused (502) rather than passed unfiltered.
+ * `observe`: the hooks only look (cache capture); the answer streams through untouched as it
+ * arrives, and one too large to inspect is simply not observed.
+ */
+export type HookMode = 'rewrite' | 'observe'
+
+/**
+ * Builds a transform that applies `hooks` to the final response, for `application/json` and
+ * `text/event-stream` (events pass through as they arrive; only the response event is parsed and
+ * possibly rewritten). Other content types are not touched.
  */
 export function resultTransform(
   contentType: string,
   maxBytes: number,
   hooks: readonly ResultHook[],
+  mode: HookMode = 'rewrite',
 ): BodyTransform | undefined {
   const type = contentType.split(';')[0]?.trim().toLowerCase()
-  if (type === 'application/json') return new JsonResult(maxBytes, hooks)
-  if (type === 'text/event-stream') return new SseResult(maxBytes, hooks)
+  if (type === 'application/json') {
+    return mode === 'rewrite' ? new JsonResult(maxBytes, hooks) : new JsonTee(maxBytes, hooks)
+  }
+  if (type === 'text/event-stream') return new SseResult(maxBytes, hooks, mode)
   return undefined
 }
 
@@ -49,6 +61,33 @@ function isResponse(v: unknown): v is Record<string, unknown> {
   return isRecord(v) && 'id' in v && ('result' in v || 'error' in v)
 }
 
+/**
+ * Serialises a rewritten message with the id exactly as the upstream wrote it: JSON.parse turns
+ * 12345678901234567890 into 12345678901234567000, and the client must get its own id back.
+ */
+function serialize(message: Record<string, unknown>, originalText: string): string {
+  const rawId = findTopLevelId(originalText)
+  if (rawId === undefined) return JSON.stringify(message)
+  const { id: _id, ...rest } = message
+  const body = JSON.stringify(rest)
+  return body === '{}' ? `{"id":${rawId}}` : `{"id":${rawId},${body.slice(1)}`
+}
+
+/** Parses a complete JSON body and applies the hooks; undefined when nothing changed. */
+function rewriteJson(text: string, hooks: readonly ResultHook[], sse: boolean): string | undefined {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    if (sse) return undefined
+    throw new UpstreamFailure('upstream_bad_response', true, undefined, err)
+  }
+  if (!isResponse(parsed)) return undefined
+  const out = applyHooks(parsed, hooks, sse)
+  return out === undefined ? undefined : serialize(out, text)
+}
+
+/** Rewrite mode: the whole body is held (bounded), then parsed and possibly replaced. */
 class JsonResult implements BodyTransform {
   readonly streaming = false
   private readonly chunks: Buffer[] = []
@@ -70,15 +109,40 @@ class JsonResult implements BodyTransform {
 
   end(): Buffer {
     const raw = Buffer.concat(this.chunks, this.size)
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(raw.toString('utf8'))
-    } catch (err) {
-      throw new UpstreamFailure('upstream_bad_response', true, undefined, err)
+    const out = rewriteJson(raw.toString('utf8'), this.hooks, false)
+    return out === undefined ? raw : Buffer.from(out)
+  }
+}
+
+/** Observe mode: chunks go to the client as they come; a copy (bounded) is parsed at the end. */
+class JsonTee implements BodyTransform {
+  readonly streaming = true
+  private chunks: Buffer[] | undefined = []
+  private size = 0
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly hooks: readonly ResultHook[],
+  ) {}
+
+  push(chunk: Buffer): Buffer {
+    if (this.chunks !== undefined) {
+      this.size += chunk.length
+      if (this.size > this.maxBytes) this.chunks = undefined // too large to look at: just relay
+      else this.chunks.push(chunk)
     }
-    if (!isResponse(parsed)) return raw
-    const out = applyHooks(parsed, this.hooks, false)
-    return out === undefined ? raw : Buffer.from(JSON.stringify(out))
+    return chunk
+  }
+
+  end(): undefined {
+    if (this.chunks === undefined) return undefined
+    try {
+      const parsed: unknown = JSON.parse(Buffer.concat(this.chunks, this.size).toString('utf8'))
+      if (isResponse(parsed)) applyHooks(parsed, this.hooks, false)
+    } catch {
+      // Not JSON: nothing to observe; the client already has the bytes the backend sent.
+    }
+    return undefined
   }
 }
 
@@ -88,13 +152,17 @@ const DOUBLE_NEWLINE = /\r\n\r\n|\n\n|\r\r/
 class SseResult implements BodyTransform {
   readonly streaming = true
   private pending = ''
+  /** Observe mode gave up on an oversized event: the rest of the stream is relayed as is. */
+  private relaying = false
 
   constructor(
     private readonly maxEventBytes: number,
     private readonly hooks: readonly ResultHook[],
+    private readonly mode: HookMode,
   ) {}
 
   push(chunk: Buffer): Buffer | undefined {
+    if (this.relaying) return chunk
     this.pending += chunk.toString('utf8')
     let out = ''
     for (;;) {
@@ -105,7 +173,12 @@ class SseResult implements BodyTransform {
       this.pending = this.pending.slice(end)
     }
     if (this.pending.length > this.maxEventBytes) {
-      throw new UpstreamFailure('upstream_bad_response', true, undefined, new Error('SSE event too large to inspect'))
+      if (this.mode === 'rewrite') {
+        throw new UpstreamFailure('upstream_bad_response', true, undefined, new Error('SSE event too large to inspect'))
+      }
+      out += this.pending
+      this.pending = ''
+      this.relaying = true
     }
     return out.length > 0 ? Buffer.from(out) : undefined
   }
@@ -123,14 +196,7 @@ class SseResult implements BodyTransform {
       if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5))
     }
     if (data.length === 0) return text
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(data.join('\n'))
-    } catch {
-      return text
-    }
-    if (!isResponse(parsed)) return text
-    const out = applyHooks(parsed, this.hooks, true)
-    return out === undefined ? text : `event: message\ndata: ${JSON.stringify(out)}\n\n`
+    const out = rewriteJson(data.join('\n'), this.hooks, true)
+    return out === undefined || this.mode === 'observe' ? text : `event: message\ndata: ${out}\n\n`
   }
 }

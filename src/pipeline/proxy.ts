@@ -35,18 +35,23 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-host', head.host ?? '',
     ]
     const filter = c.get('listFilter')
-    const hooks: readonly ResultHook[] | undefined =
-      filter === undefined
-        ? c.get('resultHooks')
-        : [...(c.get('resultHooks') ?? []), listFilterHook(filter, c.get('mcp').method ?? '')]
-    const maxInspect = c.get('runtime').config.limits.maxInspectBytes
-    // Bodies are parsed on the way back only when a hook (list filter, cache capture) wants them.
+    const observers = c.get('resultHooks') ?? []
+    const limits = c.get('runtime').config.limits
+    // A policy filter rewrites the answer, so it must see all of it (bounded: 502 beyond). Hooks
+    // that only look (cache capture) let the answer stream untouched and skip what is too large.
+    const rewrite = filter !== undefined
+    const hooks: readonly ResultHook[] = rewrite
+      ? [...observers, listFilterHook(filter, mcp.method ?? '')]
+      : observers
+    const maxInspect = rewrite
+      ? limits.maxInspectBytes
+      : Math.min(limits.maxInspectBytes, c.get('runtime').config.cache?.maxEntryBytes ?? Infinity)
     const transform =
-      hooks === undefined || hooks.length === 0
+      hooks.length === 0
         ? undefined
         : (status: number, h: HeaderMap): BodyTransform | undefined =>
             status === 200
-              ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks)
+              ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks, rewrite ? 'rewrite' : 'observe')
               : undefined
     const b = server.balancing
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
