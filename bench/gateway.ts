@@ -48,7 +48,14 @@ export async function startGateway(spec: GatewaySpec): Promise<Gateway> {
       { upstreams: [{ url }], trustHeaders: spec.trustHeaders },
     ]),
   )
-  const config = { listen: { host: '127.0.0.1', port }, servers, log: { level: 'warn' } }
+  // Production defaults: access log at info (to /dev/null-like pipe) and the edge cache on, so the
+  // figures are what an operator runs. The cache only answers the public list of `bench`.
+  const config = {
+    listen: { host: '127.0.0.1', port },
+    servers,
+    log: { level: process.env['BENCH_LOG_LEVEL'] ?? 'info' },
+    cache: {},
+  }
   const configPath = join(spec.configDir, `${spec.name}.yaml`)
   await writeFile(configPath, stringify(config))
   const child = spawnNode(spec.name, [entry, 'serve', '--config', configPath], {

