@@ -2,6 +2,7 @@ import { Hono, type Context } from 'hono'
 import type { Logger } from 'pino'
 import type { EdgeCache } from './cache/edge-cache.js'
 import type { GatewayEnv } from './env.js'
+import type { AccessWriter } from './observability/access-line.js'
 import type { GatewayMetrics } from './observability/metrics.js'
 import { GatewayError, renderError, toGatewayError } from './errors.js'
 import { peekRawId } from './mcp/jsonrpc.js'
@@ -22,6 +23,8 @@ export interface GatewayDeps {
   readonly ref: RuntimeRef
   readonly log: Logger
   readonly metrics: GatewayMetrics
+  /** Access-log line writer (observability/access-line.ts). */
+  readonly access: AccessWriter
   /** Things an operator must see that do not stop traffic (a rejected reload …). */
   readonly warnings: () => readonly string[]
   /** Replicas taking no traffic and why (issue 5); listed by /readyz, not a readiness problem. */
@@ -51,7 +54,7 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
 
   app.all(
     '/mcp/:server',
-    accessLog(deps.log, deps.metrics), // outermost: sees every outcome
+    accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     refuseWhileDraining(deps.ref),
     frontDoor(deps.ref), // server, method, Host, Origin, header count and duplicates
     authenticate(), // bearer token → principal; 401/403 before any body is read

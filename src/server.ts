@@ -8,6 +8,7 @@ import { startCache, type CacheSetupOptions, type GatewayCache } from './cache/s
 import type { LoadedConfig } from './config/load.js'
 import { watchConfig, type ConfigWatcher } from './config/watch.js'
 import { startAdmin } from './observability/admin.js'
+import { createAccessWriter } from './observability/access-line.js'
 import { createLogger } from './observability/log.js'
 import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
 import type { RuntimeRef } from './runtime/ref.js'
@@ -59,7 +60,9 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
-  const app = buildApp({ ref, log, metrics, warnings: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache })
+  // A custom destination (tests) gets one line per write; stdout gets batched writes.
+  const access = createAccessWriter(log, { batch: opts.logDestination === undefined })
+  const app = buildApp({ ref, log, metrics, access, warnings: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache })
   const server = createAdaptorServer({
     fetch: app.fetch,
     serverOptions: {
@@ -131,6 +134,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
       await cache?.close() // listen streams first: they hold upstream connections
       await closeRuntime(ref.current)
       await admin?.close()
+      access.close()
       log.flush()
     },
   }

@@ -1,6 +1,5 @@
 import type { MiddlewareHandler } from 'hono'
-import type { Logger } from 'pino'
-import { createAccessWriter } from '../observability/access-line.js'
+import type { AccessWriter } from '../observability/access-line.js'
 import type { GatewayEnv } from '../env.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 
@@ -8,8 +7,8 @@ import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
  * Outermost stage: one JSON line per request once the response is over (streams included).
  * Only values from closed sets or verified fields are logged; never tokens or bodies.
  */
-export const accessLog = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
-  const write = createAccessWriter(log)
+export const accessLog = (access: AccessWriter, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
+  const write = access.write
   return async function accessLog(c, next) {
     const start = performance.now()
     try {
