@@ -1,4 +1,4 @@
-import { Hono, type Context } from 'hono'
+import { Hono, type Context, type MiddlewareHandler } from 'hono'
 import type { Logger } from 'pino'
 import type { EdgeCache } from './cache/edge-cache.js'
 import type { GatewayEnv } from './env.js'
@@ -17,6 +17,7 @@ import { proxy } from './pipeline/proxy.js'
 import { readRequest } from './pipeline/read-request.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
 import type { RuntimeRef } from './runtime/ref.js'
+import type { GatewayRuntime } from './runtime/runtime.js'
 
 /** What the app needs from the process around it. */
 export interface GatewayDeps {
@@ -33,8 +34,11 @@ export interface GatewayDeps {
   readonly cache?: EdgeCache | undefined
 }
 
-/** The whole request path, in order, on one screen. */
-export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
+/**
+ * The whole request path, in order, on one screen, for one runtime: stages a config does not use
+ * are left out (each costs an async hop per request), and a reload builds a new app (server.ts).
+ */
+export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<GatewayEnv> {
   const app = new Hono<GatewayEnv>()
   app.onError((err, c) => respondWithError(c, err, deps.log))
   app.notFound((c) => respondWithError(c, new GatewayError('unknown_server'), deps.log))
@@ -52,27 +56,22 @@ export function buildApp(deps: GatewayDeps): Hono<GatewayEnv> {
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
 
-  app.all(
-    '/mcp/:server',
+  const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
+  const stages: (MiddlewareHandler<GatewayEnv> | undefined | false)[] = [
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
-    refuseWhileDraining(deps.ref),
-    frontDoor(deps.ref), // server, method, Host, Origin, header count and duplicates
-    authenticate(), // bearer token → principal; 401/403 before any body is read
+    frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
+    runtime.auth && authenticate(), // bearer token → principal; 401/403 before any body is read
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
-    authorize(deps.log), // policy on named targets; list filters registered as result hooks
-    listCache(deps.cache, deps.log), // cacheable results served from the edge
-    exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
+    runtime.policy && authorize(deps.log), // policy on named targets; list filters for lists
+    deps.cache && listCache(deps.cache, deps.log), // cacheable results served from the edge
+    exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward
-  )
+  ]
+  const [first, ...rest] = stages.filter((s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function')
+  app.all('/mcp/:server', first as MiddlewareHandler<GatewayEnv>, ...rest)
   return app
 }
-
-const refuseWhileDraining = (ref: RuntimeRef) =>
-  async function refuseWhileDraining(_c: Context<GatewayEnv>, next: () => Promise<void>) {
-    if (ref.draining) throw new GatewayError('shutting_down')
-    await next()
-  }
 
 /** The only place an error becomes a response. */
 function respondWithError(c: Context<GatewayEnv>, err: unknown, log: Logger): Response {

@@ -18,6 +18,7 @@ import {
   replicasOut,
   retireRuntime,
   type RuntimeShared,
+  type GatewayRuntime,
 } from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
 
@@ -62,9 +63,20 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   cache?.sync(ref.current.servers.values(), config.cache)
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
   const access = createAccessWriter(log, { batch: opts.logDestination === undefined })
-  const app = buildApp({ ref, log, metrics, access, warnings: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache })
+  const deps = { ref, log, metrics, access, warnings: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache }
+  // One app per runtime, built on first use: a reload (or a policy swap, which makes a new runtime
+  // object) gets a pipeline with exactly the stages its config needs.
+  const apps = new WeakMap<GatewayRuntime, ReturnType<typeof buildApp>>()
+  const appFor = (rt: GatewayRuntime): ReturnType<typeof buildApp> => {
+    let app = apps.get(rt)
+    if (app === undefined) {
+      app = buildApp(deps, rt)
+      apps.set(rt, app)
+    }
+    return app
+  }
   const server = createAdaptorServer({
-    fetch: app.fetch,
+    fetch: (req, env) => appFor(ref.current).fetch(req, env),
     serverOptions: {
       maxHeaderSize: config.limits.maxHeaderBytes,
       // Slowloris guard (Node CVE-2018-12122); the body has its own deadline in readBody.

@@ -3,14 +3,17 @@ import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import { readRequestHead } from '../mcp/request-head.js'
 import type { RuntimeRef } from '../runtime/ref.js'
+import type { GatewayRuntime } from '../runtime/runtime.js'
 
 /**
- * First stage for /mcp/<server>: finds the server, then does the checks that cost nothing
- * (reliability.md §0.4 steps 1-3): method, Host, Origin, header count and duplicates.
+ * First stage for /mcp/<server>: refuses new work while draining, finds the server, then does the
+ * checks that cost nothing (reliability.md §0.4 steps 1-3): method, Host, Origin, header count and
+ * duplicates. `runtime` is the one this pipeline was built for (app.ts), so the stages a request
+ * runs through always match the config it is judged by.
  */
-export const frontDoor = (ref: RuntimeRef): MiddlewareHandler<GatewayEnv> =>
+export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareHandler<GatewayEnv> =>
   async function frontDoor(c, next) {
-    const runtime = ref.current
+    if (ref.draining) throw new GatewayError('shutting_down')
     c.set('runtime', runtime)
     const incoming = c.env.incoming
     const head = readRequestHead(incoming.rawHeaders)
