@@ -6,9 +6,15 @@ import { GatewayError } from '../errors.js'
  * Content-Length over the cap is refused before a byte is read; a chunked body is cut off the
  * moment it crosses the cap (the hono bodyLimit bypass, CVE-2026-44456, was exactly this case).
  */
-export function readBody(req: IncomingMessage, maxBytes: number, timeoutMs: number): Promise<Buffer> {
-  const declared = req.headers['content-length']
-  if (declared !== undefined && Number(declared) > maxBytes) {
+export function readBody(
+  req: IncomingMessage,
+  declared: number | undefined,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<Buffer> {
+  // `declared` comes from the header pass the front door already made: touching req.headers
+  // would make Node build its whole header object for nothing.
+  if (declared !== undefined && declared > maxBytes) {
     return Promise.reject(new GatewayError('body_too_large', `limit is ${maxBytes} bytes`))
   }
   return new Promise((resolve, reject) => {
