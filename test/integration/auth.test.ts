@@ -22,20 +22,12 @@ import {
   type JwksServer,
   type TestKey,
 } from '../helpers/tokens.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const ISS = 'https://idp.example.com'
 const PUBLIC = 'https://mcp.example.com'
 const AUD = `${PUBLIC}/mcp/weather`
 const PRM = `${PUBLIC}/.well-known/oauth-protected-resource/mcp/weather`
-
-/** Closes whatever `start` resolves to when the test ends, pass or fail. */
-async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
-  const value = await start
-  onTestFinished(async () => {
-    await value.close()
-  })
-  return value
-}
 
 /** A gateway in front of `backend` with JWT auth from `jwt` (merged over the defaults). */
 async function gatewayFor(

@@ -17,22 +17,7 @@ import {
   startNonValidatingBackend,
   startSdkServer,
 } from '../helpers/sdk-servers.js'
-
-/** Closes whatever `start` resolves to when the test ends, pass or fail. */
-async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
-  const value = await start
-  onTestFinished(async () => {
-    await value.close()
-  })
-  return value
-}
-
-/** The text blocks of a tool result (v1 and v2 result types alike), joined. */
-function textOf(result: object): string {
-  const content: unknown = 'content' in result ? result.content : []
-  if (!Array.isArray(content)) return ''
-  return content.map((c: { text?: unknown }) => (typeof c.text === 'string' ? c.text : '')).join('')
-}
+import { closing, textOf } from '../helpers/lifecycle.js'
 
 describe('demo servers', () => {
   it('serve weather tools and docs resources, prompts and completions', async () => {

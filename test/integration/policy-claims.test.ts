@@ -6,6 +6,7 @@ import { connectClient, mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
 import { claimsFor, generateTestKey, mintToken, mintedTokens, startJwks } from '../helpers/tokens.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const ISS = 'https://idp.example.com'
 const PUBLIC = 'https://mcp.example.com'
@@ -24,14 +25,6 @@ rules:
     servers: ["*"]
     deny: { tools: ["delete_*"] }
 `
-
-async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
-  const value = await start
-  onTestFinished(async () => {
-    await value.close()
-  })
-  return value
-}
 
 describe('claim-based policies with verified tokens', () => {
   it('shows and allows what the caller\'s claims allow, keeps the filtered list private, audits sub and iss only', async () => {

@@ -5,6 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { connectClient, connectLegacyClient, mcpBody, mcpHeaders, mcpPost, rawPost } from '../helpers/clients.js'
 import { oneServer, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startSdkServer, type RecordedRequest } from '../helpers/sdk-servers.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const POLICY = `
 rules:
@@ -19,14 +20,6 @@ rules:
     deny:
       tools: ["delete_*"]
 `
-
-async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
-  const value = await start
-  onTestFinished(async () => {
-    await value.close()
-  })
-  return value
-}
 
 /** A config folder holding policies/main.yaml; removed after the test. */
 function policyDir(rules: string): string {

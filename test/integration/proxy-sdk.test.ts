@@ -4,20 +4,7 @@ import { forecastFor } from '../../deploy/demo/weather-server.js'
 import { connectClient, connectLegacyClient } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
 import { SDK_SERVER_TOOLS, startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
-
-async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
-  const value = await start
-  onTestFinished(async () => {
-    await value.close()
-  })
-  return value
-}
-
-function textOf(result: object): string {
-  const content: unknown = 'content' in result ? result.content : []
-  if (!Array.isArray(content)) return ''
-  return content.map((c: { text?: unknown }) => (typeof c.text === 'string' ? c.text : '')).join('')
-}
+import { closing, textOf } from '../helpers/lifecycle.js'
 
 /** Both backend modes: the gateway verifies bodies, or trusts a backend that checks headers. */
 const MODES = [
