@@ -1,14 +1,8 @@
 import { isRecord } from '../mcp/jsonrpc.js'
+import { CACHEABLE_METHODS } from '../mcp/methods.js'
 
 /** caching.mdx §Cacheable Results: the closed list of methods whose results carry cache hints. */
-export const CACHEABLE_METHODS: ReadonlySet<string> = new Set([
-  'server/discover',
-  'tools/list',
-  'prompts/list',
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
-])
+export { CACHEABLE_METHODS }
 
 /** What the cache config allows beyond public results. */
 export interface StoreRules {

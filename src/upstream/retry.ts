@@ -1,15 +1,12 @@
+import { CACHEABLE_METHODS } from '../mcp/methods.js'
+
 /**
  * Methods safe to send again after they may have reached a replica (reliability.md §4.1): reads
  * without side effects. tools/call, subscriptions/listen, tasks/update, notifications and any
  * method not listed here are never retried once sent (nginx 1.9.13 non_idempotent; Caddy #6267).
  */
 export const RETRY_SAFE_METHODS: ReadonlySet<string> = new Set([
-  'server/discover',
-  'tools/list',
-  'prompts/list',
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
+  ...CACHEABLE_METHODS,
   'prompts/get',
   'completion/complete',
   'tasks/get',
