@@ -1,9 +1,10 @@
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import { readRequestHead } from '../mcp/request-head.js'
 import type { RuntimeRef } from '../runtime/ref.js'
 import type { GatewayRuntime } from '../runtime/runtime.js'
+import { corsResponseHeaders, preflightHeaders } from '../mcp/cors.js'
 
 /**
  * First stage for /mcp/<server>: refuses new work while draining, finds the server, then does the
@@ -22,6 +23,7 @@ export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareH
     if (server === undefined) throw new GatewayError('unknown_server')
     c.set('server', server)
     const method = incoming.method ?? ''
+    if (method === 'OPTIONS') return preflight(c, server.origins, head.origin, incoming.headers['access-control-request-headers'])
     // 2026-07-28 is POST only; GET/DELETE survive only for 2025-era sessions (SH §Backward
     // Compatibility) on servers that still accept legacy clients.
     const legacySession =
@@ -34,8 +36,10 @@ export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareH
       throw new GatewayError('host_not_allowed')
     }
     // SECURITY: spec MUST (SH §Security Warning): a present Origin that is not allowed gets 403.
-    if (head.origin !== undefined && !server.origins.has(head.origin)) {
-      throw new GatewayError('origin_not_allowed')
+    if (head.origin !== undefined) {
+      if (!server.origins.has(head.origin)) throw new GatewayError('origin_not_allowed')
+      // Set on the Node response, so every way of answering (proxy, cache, errors) carries it.
+      for (const [k, v] of Object.entries(corsResponseHeaders(head.origin))) c.env.outgoing.setHeader(k, v)
     }
     if (head.count > runtime.config.limits.maxHeaderCount) throw new GatewayError('too_many_headers')
     // SECURITY: two copies of a routing or auth header can be read differently downstream.
@@ -48,3 +52,18 @@ export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareH
     }
     await next()
   }
+
+/** CORS preflight: 204 for an allowed origin asking for MCP headers, else 403 (never forwarded). */
+function preflight(
+  c: Context<GatewayEnv>,
+  origins: ReadonlySet<string>,
+  origin: string | undefined,
+  requested: string | undefined,
+): Response {
+  // SECURITY: no Origin, or one not on the list, gets no CORS grant (reliability A-22).
+  if (origin === undefined || !origins.has(origin)) throw new GatewayError('origin_not_allowed')
+  const headers = preflightHeaders(origin, requested)
+  if (headers === undefined) throw new GatewayError('origin_not_allowed', 'request headers not allowed')
+  c.set('outcome', 'preflight')
+  return c.body(null, 204, headers)
+}

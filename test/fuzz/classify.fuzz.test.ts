@@ -29,7 +29,9 @@ const request = fc.record({
   mutation: fc.constantFrom('none', 'dup-name', 'dup-method', 'case-key', 'truncate', 'append', 'proto'),
 })
 
-function build(r: fc.Infer<typeof request>): { headers: string[]; body: Buffer } {
+type GeneratedRequest = typeof request extends fc.Arbitrary<infer T> ? T : never
+
+function build(r: GeneratedRequest): { headers: string[]; body: Buffer } {
   const params: Record<string, unknown> = { arguments: {} }
   const field = NAMED[r.bodyMethod] ?? 'name'
   if (r.bodyName !== undefined) params[field] = r.bodyName
