@@ -31,7 +31,13 @@ export function parseMessage(body: Uint8Array, maxDepth: number): JsonRpcMessage
     if (err.kind === 'too_deep') throw new GatewayError('json_too_deep', err.message)
     throw new GatewayError('duplicate_key', err.message)
   }
-  const value: unknown = JSON.parse(text)
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    // The scanner accepts only what JSON.parse accepts; this is the belt to its braces.
+    throw new GatewayError('parse_error')
+  }
   return checkShape(value, rawId)
 }
 

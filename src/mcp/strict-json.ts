@@ -62,6 +62,32 @@ export function scanJson(text: string, opts: ScanOptions): ScanResult {
   return { rawId: s.rawId, isArray }
 }
 
+/**
+ * Keys seen in one object: a plain array while there are few (the common case, and cheaper than a
+ * Set), a Set past that, so 10,000 keys stay linear (reliability A-53).
+ */
+class KeySet {
+  private list: string[] | undefined = []
+  private set: Set<string> | undefined
+
+  /** Adds `key`; false when it was already there. */
+  add(key: string): boolean {
+    if (this.list !== undefined) {
+      if (this.list.includes(key)) return false
+      this.list.push(key)
+      if (this.list.length > 16) {
+        this.set = new Set(this.list)
+        this.list = undefined
+      }
+      return true
+    }
+    const set = this.set as Set<string>
+    if (set.has(key)) return false
+    set.add(key)
+    return true
+  }
+}
+
 class Scanner {
   i = 0
   rawId: string | undefined = undefined
@@ -91,7 +117,7 @@ class Scanner {
     const c = this.t.charCodeAt(this.i)
     if (c === 0x7b) return this.object(depth, parentKey)
     if (c === 0x5b) return this.array(depth)
-    if (c === 0x22) return void this.string()
+    if (c === 0x22) return void this.string(false)
     if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number()
     if (this.t.startsWith('true', this.i)) return void (this.i += 4)
     if (this.t.startsWith('false', this.i)) return void (this.i += 5)
@@ -102,22 +128,23 @@ class Scanner {
   object(depth: number, parentKey: string): void {
     this.i++ // {
     const checkKeys = depth <= KEY_CHECK_DEPTH
-    const seen = checkKeys ? new Set<string>() : undefined
+    const seen = checkKeys ? new KeySet() : undefined
     const checkPolicy = depth < KEY_CHECK_DEPTH || POLICY_PARENTS.has(parentKey)
-    const seenPolicy = checkKeys && checkPolicy ? new Set<string>() : undefined
+    const seenPolicy = checkKeys && checkPolicy ? new KeySet() : undefined
     this.skipWs()
     if (this.t.charCodeAt(this.i) === 0x7d) return void this.i++
     for (;;) {
       this.skipWs()
       if (this.t.charCodeAt(this.i) !== 0x22) this.fail('syntax', `expected a key at ${this.i}`)
-      const key = this.string()
+      // Keys deeper than the checked levels are skipped, not decoded.
+      const key = this.string(checkKeys) ?? ''
       if (seen !== undefined) {
-        if (seen.has(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
-        seen.add(key)
-        const lower = key.toLowerCase()
-        if (seenPolicy !== undefined && POLICY_KEYS.has(lower)) {
-          if (seenPolicy.has(lower)) this.fail('duplicate_key', `case-variant key "${key}"`)
-          seenPolicy.add(lower)
+        if (!seen.add(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
+        if (seenPolicy !== undefined) {
+          const lower = key.toLowerCase()
+          if (POLICY_KEYS.has(lower)) {
+            if (!seenPolicy.add(lower)) this.fail('duplicate_key', `case-variant key "${key}"`)
+          }
         }
         if (depth <= PROTO_CHECK_DEPTH && PROTO_KEYS.has(key)) {
           this.fail('prototype_key', `key "${key}" is not allowed`)
@@ -159,8 +186,8 @@ class Scanner {
     }
   }
 
-  /** Scans a string literal and returns its decoded value (needed for keys only). */
-  string(): string {
+  /** Scans a string literal; returns its decoded value only when asked (keys), else nothing. */
+  string(wanted: boolean): string | undefined {
     const t = this.t
     const start = ++this.i
     let escaped = false
@@ -168,8 +195,8 @@ class Scanner {
       const c = t.charCodeAt(i)
       if (c === 0x22) {
         this.i = i + 1
-        const raw = t.slice(start - 1, i + 1)
-        return escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1)
+        if (!wanted) return undefined
+        return escaped ? (JSON.parse(t.slice(start - 1, i + 1)) as string) : t.slice(start, i)
       }
       if (c < 0x20) this.fail('syntax', `control character in string at ${i}`)
       if (c === 0x5c) {

@@ -76,3 +76,16 @@ describe('scanJson', () => {
     expect(scanJson('[{"id":1}]', opts)).toEqual({ rawId: undefined, isArray: true })
   })
 })
+
+describe('scanJson on large objects', () => {
+  // The cost itself is the bench's business, not a unit test's; this pins correctness past the
+  // point where KeySet switches from an array to a Set.
+  it('checks 10,000 keys in params and still finds a duplicate (reliability A-53)', () => {
+    const keys = Array.from({ length: 10_000 }, (_, i) => `"k${i}":${i}`).join(',')
+    const text = `{"jsonrpc":"2.0","id":1,"method":"x","params":{${keys}}}`
+    const dup = `{"params":{${keys},"k9999":0}}`
+    expect(scanJson(text, { maxDepth: 64 }).rawId).toBe('1')
+    expect(() => scanJson(dup, { maxDepth: 64 })).toThrow(JsonScanError)
+    expect(() => scanJson('{"params":{"a":1,"b":2,"a":3}}', { maxDepth: 64 })).toThrow(JsonScanError)
+  })
+})
