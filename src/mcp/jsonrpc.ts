@@ -1,5 +1,6 @@
 import { GatewayError } from '../errors.js'
-import { findTopLevelId, JsonScanError, scanJson } from './strict-json.js'
+import { findTopLevelId } from './raw-id.js'
+import { JsonScanError, scanJson } from './strict-json.js'
 
 /** A JSON-RPC 2.0 message as the client sent it, after strict parsing and shape checks. */
 export interface JsonRpcMessage {

@@ -1,7 +1,7 @@
 import type { BodyTransform } from '../upstream/forward.js'
 import { UpstreamFailure } from '../upstream/forward.js'
 import { isRecord } from './jsonrpc.js'
-import { findTopLevelId } from './strict-json.js'
+import { findTopLevelId } from './raw-id.js'
 
 /**
  * Sees the final JSON-RPC response of an upstream answer (JSON body or the response event of an
