@@ -394,6 +394,18 @@ describe('edge cache: bounded', () => {
     expect(bytes.values[0]?.value).toBeLessThanOrEqual(4096)
   })
 
+  it('relays an answer larger than maxEntryBytes in full, uncached, instead of failing it', async () => {
+    const tools = Array.from({ length: 200 }, (_, i) => `tool_with_a_long_name_${i}`)
+    const backend = await closing(startNonValidatingBackend({ tools, toolsListCache: PUBLIC_60S }))
+    const gw = await cacheGateway(backend.url, { maxEntryBytes: 1024 })
+    const first = await post(gw.app, '1')
+    expect(first.status).toBe(200)
+    expect(first.text.length).toBeGreaterThan(4096)
+    expect((first.json() as { result: { tools: unknown[] } }).result.tools).toHaveLength(200)
+    expect((await post(gw.app, '2')).status).toBe(200)
+    expect(backend.calls('tools/list')).toHaveLength(2) // not stored: both went upstream
+  })
+
   it('leaves requests whose headers disagree with the body to the classifier (nothing read or written)', async () => {
     const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
     const gw = await cacheGateway(backend.url)
