@@ -21,10 +21,13 @@ export interface RequestHead {
 
 // SECURITY: a second copy of any of these could make the gateway and the backend read different
 // values (Node keeps the first authorization/host/content-type, other stacks keep the last).
-const SINGLE: ReadonlySet<string> = new Set([
-  'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'authorization', 'origin',
-  'host', 'content-type', 'content-length', 'content-encoding', 'transfer-encoding',
-])
+// Each gets a bit, so the per-request duplicate check allocates nothing.
+const SINGLE: ReadonlyMap<string, number> = new Map(
+  [
+    'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'authorization', 'origin',
+    'host', 'content-type', 'content-length', 'content-encoding', 'transfer-encoding',
+  ].map((name, i) => [name, 1 << i]),
+)
 
 // SECURITY: never forwarded: client credentials (the spec forbids token passthrough,
 // authorization/index.mdx §Token Handling), identity/forwarding headers the gateway owns
@@ -50,14 +53,15 @@ export function readRequestHead(raw: readonly string[]): RequestHead {
   let version, method, name, sessionId, origin, host, authorization, contentType
   let contentLength: number | undefined
   let contentEncoding, duplicate, connection: string | undefined
-  const seen = new Set<string>()
+  let seen = 0
   const forward: string[] = []
   for (let i = 0; i < raw.length; i += 2) {
     const key = (raw[i] as string).toLowerCase()
     const value = raw[i + 1] as string
-    if (SINGLE.has(key)) {
-      if (seen.has(key)) duplicate ??= key
-      seen.add(key)
+    const bit = SINGLE.get(key)
+    if (bit !== undefined) {
+      if ((seen & bit) !== 0) duplicate ??= key
+      seen |= bit
     }
     switch (key) {
       case 'mcp-protocol-version': version = value; break
