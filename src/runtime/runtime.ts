@@ -8,7 +8,6 @@ import { loadConfiguredPolicies } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
-import type { UpstreamPool } from '../upstream/pool.js'
 import type { ReplicaOut } from '../upstream/health.js'
 import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
@@ -20,8 +19,6 @@ export interface ServerRuntime {
   readonly classify: ClassifyPolicy
   /** Replicas, pools, routes, health, retries and legacy sessions (issue 5). */
   readonly balancing: ServerBalancing
-  /** The main pool (`balancing.pool`). */
-  readonly pool: UpstreamPool
   /** Configured upstream headers as [name, value, …], appended to every forwarded request. */
   readonly upstreamHeaders: readonly string[]
   /** Allowed Origin values for this server. */
@@ -94,7 +91,6 @@ export function createRuntime(
         maxDepth: config.limits.maxJsonDepth,
       },
       balancing,
-      pool: balancing.pool,
       upstreamHeaders,
       origins: new Set(cfg.origins ?? config.origins),
     })

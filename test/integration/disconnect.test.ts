@@ -46,7 +46,7 @@ describe('client disconnects', () => {
     // Warm the pools so steady-state keep-alive sockets are part of the baseline.
     await (await startStream(gw.mcpUrl('app'), 0)).abort()
     await server.waitForAborts(1)
-    const pool0 = gw.ref.current.servers.get('app')?.pool.upstreams[0]?.dispatcher
+    const pool0 = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
     for (let i = 0; i < 100 && (pool0?.stats.connected ?? 0) > 1; i++) await new Promise((r) => setTimeout(r, 100))
     await settle()
     const fds = fdCount()
@@ -58,7 +58,7 @@ describe('client disconnects', () => {
     await server.waitForAborts(201, 10_000)
     // The upstream pool may keep up to 20 idle keep-alive sockets for reuse; they are not leaks,
     // and they close after the keep-alive timeout (4 s). Wait for that, then compare.
-    const pool = gw.ref.current.servers.get('app')?.pool.upstreams[0]?.dispatcher
+    const pool = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
     for (let i = 0; i < 100 && (pool?.stats.connected ?? 0) > 1; i++) await new Promise((r) => setTimeout(r, 100))
     await settle()
     expect(fdCount()).toBeLessThanOrEqual(fds + 4)
