@@ -63,7 +63,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     runtime.auth && authenticate(), // bearer token → principal; 401/403 before any body is read
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
-    runtime.policy && authorize(deps.log), // policy on named targets; list filters for lists
+    runtime.policy && authorize(deps.log, deps.metrics), // policy on named targets; list filters for lists
     deps.cache && listCache(deps.cache, deps.log), // cacheable results served from the edge
     exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward

@@ -32,8 +32,6 @@ export interface GatewayVariables {
   resultHooks: readonly ResultHook[] | undefined
   /** The caller's view of list results (policy); applied after any cache capture. */
   listFilter: ListFilter | undefined
-  /** Set by a cache hit or policy to say where the answer came from. */
-  servedBy: 'upstream' | 'cache' | 'gateway'
 }
 
 /** Hono environment of the gateway app. */

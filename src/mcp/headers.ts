@@ -3,11 +3,6 @@
  * Metadata). Header names are case-insensitive; values are case-sensitive and compared exactly.
  */
 
-export const H_PROTOCOL_VERSION = 'mcp-protocol-version'
-export const H_METHOD = 'mcp-method'
-export const H_NAME = 'mcp-name'
-export const H_SESSION_ID = 'mcp-session-id'
-export const H_PARAM_PREFIX = 'mcp-param-'
 
 const SENTINEL_OPEN = '=?base64?'
 const SENTINEL_CLOSE = '?='

@@ -10,13 +10,11 @@ export interface GatewayMetrics {
   readonly registry: Registry
   /** mcp_edge_requests_total and mcp_edge_request_duration_seconds. */
   readonly requests: RequestMetrics
-  readonly inFlight: Gauge<'server'>
   readonly upstreamFailures: Counter<'server' | 'upstream' | 'kind'>
   readonly retries: Counter<'server' | 'result'>
   readonly policyDecisions: Counter<'server' | 'decision'>
   readonly cacheEvents: Counter<'event'>
   readonly cacheBytes: Gauge
-  readonly authFailures: Counter<'reason'>
   readonly upstreamHealthy: Gauge<'server' | 'upstream'>
 }
 
@@ -40,13 +38,11 @@ export function createMetrics(defaults = true): GatewayMetrics {
   return {
     registry,
     requests: createRequestMetrics(registry),
-    inFlight: new Gauge({ name: 'mcp_edge_in_flight_requests', help: 'Requests in progress', labelNames: ['server'], registers }),
     upstreamFailures: new Counter({ name: 'mcp_edge_upstream_failures_total', help: 'Failed upstream attempts', labelNames: ['server', 'upstream', 'kind'], registers }),
     retries: new Counter({ name: 'mcp_edge_retries_total', help: 'Retry decisions', labelNames: ['server', 'result'], registers }),
     policyDecisions: new Counter({ name: 'mcp_edge_policy_decisions_total', help: 'Policy decisions on named targets', labelNames: ['server', 'decision'], registers }),
     cacheEvents: new Counter({ name: 'mcp_edge_cache_events_total', help: 'Cache hits, misses, stores, evictions', labelNames: ['event'], registers }),
     cacheBytes: new Gauge({ name: 'mcp_edge_cache_bytes', help: 'Bytes held by the in-memory cache', registers }),
-    authFailures: new Counter({ name: 'mcp_edge_auth_failures_total', help: 'Rejected credentials', labelNames: ['reason'], registers }),
     upstreamHealthy: new Gauge({ name: 'mcp_edge_upstream_healthy', help: '1 when a replica takes traffic', labelNames: ['server', 'upstream'], registers }),
   }
 }

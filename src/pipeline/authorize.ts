@@ -5,6 +5,7 @@ import { peekRawId } from '../mcp/jsonrpc.js'
 import { LIST_ITEMS } from '../mcp/list-filter.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { createAuditLog } from '../observability/audit.js'
+import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import { policyTargets } from '../policy/targets.js'
 
@@ -14,7 +15,7 @@ import { policyTargets } from '../policy/targets.js'
  * get the caller's list filter, which the proxy and the cache apply to the answer.
  * Without `policies:` everything passes.
  */
-export const authorize = (log: Logger): MiddlewareHandler<GatewayEnv> => {
+export const authorize = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
   const audit = createAuditLog(log)
   return async function authorize(c, next) {
     const runtime = c.get('runtime')
@@ -33,11 +34,13 @@ export const authorize = (log: Logger): MiddlewareHandler<GatewayEnv> => {
     for (const target of policyTargets(mcp.targets, mcp.message)) {
       const decision = policy.check(principal, server, target)
       audit.record({ caller: principal, server, method, target, decision, policy: policy.id })
+      // `would_deny` makes a dry-run rollout visible on a dashboard, not only in the audit log.
+      const outcome = decision.dryRun ? 'would_deny' : decision.allow ? 'allow' : 'deny'
+      metrics.policyDecisions.inc({ server, decision: outcome })
       if (!decision.allow) denied ??= target
     }
     if (denied === undefined) return next()
     c.set('outcome', 'policy_denied')
-    c.set('servedBy', 'gateway')
     // A notification gets no answer (JSON-RPC 2.0 §4.1); 202 is what a server sends for one.
     if (mcp.kind === 'notification') return c.body(null, 202)
     const rawId = mcp.message?.rawId ?? peekRawId(c.get('body'))

@@ -133,7 +133,6 @@ function serve(
   out.write(hit.head)
   out.write(hit.body)
   out.end(hit.tail)
-  c.set('servedBy', 'cache')
   c.set('outcome', outcome)
   cache.event(outcome === 'cache_hit' ? 'hit' : 'stale')
   return RESPONSE_ALREADY_SENT

@@ -1,3 +1,6 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { mcpPost, rawRequest } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
@@ -30,5 +33,27 @@ describe('metrics', () => {
     const text = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
     expect(text).not.toContain('attacker-chosen')
     expect(text).toContain('method="other"')
+  })
+
+  it('counts policy decisions, with dry-run denials apart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-metrics-'))
+    mkdirSync(join(dir, 'policies'))
+    writeFileSync(join(dir, 'policies', 'main.yaml'), [
+      'rules:',
+      '  - { name: reads, servers: [app], allow: { tools: [echo, search] } }',
+      '  - { name: no-search-yet, mode: dry-run, servers: [app], deny: { tools: [search] } }',
+    ].join('\n'))
+    const backend = await startNonValidatingBackend()
+    onTestFinished(() => backend.close())
+    const gw = await startTestGateway({ ...oneServer(backend.url), policies: './policies', admin: { host: '127.0.0.1', port: 0 } }, { dir })
+    expect((await mcpPost(gw.mcpUrl('app'), 'tools/call', { name: 'echo' })).status).toBe(200)
+    expect((await mcpPost(gw.mcpUrl('app'), 'tools/call', { name: 'search' })).status).toBe(200)
+    const denied = await mcpPost(gw.mcpUrl('app'), 'tools/call', { name: 'delete_repo' })
+    expect(denied.response().error?.code).toBe(-32602)
+    expect(backend.calls('tools/call')).toHaveLength(2) // the denied call never reached it
+    const text = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
+    expect(text).toContain('mcp_edge_policy_decisions_total{server="app",decision="allow"} 1')
+    expect(text).toContain('mcp_edge_policy_decisions_total{server="app",decision="would_deny"} 1')
+    expect(text).toContain('mcp_edge_policy_decisions_total{server="app",decision="deny"} 1')
   })
 })
