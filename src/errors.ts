@@ -21,6 +21,13 @@ export const ERRORS = {
   host_not_allowed: { status: 403, rpc: -31003, message: 'Host not allowed' },
   too_many_headers: { status: 431, rpc: -31013, message: 'Too many request headers' },
   duplicate_header: { status: 400, rpc: -32600, message: 'Duplicate request header' },
+  // SECURITY: a header named in Connection is dropped by every hop (RFC 9110 §7.6.1); one the
+  // gateway reads or sets would be judged here and missing at the backend.
+  connection_nominates_owned: {
+    status: 400,
+    rpc: -32600,
+    message: 'Bad Request: the Connection header names a header the gateway relies on',
+  },
   body_too_large: { status: 413, rpc: -31013, message: 'Request body too large' },
   body_timeout: { status: 408, rpc: -31008, message: 'Request body not received in time' },
   unsupported_media_type: {
@@ -49,8 +56,29 @@ export const ERRORS = {
     message: 'Invalid Request: JSON-RPC batches are not supported',
   },
   duplicate_key: { status: 400, rpc: -32600, message: 'Invalid Request: duplicate JSON key' },
+  case_variant_key: {
+    status: 400,
+    rpc: -32600,
+    message: 'Invalid Request: a key differs from a protocol key only by case',
+  },
+  prototype_key: { status: 400, rpc: -32600, message: 'Invalid Request: reserved JSON key' },
+  invalid_id: {
+    status: 400,
+    rpc: -32600,
+    message: 'Invalid Request: id must be a string or an integer',
+  },
   json_too_deep: { status: 400, rpc: -32600, message: 'Invalid Request: JSON nested too deeply' },
   invalid_params: { status: 400, rpc: -32602, message: 'Invalid params' },
+  invalid_name: {
+    status: 400,
+    rpc: -32602,
+    message: 'Invalid params: the name contains characters that are not allowed',
+  },
+  uri_not_normalized: {
+    status: 400,
+    rpc: -32602,
+    message: 'Invalid params: the resource URI is not in normal form',
+  },
   header_mismatch: {
     status: 400,
     rpc: -32020,
@@ -66,9 +94,23 @@ export const ERRORS = {
   // Upstream (issue 5)
   upstream_unavailable: { status: 502, rpc: -31502, message: 'Upstream unavailable' },
   upstream_bad_response: { status: 502, rpc: -31502, message: 'Bad response from upstream' },
+  // SECURITY: never followed or relayed: it would send the client (and its token) around the gateway.
+  upstream_redirect: { status: 502, rpc: -31502, message: 'Bad response from upstream: redirect' },
+  upstream_bad_content_type: {
+    status: 502,
+    rpc: -31502,
+    message: 'Bad response from upstream: unexpected content type',
+  },
+  upstream_id_mismatch: {
+    status: 502,
+    rpc: -31502,
+    message: 'Bad response from upstream: the answer does not carry the request id',
+  },
   upstream_timeout: { status: 504, rpc: -31504, message: 'Upstream timed out' },
   no_upstream: { status: 503, rpc: -31503, message: 'No upstream available' },
   overloaded: { status: 503, rpc: -31503, message: 'Upstream at capacity' },
+  streams_at_capacity: { status: 503, rpc: -31503, message: 'Upstream stream capacity reached' },
+  too_many_streams: { status: 429, rpc: -31029, message: 'Too many open streams for this caller' },
   shutting_down: { status: 503, rpc: -31503, message: 'Gateway shutting down' },
   internal: { status: 500, rpc: -31500, message: 'Internal gateway error' },
 } as const satisfies Record<string, ErrorSpec>
@@ -76,7 +118,7 @@ export const ERRORS = {
 export type ErrorCode = keyof typeof ERRORS
 
 /** Statuses that ask the client to come back later; they carry Retry-After. */
-const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([503])
+const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([429, 503])
 
 /** Options of a GatewayError: the cause, and response headers it needs (WWW-Authenticate …). */
 export interface GatewayErrorOptions extends ErrorOptions {
