@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
+import { writeFileSync } from 'node:fs'
+import { jsonSchemaText, JSON_SCHEMAS, type SchemaName } from './config/json-schema.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { explainCommand } from './policy/explain.js'
 import { startGateway } from './server.js'
@@ -10,6 +12,9 @@ const USAGE = `usage:
   mcp-edge explain --config FILE --server NAME (--tool NAME | --prompt NAME | --resource URI)
                    [--claims JSON] [--json]
                                   the policy decision and the rule that made it; exits 0 allow, 3 deny
+  mcp-edge schema (config | policy) [--write]
+                                  the JSON Schema of a config or policy file, for editors; --write
+                                  rewrites the shipped copy (deploy/gateway.schema.json, policies/schema.json)
 `
 
 /** Entry point of the `mcp-edge` binary. */
@@ -26,6 +31,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(USAGE)
     return command === undefined ? 2 : 0
   }
+  if (command === 'schema') return schema(rest)
   if (file === undefined) {
     process.stderr.write(`mcp-edge ${command}: --config FILE is required\n${USAGE}`)
     return 2
@@ -44,6 +50,18 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`mcp-edge: unknown command ${command}\n${USAGE}`)
       return 2
   }
+}
+
+function schema(args: readonly string[]): number {
+  const name = args.find((a) => !a.startsWith('-'))
+  if (name !== 'config' && name !== 'policy') {
+    process.stderr.write(`mcp-edge schema: name config or policy\n${USAGE}`)
+    return 2
+  }
+  const text = jsonSchemaText(name satisfies SchemaName)
+  if (args.includes('--write')) writeFileSync(JSON_SCHEMAS[name].file, text)
+  else process.stdout.write(text)
+  return 0
 }
 
 function check(file: string): number {
