@@ -1,12 +1,24 @@
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
-import type { MiddlewareHandler } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { Context, MiddlewareHandler } from 'hono'
+import type { GatewayEnv, Principal } from '../env.js'
+import { parseMessage } from '../mcp/jsonrpc.js'
 import { listFilterHook } from '../mcp/list-filter.js'
 import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
+import {
+  isTaskMethod,
+  mayCarryTaskIds,
+  openTaskRequest,
+  ownTasksListAnswer,
+  refuseTaskSubscriptions,
+  taskIdHook,
+  unknownTaskAnswer,
+  type TaskIdSealer,
+} from '../mcp/task-ids.js'
 import { GatewayError } from '../errors.js'
 import { sendWithRetries } from '../upstream/attempts.js'
 import type { BodyTransform, HeaderMap } from '../upstream/forward.js'
 import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
+import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { Upstream } from '../upstream/upstream.js'
 
 /**
@@ -24,12 +36,17 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     const incoming = c.env.incoming
     const auth = c.get('upstreamAuthorization')
     // prettier-ignore
+    // SECURITY: every name added after head.forward was dropped from it whatever its case
+    // (readRequestHead with the server's HeaderRules), so each value below replaces the client's
+    // copies instead of joining them; the judged MCP-Protocol-Version, Mcp-Method and Mcp-Name
+    // stay in head.forward as received (a config cannot name them: owned-headers.ts).
     const headers = [
       ...head.forward,
       ...server.upstreamHeaders,
-      // SECURITY: the token exchanged for this backend (issue 3), never the caller's own.
+      // SECURITY: the token exchanged for this backend (RFC 8693), never the caller's own.
       ...(auth === undefined ? [] : ['authorization', auth]),
-      // SECURITY: gateway-owned identity headers; inbound copies were dropped (reliability S-20).
+      // SECURITY: gateway-owned identity headers; client Forwarded / X-Forwarded-* / X-Real-IP
+      // never reach a backend.
       'x-forwarded-for', incoming.socket.remoteAddress ?? '',
       'x-forwarded-proto', 'http',
       'x-forwarded-host', head.host ?? '',
@@ -39,9 +56,21 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     const limits = c.get('runtime').config.limits
     // A policy filter rewrites the answer, so it must see all of it (bounded: 502 beyond). Hooks
     // that only look (cache capture) let the answer stream untouched and skip what is too large.
-    const rewrite = filter !== undefined
+    const b = server.balancing
+    // Task ids are sealed for their creator (docs/policy.md "Tasks"); only answers that can carry
+    // one are rewritten, never a plain tools/call.
+    const owner = ownerOf(c.get('principal'))
+    const tasks =
+      incoming.method === 'POST' && mayCarryTaskIds(mcp.method, mcp.message, body)
+        ? taskSealer(b.sessions, owner)
+        : undefined
+    const rewrite = filter !== undefined || tasks !== undefined
     const hooks: readonly ResultHook[] = rewrite
-      ? [...observers, listFilterHook(filter, mcp.method ?? '')]
+      ? [
+          ...observers,
+          ...(filter === undefined ? [] : [listFilterHook(filter, mcp.method ?? '')]),
+          ...(tasks === undefined ? [] : [taskIdHook(tasks)]),
+        ]
       : observers
     const maxInspect = rewrite
       ? limits.maxInspectBytes
@@ -53,19 +82,39 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
             status === 200
               ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks, rewrite ? 'rewrite' : 'observe')
               : undefined
-    const b = server.balancing
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
     // 2025-era sessions live on one replica; the id the client holds says which (issue 5 §7).
     // 2026-07-28 traffic has no sessions and never gets any of this.
     const legacy = mcp.era === 'legacy'
     let pinned
     if (legacy && head.sessionId !== undefined) {
-      const session = b.sessions.open(head.sessionId)
-      // SECURITY: unknown, malformed or tampered ids are refused, never guessed at; the 404 makes
-      // the client start a new session (spec 2025-11-25 §Session Management).
+      const session = b.sessions.open(head.sessionId, owner)
+      // SECURITY: unknown, malformed, tampered ids, and ids another principal opened, are refused,
+      // never guessed at; the 404 makes the client start a new session (spec 2025-11-25 §Session
+      // Management). That holds for POST, the GET stream and DELETE alike.
       if (session === undefined) throw new GatewayError('session_not_found')
       pinned = session.replica
       setHeader(headers, 'mcp-session-id', session.sessionId)
+    }
+    let forwardBody = body
+    if (tasks !== undefined && isTaskMethod(mcp.method)) {
+      const message = mcp.message ?? parseMessage(body, server.classify.maxDepth)
+      if (message.kind !== 'request') throw new GatewayError('invalid_request', `${mcp.method} is a request`)
+      // SECURITY: the backend's list is per server, not per principal; it would hand the caller
+      // other principals' tasks. Without auth everyone is one principal, and the list is relayed.
+      if (mcp.method === 'tasks/list' && owner !== undefined) return inBand(c, ownTasksListAnswer(message.rawId))
+      if (mcp.method !== 'tasks/list') {
+        const opened = openTaskRequest(message, body, head.name, tasks)
+        // SECURITY: a task id this caller was not given is unknown; nothing is forwarded.
+        if (opened === undefined) return inBand(c, unknownTaskAnswer(message.rawId))
+        forwardBody = opened.body
+        if (head.name !== undefined || !legacy) {
+          if (head.name === undefined) headers.push('mcp-name', opened.mcpName)
+          else setHeader(headers, 'mcp-name', opened.mcpName)
+        }
+      }
+    } else if (mcp.method === 'subscriptions/listen') {
+      refuseTaskSubscriptions(mcp.message ?? parseMessage(body, server.classify.maxDepth))
     }
     const hash = b.hash
     const hashKey =
@@ -74,17 +123,25 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
         : hash.from === 'header'
           ? scalar(incoming.headers[hash.name])
           : scalar(c.get('principal')?.claims[hash.name]) // no principal without auth: least-request
+    const pool = b.poolFor(mcp.targets)
+    // Long-lived streams have budgets of their own, per caller here and per replica in the
+    // attempt loop, so idle streams cannot take the capacity ordinary requests need
+    // (docs/balancing.md "Streams"). Opened last: nothing below may throw before the `try` that
+    // gives the slot back.
     const stream = mcp.method === 'subscriptions/listen' || method === 'GET'
-    const stop = stream ? b.lifecycle.openStream() : undefined
+    const stop = stream
+      ? b.lifecycle.openStream(streamOwner(c.get('principal'), incoming.socket.remoteAddress), limits.maxStreamsPerPrincipal)
+      : undefined
     const plan = {
-      pool: b.poolFor(mcp.targets),
+      pool,
       pinned,
       hashKey,
       safe: mcp.kind !== 'notification' && RETRY_SAFE_METHODS.has(mcp.method ?? ''),
       legacy,
+      owner,
       method,
       headers,
-      body: method === 'POST' ? body : null,
+      body: method === 'POST' ? forwardBody : null,
       transform,
       stop,
       upstream: undefined as Upstream | undefined,
@@ -98,6 +155,34 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       if (stop !== undefined) b.lifecycle.closeStream(stop)
     }
   }
+
+/**
+ * Who a stream counts against: the verified issuer and subject, else the connection's peer address.
+ * SECURITY: never X-Forwarded-For or any other header: the client writes those, and could claim a
+ * new address for every stream.
+ */
+function streamOwner(p: Principal | undefined, remoteAddress: string | undefined): string {
+  // The issuer's length keeps `a` + `bc` and `ab` + `c` apart.
+  return p === undefined ? `addr ${remoteAddress ?? ''}` : `sub ${p.issuer.length}:${p.issuer}${p.subject}`
+}
+
+/** The principal a sealed handle is bound to; none without auth (docs/balancing.md). */
+function ownerOf(p: Principal | undefined): HandleOwner | undefined {
+  return p === undefined ? undefined : { issuer: p.issuer, subject: p.subject }
+}
+
+function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskIdSealer {
+  return {
+    wrap: (id) => codec.sealTask(id, owner),
+    unwrap: (handle) => codec.openTask(handle, owner),
+  }
+}
+
+/** An answer the gateway gives in the backend's name (a JSON-RPC body on HTTP 200). */
+function inBand(c: Context<GatewayEnv>, text: string): Response {
+  c.set('outcome', 'answered_in_band')
+  return c.body(text, 200, { 'content-type': 'application/json' })
+}
 
 /** Replaces the value of header `name` (lower-case) in a [name, value, …] list. */
 function setHeader(headers: string[], name: string, value: string): void {

@@ -2,10 +2,17 @@ import type { ServerResponse } from 'node:http'
 import { GatewayError } from '../errors.js'
 import type { ServerBalancing } from './balancing.js'
 import { UpstreamFailure } from './failure.js'
-import { forward, type BodyTransform, type ForwardResult, type HeaderMap } from './forward.js'
+import {
+  forward,
+  type BodyTransform,
+  type ForwardRequest,
+  type ForwardResult,
+  type HeaderMap,
+} from './forward.js'
 import type { StreamStop } from './lifecycle.js'
-import type { UpstreamPool } from './pool.js'
+import { full, hasRoom, type UpstreamPool } from './pool.js'
 import { backoffMs, RETRY_STATUSES } from './retry.js'
+import type { HandleOwner } from './sessions.js'
 import type { Upstream } from './upstream.js'
 
 /** One request's way through the replicas (built by the proxy stage, read by the loop). */
@@ -19,6 +26,8 @@ export interface AttemptPlan {
   readonly safe: boolean
   /** 2025-era request: session ids in responses are rewritten to name their replica. */
   readonly legacy: boolean
+  /** The caller a 2025-era session id is sealed for (undefined without auth). */
+  readonly owner: HandleOwner | undefined
   readonly method: 'POST' | 'GET' | 'DELETE'
   readonly headers: readonly string[]
   readonly body: Buffer | null
@@ -49,16 +58,21 @@ export async function sendWithRetries(
   let tried: Upstream[] | undefined
   let retries = 0
   let holding = false
-  let last: UpstreamFailure | undefined
+  /** The latest failure that may have reached a replica (it answered garbage, reset, timed out). */
+  let lastSent: UpstreamFailure | undefined
+  const stream = plan.stop !== undefined
+  const send = stream ? forwardStream : forward
   budget.active++
   try {
     for (;;) {
       const upstream =
-        plan.pinned === undefined ? pick(plan, tried, last) : pinnedReady(plan.pinned)
+        plan.pinned === undefined
+          ? pick(plan, tried, lastSent, stream)
+          : pinnedReady(plan.pinned, stream)
       plan.upstream = upstream
       const left = deadline - performance.now()
       try {
-        const result = await forward(res, {
+        const result = await send(res, {
           upstream,
           method: plan.method,
           headers: plan.headers,
@@ -68,7 +82,7 @@ export async function sendWithRetries(
           // SDK) keep subscriptions/listen and long tool calls open while both sides are alive.
           bodyTimeoutMs: b.streamIdleMs,
           transform: plan.transform,
-          onHeaders: plan.legacy ? sessionRewriter(b, upstream) : b.onHeaders,
+          onHeaders: plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders,
           inspectServerErrors: true,
           stop: plan.stop,
         })
@@ -76,7 +90,7 @@ export async function sendWithRetries(
         return result
       } catch (err) {
         if (!(err instanceof UpstreamFailure)) throw err
-        last = err
+        if (err.sent) lastSent = err
         b.failed(upstream, err)
         if (holding) {
           budget.release()
@@ -122,38 +136,66 @@ function isRetryable(f: UpstreamFailure): boolean {
   return f.replicaFault && (f.status === undefined || RETRY_STATUSES.has(f.status))
 }
 
-/** The next replica; once every one refused the connection, that refusal is the answer (502). */
+/**
+ * The next replica. When none is left after some tries, and none of them may have reached a
+ * replica (all refused, unreachable or timed out connecting), nothing can take the request: 503
+ * `no_upstream` with Retry-After, as when every replica is down (docs/balancing.md "Limits and
+ * failing fast"). A replica that took the request and failed it (garbage, reset, timeout) stays
+ * the answer: 502/504.
+ */
 function pick(
   plan: AttemptPlan,
   tried: readonly Upstream[] | undefined,
-  last: UpstreamFailure | undefined,
+  lastSent: UpstreamFailure | undefined,
+  stream: boolean,
 ): Upstream {
   try {
-    return plan.pool.select(tried, plan.hashKey)
+    return plan.pool.select(tried, plan.hashKey, stream)
   } catch (err) {
-    if (last !== undefined && err instanceof GatewayError && err.code === 'no_upstream') throw last
-    throw err
+    if (tried === undefined || !(err instanceof GatewayError) || err.code !== 'no_upstream')
+      throw err
+    throw lastSent ?? new GatewayError('no_upstream', 'no replica could be reached')
   }
 }
 
-function pinnedReady(u: Upstream): Upstream {
+function pinnedReady(u: Upstream, stream: boolean): Upstream {
   // Health-checked down: the session is gone with it. Only ejected: tried anyway (it is the only
   // place the session exists).
   if (u.health.down)
     throw new GatewayError('session_not_found', 'the session is no longer available')
-  if (u.inFlight >= u.maxInFlight) throw new GatewayError('overloaded')
+  if (!hasRoom(u, stream)) throw full(stream)
   return u
 }
 
-/** Rewrites a backend-issued Mcp-Session-Id into one that names its replica (issue 5 §7). */
+/**
+ * forward() for a long-lived stream: counted against the replica's stream budget (maxStreams)
+ * for exactly as long as it runs, however it ends.
+ */
+async function forwardStream(res: ServerResponse, req: ForwardRequest): Promise<ForwardResult> {
+  req.upstream.streams++
+  try {
+    return await forward(res, req)
+  } finally {
+    req.upstream.streams--
+  }
+}
+
+/**
+ * Rewrites a backend-issued Mcp-Session-Id into a sealed one that names its replica and is bound
+ * to the caller (docs/balancing.md "Legacy sessions").
+ */
 function sessionRewriter(
   b: ServerBalancing,
   upstream: Upstream,
+  owner: HandleOwner | undefined,
 ): (status: number, h: HeaderMap) => void {
   return (status, h) => {
     b.onHeaders(status, h)
     const sid = h['mcp-session-id']
-    if (typeof sid === 'string') h['mcp-session-id'] = b.sessions.seal(upstream, sid)
-    else if (sid !== undefined) delete h['mcp-session-id'] // SECURITY: never relay an id we cannot bind
+    if (sid === undefined) return
+    const sealed = typeof sid === 'string' ? b.sessions.seal(upstream, sid, owner) : undefined
+    // SECURITY: never relay an id we cannot seal; the backend's own id must not reach the client.
+    if (sealed === undefined) delete h['mcp-session-id']
+    else h['mcp-session-id'] = sealed
   }
 }
