@@ -54,10 +54,24 @@ function ownerAad(owner: HandleOwner | undefined): string {
  * additional data makes opening fail.
  */
 class Sealer {
-  constructor(private readonly key: Buffer) {}
+  /**
+   * @param nonceKey when set, the nonce is HMAC(nonceKey, aad, plaintext) instead of random
+   * (a synthetic IV, RFC 5297 §1.3.2's construction): the same handle seals to the same token,
+   * and a nonce repeats only for the very same input, which reveals nothing but that equality.
+   */
+  constructor(
+    private readonly key: Buffer,
+    private readonly nonceKey?: Buffer,
+  ) {}
 
   seal(plain: string, aad: string): string {
-    const nonce = randomBytes(NONCE_BYTES)
+    const nonce =
+      this.nonceKey === undefined
+        ? randomBytes(NONCE_BYTES)
+        : createHmac('sha256', this.nonceKey)
+            .update(`${aad}\0${plain}`)
+            .digest()
+            .subarray(0, NONCE_BYTES)
     const c = createCipheriv('aes-256-gcm', this.key, nonce, { authTagLength: TAG_BYTES })
     c.setAAD(Buffer.from(aad, 'utf8'))
     const body = Buffer.concat([nonce, c.update(plain, 'utf8'), c.final(), c.getAuthTag()])
@@ -95,7 +109,8 @@ class Sealer {
  * the owner. A client can neither read, forge nor move a session, and a session opened by one
  * principal is unknown to every other. Any gateway with the same key opens it.
  *
- * A task id is the backend's task id sealed the same way, bound to the server and the owner.
+ * A task id is the backend's task id sealed the same way, bound to the server and the owner,
+ * with a nonce derived from its input so that one task always has one id.
  */
 export class SessionCodec {
   private readonly byTag = new Map<string, Upstream>()
@@ -109,7 +124,12 @@ export class SessionCodec {
     replicas: readonly Upstream[],
   ) {
     this.sessions = new Sealer(subKey(key, 'mcp-edge session ids v2'))
-    this.tasks = new Sealer(subKey(key, 'mcp-edge task ids v1'))
+    // Task ids are deterministic: every answer about a task names it by the same id, which
+    // clients compare (tasks/get results, notifications).
+    this.tasks = new Sealer(
+      subKey(key, 'mcp-edge task ids v1'),
+      subKey(key, 'mcp-edge task nonces v1'),
+    )
     const tagKey = subKey(key, 'mcp-edge replica tags v2')
     for (const r of replicas) {
       const tag = createHmac('sha256', tagKey)

@@ -103,8 +103,13 @@ describe('2025-era sessions without shared state', () => {
     const upstreamIds = new Set(sessionIdsSeen(owner))
     expect(upstreamIds.size).toBe(1)
     const clientId = transport.sessionId as string
-    expect(clientId.split('.')).toHaveLength(3) // <replica>.<upstream id>.<mac>
+    expect(clientId).toMatch(/^[A-Za-z0-9_-]{12}\.[A-Za-z0-9_-]+$/) // <replica tag>.<sealed>
     expect(upstreamIds.has(clientId)).toBe(false)
+    // Encrypted: the backend's id is in none of the client-visible bytes, raw or decoded.
+    const [upstreamId] = [...upstreamIds] as [string]
+    const decoded = Buffer.from(clientId.split('.')[1] as string, 'base64url')
+    expect(clientId.includes(upstreamId)).toBe(false)
+    expect(decoded.includes(Buffer.from(upstreamId))).toBe(false)
     // The standalone GET stream went to the owner too (through one of the gateways).
     expect(owner.requests.filter((r) => r.method === 'GET').length).toBeGreaterThanOrEqual(1)
     // DELETE ends the session on its replica, through whichever gateway.
@@ -120,15 +125,17 @@ describe('2025-era sessions without shared state', () => {
       gatewayConfig(backends, 'another-key-of-16-chars-or-more'),
     )
     const good = await initializeVia(gw)
-    const [tag, sid, mac] = good.split('.') as [string, string, string]
-    const flipped = `${mac.slice(0, -2)}${mac.at(-2) === 'A' ? 'B' : 'A'}${mac.at(-1)}`
+    const [tag, sealed] = good.split('.') as [string, string]
+    const flipped = `${sealed.slice(0, -2)}${sealed.at(-2) === 'A' ? 'B' : 'A'}${sealed.at(-1)}`
     const otherSid = Buffer.from('00000000-0000-4000-8000-000000000000').toString('base64url')
     const before = backends[0].requests.length + backends[1].requests.length
     for (const bad of [
       'abc',
-      `${tag}.${sid}.${flipped}`,
-      `${tag}.${otherSid}.${mac}`,
-      `${tag}.${sid}`,
+      `${tag}.${flipped}`,
+      `${tag}.${otherSid}`,
+      `${tag}.${sealed}.${sealed}`,
+      tag,
+      `${tag}.${'A'.repeat(1100)}`,
       await initializeVia(foreign),
     ]) {
       const res = await rawPost(
@@ -177,7 +184,7 @@ describe('2025-era sessions without shared state', () => {
     expect(gw.logs.some((l) => String(l['msg']).startsWith('legacySessions.key is not set'))).toBe(
       true,
     )
-    expect((await initializeVia(gw)).split('.')).toHaveLength(3) // still works within one gateway
+    expect((await initializeVia(gw)).split('.')).toHaveLength(2) // still works within one gateway
   })
 
   it('leave 2026-07-28 traffic alone: no id rewriting, no pinning', async () => {

@@ -111,3 +111,14 @@ describe('SessionCodec: task ids', () => {
     expect(codec().open(`${session.split('.')[0]}.${task}`, ALICE)).toBeUndefined()
   })
 })
+
+describe('SessionCodec: stable task ids', () => {
+  it('seals one task for one owner to one id, and differently for another owner or server', () => {
+    const a = codec().sealTask('task-1', ALICE)
+    expect(codec().sealTask('task-1', ALICE)).toBe(a)
+    expect(codec().sealTask('task-2', ALICE)).not.toBe(a)
+    expect(codec().sealTask('task-1', { ...ALICE, subject: 'bob' })).not.toBe(a)
+    expect(codec(KEY, 'other').sealTask('task-1', ALICE)).not.toBe(a)
+    expect(codec().sealTask('task-1', undefined)).not.toBe(a)
+  })
+})
