@@ -100,6 +100,8 @@ async function serve(file: string): Promise<number> {
         },
       )
     }
+    // SIGHUP re-reads the config and policies at once (the watcher also polls every second).
+    process.on('SIGHUP', () => void gw.rereadConfig())
     process.once('SIGTERM', () => stop('SIGTERM'))
     process.once('SIGINT', () => stop('SIGINT'))
   })

@@ -128,7 +128,7 @@ describe('hot reload', () => {
     await within(2000, true, async () => changes === 1)
   })
 
-  it('falls back to polling when fs.watch reports nothing', async () => {
+  it('polls the policy folder and swaps in a changed policy', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-poll-'))
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
     writeFileSync(join(dir, 'gateway.yaml'), configFor('http://127.0.0.1:1/mcp'))
@@ -140,12 +140,36 @@ describe('hot reload', () => {
       log: pino({ level: 'silent' }),
       applyConfig: () => Promise.reject(new Error('the config did not change')),
       applyPolicy: (p) => void swapped.push(p),
-      fsWatch: false,
       pollMs: 200,
     })
     onTestFinished(() => watcher?.close())
     writeFileSync(join(dir, 'policies/main.yaml'), allowing('a', 'b'))
     await within(3000, 1, async () => swapped.length)
+    expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
+  })
+})
+
+describe('re-reading on demand (SIGHUP)', () => {
+  it('check() applies an edit at once, without waiting for the poll', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-hup-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    writeFileSync(join(dir, 'gateway.yaml'), configFor('http://127.0.0.1:1/mcp'))
+    mkdirSync(join(dir, 'policies'))
+    writeFileSync(join(dir, 'policies/main.yaml'), allowing('a'))
+    const swapped: (PolicySet | undefined)[] = []
+    const watcher = watchConfig({
+      loaded: loadConfigFile(join(dir, 'gateway.yaml')),
+      log: pino({ level: 'silent' }),
+      applyConfig: () => Promise.reject(new Error('the config did not change')),
+      applyPolicy: (p) => void swapped.push(p),
+      pollMs: 600_000, // the poll never runs during this test
+    })
+    onTestFinished(() => watcher?.close())
+    await watcher?.check()
+    expect(swapped).toHaveLength(0) // nothing changed yet
+    writeFileSync(join(dir, 'policies/main.yaml'), allowing('a', 'b'))
+    await watcher?.check()
+    expect(swapped).toHaveLength(1)
     expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
   })
 })
