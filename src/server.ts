@@ -3,7 +3,7 @@ import type { Server } from 'node:http'
 import { createAdaptorServer } from '@hono/node-server'
 import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
-import { AuthCarryOver } from './auth/carry-over.js'
+import { AuthCarryOver, type AuthStateOptions } from './auth/carry-over.js'
 import { startCache, type CacheSetupOptions, type GatewayCache } from './cache/setup.js'
 import type { LoadedConfig } from './config/load.js'
 import { watchConfig, type ConfigWatcher } from './config/watch.js'
@@ -22,6 +22,9 @@ import {
 } from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
 
+/** How often Node looks for connections past `limits.headersTimeoutMs`. */
+const HEADERS_CHECK_MS = 500
+
 /** A running gateway. */
 export interface RunningGateway {
   /** Base URL, e.g. http://127.0.0.1:8080 */
@@ -36,6 +39,8 @@ export interface RunningGateway {
   readonly cache: GatewayCache | undefined
   /** Swaps in a new validated config; in-flight requests finish on the old one. */
   reload(loaded: LoadedConfig): Promise<void>
+  /** Re-reads the config file and policies now, as the watcher would (SIGHUP). */
+  rereadConfig(): Promise<void>
   /** Stops accepting, lets in-flight requests finish up to `drainMs`, then closes everything. */
   close(drainMs?: number): Promise<void>
 }
@@ -48,6 +53,8 @@ export interface StartOptions {
   readonly watch?: boolean
   /** Cache clock and reconnect timing, for tests. */
   readonly cache?: CacheSetupOptions
+  /** Auth clock (key cache, cooldowns, token expiry), for tests. */
+  readonly auth?: AuthStateOptions
 }
 
 /** Starts the gateway on the configured (or given) port. */
@@ -56,14 +63,14 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   const log = createLogger(config.log.level, opts.logDestination)
   const metrics = createMetrics()
   // Drain state and metrics outlive config reloads (issue 5).
-  const shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics, auth: new AuthCarryOver() }
+  const shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics, auth: new AuthCarryOver(opts.auth) }
   const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir, loaded.policy, shared), draining: false }
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
   const access = createAccessWriter(log, { batch: opts.logDestination === undefined })
-  const deps = { ref, log, metrics, access, warnings: () => watcher?.problems() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache }
+  const deps = { ref, log, metrics, access, warnings: () => watcher?.warnings() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache }
   // One app per runtime, built on first use: a reload (or a policy swap, which makes a new runtime
   // object) gets a pipeline with exactly the stages its config needs.
   const apps = new WeakMap<GatewayRuntime, ReturnType<typeof buildApp>>()
@@ -81,6 +88,14 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
       maxHeaderSize: config.limits.maxHeaderBytes,
       // Slowloris guard (Node CVE-2018-12122); the body has its own deadline in readBody.
       headersTimeout: config.limits.headersTimeoutMs,
+      // Node only checks headersTimeout every connectionsCheckingInterval (30 s by default), so a
+      // slow header block could hold a connection 30 s past the limit; checking twice a second
+      // keeps the limit to within half a second. The check walks only connections still reading
+      // a request, so it costs next to nothing.
+      connectionsCheckingInterval: HEADERS_CHECK_MS,
+      // 0 = Node sets no limit on receiving the whole request: the header block has
+      // headersTimeout, and the body limits.bodyTimeoutMs in readBody, which answers a JSON-RPC 408
+      // rather than Node's bare one. (Node refuses a headersTimeout above a non-zero requestTimeout.)
       requestTimeout: 0,
       keepAliveTimeout: 5000,
       // SECURITY: never relax llhttp (request smuggling CVEs); stated, not defaulted.
@@ -132,6 +147,7 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
     ref,
     cache,
     reload,
+    rereadConfig: () => watcher?.check() ?? Promise.resolve(),
     async close(drainMs = config.shutdown.drainMs) {
       watcher?.close()
       ref.draining = true
