@@ -1,8 +1,15 @@
 import type { AuthConfig, ServerConfig } from '../config/schema.js'
+import type { Clock } from './clock.js'
 import { createKeySource, type KeySource } from './key-source.js'
 import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
 
 type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
+
+/** Settings of the auth state as a whole; tests use them. */
+export interface AuthStateOptions {
+  /** Clock for key-cache ages, cooldowns, backoff, token expiry and remembered checks. */
+  readonly now?: Clock
+}
 
 /**
  * Auth state that outlives config reloads while its settings stay the same: fetched JWKS keys and
@@ -14,13 +21,20 @@ export class AuthCarryOver {
   #exchangers = new Map<string, TokenExchanger>()
   #nextKeys = new Map<string, KeySource>()
   #nextExchangers = new Map<string, TokenExchanger>()
+  /** The clock every key source and verifier built from this state reads. */
+  readonly now: Clock
+
+  constructor(opts: AuthStateOptions = {}) {
+    this.now = opts.now ?? Date.now
+  }
 
   /** The remote key source for these settings, reused when unchanged; key files are re-read. */
   keySource(jwt: AuthConfig['jwt'], dir: string): KeySource {
-    if (jwt.jwksUrl === undefined) return createKeySource(jwt, dir)
+    if (jwt.jwksUrl === undefined) return createKeySource(jwt, dir, { now: this.now })
     const { jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs } = jwt
     const id = JSON.stringify([jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs])
-    const source = this.#keys.get(id) ?? this.#nextKeys.get(id) ?? createKeySource(jwt, dir)
+    const source =
+      this.#keys.get(id) ?? this.#nextKeys.get(id) ?? createKeySource(jwt, dir, { now: this.now })
     this.#nextKeys.set(id, source)
     return source
   }

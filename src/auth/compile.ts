@@ -69,7 +69,11 @@ export function compileAuth(
   const keys = carry.keySource(auth.jwt, configDir)
   carry.commit()
   return {
-    verifier: createVerifier(auth, configDir, { maxTokenBytes: config.limits.maxTokenBytes, keys }),
+    verifier: createVerifier(auth, configDir, {
+      maxTokenBytes: config.limits.maxTokenBytes,
+      keys,
+      now: carry.now,
+    }),
     servers,
     rootMetadata: metadataFor(
       resourceUrl(base),

@@ -1,15 +1,12 @@
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
-import {
-  createLocalJWKSet,
-  createRemoteJWKSet,
-  customFetch,
-  type FetchImplementation,
-  type JSONWebKeySet,
-  type JWTVerifyGetKey,
-} from 'jose'
+import { createLocalJWKSet, type CryptoKey, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose'
 import type { AuthConfig } from '../config/schema.js'
+import type { Clock } from './clock.js'
+import { isJwkSet, parseJson, RemoteJwks } from './remote-jwks.js'
+
+export { JwksUnavailable } from './remote-jwks.js'
 
 type JwtConfig = AuthConfig['jwt']
 
@@ -20,18 +17,29 @@ export interface KeySource {
   warm(): boolean
   /** Seconds until the next JWKS fetch attempt is allowed (0 when not backing off). */
   retryAfterSec(): number
-  /** Whether a remembered verification by key `kid` may still stand (the key is still served). */
-  stillServes(kid: string | undefined): boolean
+  /**
+   * The RFC 7638 thumbprint of the key that verified a token, for sources whose keys can change
+   * under a running config (a remote set); absent for fixed keys.
+   */
+  readonly identify?: (key: CryptoKey | KeyObject) => Promise<string>
+  /** Whether a remembered verification by the key with this thumbprint may still stand. */
+  stillServes(thumbprint: string | undefined): boolean
 }
 
-/** A JWKS fetch that failed: down, timed out, redirected, non-200, or not a JWK Set. */
-export class JwksUnavailable extends Error {
-  override readonly name = 'JwksUnavailable'
+/** Settings outside `auth.jwt`. */
+export interface KeySourceOptions {
+  /** Clock for the remote set's cache age, cooldown and backoff (tests move it by hand). */
+  readonly now?: Clock
 }
 
 /** Builds the key source the config names (exactly one of jwksUrl, jwksFile, publicKeyFile). */
-export function createKeySource(jwt: JwtConfig, configDir: string): KeySource {
-  if (jwt.jwksUrl !== undefined) return remoteKeySource(new URL(jwt.jwksUrl), jwt)
+export function createKeySource(
+  jwt: JwtConfig,
+  configDir: string,
+  opts: KeySourceOptions = {},
+): KeySource {
+  if (jwt.jwksUrl !== undefined) return remoteKeySource(new URL(jwt.jwksUrl), jwt, opts)
+  // Fixed keys change only with a reload, which builds a new verifier and forgets its memo.
   const always = { warm: () => true, retryAfterSec: () => 0, stillServes: () => true }
   if (jwt.jwksFile !== undefined) {
     return { key: createLocalJWKSet(readJwks(pathIn(configDir, jwt.jwksFile))), ...always }
@@ -42,42 +50,21 @@ export function createKeySource(jwt: JwtConfig, configDir: string): KeySource {
   throw new Error('auth.jwt: set exactly one of jwksUrl, jwksFile, publicKeyFile')
 }
 
-/**
- * jose's remote set caches keys for `cacheMaxAge`, refetches on an unknown `kid` at most once per
- * `cooldownDuration` and shares one in-flight fetch between concurrent callers. What it does not do
- * is hold back after a failed fetch, so while the endpoint is down every request would hit it
- * again; the fetch below refuses for a short while after a failure (1 s, or the cooldown if less).
- */
-function remoteKeySource(url: URL, jwt: JwtConfig): KeySource {
-  const backoffMs = Math.min(jwt.jwksCooldownMs, 1000)
-  let failedUntil = 0
-  const fetchJwks: FetchImplementation = async (href, init) => {
-    if (Date.now() < failedUntil) throw new JwksUnavailable('JWKS endpoint failing; backing off')
-    try {
-      // jose passes redirect: 'manual' and its timeout signal; a 3xx is a failure (B-20 e).
-      const res = await fetch(href, init)
-      if (res.status !== 200) throw new JwksUnavailable(`JWKS endpoint answered ${res.status}`)
-      const text = await res.text()
-      if (!isJwkSet(parseJson(text))) throw new JwksUnavailable('JWKS endpoint sent no JWK Set')
-      return new Response(text, { status: 200, headers: { 'content-type': 'application/json' } })
-    } catch (err) {
-      failedUntil = Date.now() + backoffMs
-      if (err instanceof JwksUnavailable) throw err
-      throw new JwksUnavailable('JWKS fetch failed', { cause: err })
-    }
-  }
-  const remote = createRemoteJWKSet(url, {
-    timeoutDuration: jwt.jwksTimeoutMs,
-    cooldownDuration: jwt.jwksCooldownMs,
-    cacheMaxAge: jwt.jwksCacheMaxAgeMs,
-    [customFetch]: fetchJwks,
+function remoteKeySource(url: URL, jwt: JwtConfig, opts: KeySourceOptions): KeySource {
+  const remote = new RemoteJwks(url, {
+    timeoutMs: jwt.jwksTimeoutMs,
+    cooldownMs: jwt.jwksCooldownMs,
+    cacheMaxAgeMs: jwt.jwksCacheMaxAgeMs,
+    ...(opts.now !== undefined && { now: opts.now }),
   })
   return {
-    key: remote,
-    warm: () => remote.fresh,
-    retryAfterSec: () => Math.max(1, Math.ceil((failedUntil - Date.now()) / 1000)),
-    // A key that rotated out of the set (seen on the next fetch) ends its tokens' cached checks.
-    stillServes: (kid) => remote.fresh && (remote.jwks()?.keys.some((k) => k.kid === kid) ?? false),
+    key: remote.resolve,
+    warm: () => remote.fresh(),
+    retryAfterSec: () => remote.retryAfterSec(),
+    identify: (key) => remote.identify(key),
+    // SECURITY: bound to the exact key, not the kid: a rotation that reuses a kid must end the
+    // remembered checks of tokens signed by the withdrawn key (RFC 7638 §1).
+    stillServes: (thumbprint) => remote.serves(thumbprint),
   }
 }
 
@@ -111,18 +98,4 @@ function readPublicKey(file: string): KeyObject {
 
 function pathIn(dir: string, p: string): string {
   return isAbsolute(p) ? p : resolve(dir, p)
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown
-  } catch {
-    return undefined
-  }
-}
-
-/** The same shape test as jose's own (lib/validate.ts isJwkSet). */
-function isJwkSet(v: unknown): v is JSONWebKeySet {
-  if (typeof v !== 'object' || v === null || !('keys' in v) || !Array.isArray(v.keys)) return false
-  return v.keys.every((k: unknown) => typeof k === 'object' && k !== null && !Array.isArray(k))
 }

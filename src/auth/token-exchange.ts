@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
-import { request } from 'undici'
 import type { ServerConfig } from '../config/schema.js'
+import { fetchBounded } from './bounded-fetch.js'
 
 type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
 
@@ -24,7 +24,8 @@ export interface TokenExchangeOptions {
 
 const GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange'
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token'
-const MAX_RESPONSE_BYTES = 64 * 1024
+/** A token answer is a few hundred bytes; anything past this is refused while it streams in. */
+export const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
 // RFC 6750 §2.1 b64token: what may follow "Bearer " in a header we build.
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
 
@@ -82,23 +83,20 @@ async function exchangeOnce(
     const pair = `${formEncode(cfg.clientId)}:${formEncode(cfg.clientSecret)}`
     headers['authorization'] = `Basic ${Buffer.from(pair).toString('base64')}`
   }
-  let status: number
   let text: string
   try {
-    const res = await request(cfg.tokenUrl, {
+    // SECURITY: bounded in time and size, and a redirect is a failure: following one would send
+    // the caller's token and the client secret to wherever the Location points.
+    text = await fetchBounded(cfg.tokenUrl, {
       method: 'POST',
       headers,
       body: form.toString(),
-      headersTimeout: cfg.timeoutMs,
-      bodyTimeout: cfg.timeoutMs,
-      signal: AbortSignal.timeout(cfg.timeoutMs),
+      timeoutMs: cfg.timeoutMs,
+      maxBytes: MAX_TOKEN_RESPONSE_BYTES,
     })
-    status = res.statusCode
-    text = await readCapped(res.body)
   } catch (err) {
-    throw new TokenExchangeFailure('token endpoint unreachable', { cause: err })
+    throw new TokenExchangeFailure('token endpoint failed', { cause: err })
   }
-  if (status !== 200) throw new TokenExchangeFailure(`token endpoint answered ${status}`)
   return parseTokenResponse(text, subjectToken)
 }
 
@@ -125,17 +123,6 @@ function parseTokenResponse(text: string, subjectToken: string): { token: string
   const lifetimeMs = typeof expiresIn === 'number' && expiresIn > 0 ? expiresIn * 1000 : 0
   // Reuse until shortly before expiry: a tenth of the lifetime, at most 30 s, early.
   return { token, ttlMs: Math.floor(lifetimeMs - Math.min(30_000, lifetimeMs / 10)) }
-}
-
-async function readCapped(body: AsyncIterable<Buffer>): Promise<string> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of body) {
-    size += chunk.length
-    if (size > MAX_RESPONSE_BYTES) throw new Error('token response too large')
-    chunks.push(chunk)
-  }
-  return Buffer.concat(chunks).toString('utf8')
 }
 
 function formEncode(s: string): string {

@@ -2,6 +2,7 @@ import { errors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose'
 import { LRUCache } from 'lru-cache'
 import type { AuthConfig } from '../config/schema.js'
 import type { Principal } from '../env.js'
+import type { Clock } from './clock.js'
 import { AuthFailure } from './failure.js'
 import { createKeySource, JwksUnavailable, type KeySource } from './key-source.js'
 
@@ -10,10 +11,13 @@ export interface Verifier {
   verify(token: string, audience: string | readonly string[]): Promise<Principal>
 }
 
-/** A successful check, with the key that made it. */
+/** A successful check, with the exact key that made it and when it stops counting. */
 interface Remembered {
   readonly principal: Principal
-  readonly kid: string | undefined
+  /** RFC 7638 thumbprint of the verifying key (undefined for a fixed key source). */
+  readonly thumbprint: string | undefined
+  /** Clock time after which the token is checked again (verifiedCacheMs, never past exp). */
+  readonly until: number
 }
 
 /** Options that live outside `auth:` (limits) or exist for tests. */
@@ -21,6 +25,8 @@ export interface VerifierOptions {
   readonly maxTokenBytes: number
   /** Inject a key source (tests); default: the one `auth.jwt` names. */
   readonly keys?: KeySource
+  /** Clock for `exp`/`nbf` and the memo's lifetime; also the default key source's clock. */
+  readonly now?: Clock
 }
 
 /**
@@ -34,7 +40,8 @@ export function createVerifier(
   opts: VerifierOptions,
 ): Verifier {
   const jwt = auth.jwt
-  const keys = opts.keys ?? createKeySource(jwt, configDir)
+  const now = opts.now ?? Date.now
+  const keys = opts.keys ?? createKeySource(jwt, configDir, { now })
   const base = {
     // SECURITY: asymmetric only (schema enum): no alg:none, no HS256 keyed with the public key.
     algorithms: [...jwt.algorithms],
@@ -45,12 +52,13 @@ export function createVerifier(
     clockTolerance: jwt.clockToleranceSec,
   } as const satisfies JWTVerifyOptions
   // A signature check costs 50-300 µs of CPU; a client sends the same token on every request.
-  // Successful checks are remembered per (audience, token) for at most verifiedCacheMs and never
-  // past the token's own exp, so a revoked signing key stops working within that window.
+  // Successful checks are remembered per (audience, token) for at most verifiedCacheMs, never
+  // past the token's own exp, and only while the exact key that verified it (by thumbprint, not
+  // by kid) is still in the current key set (docs/auth.md, Key fetching).
   const verified =
     jwt.verifiedCacheMs === 0
       ? undefined
-      : new LRUCache<string, Remembered>({ max: jwt.verifiedCacheSize, ttl: jwt.verifiedCacheMs })
+      : new LRUCache<string, Remembered>({ max: jwt.verifiedCacheSize })
   return {
     async verify(token, audience) {
       // SECURITY: size first, before any base64 or JSON decoding (reliability.md A-37).
@@ -60,30 +68,41 @@ export function createVerifier(
       const cacheKey = verified === undefined ? '' : `${String(audience)}\n${token}`
       const hit = verified?.get(cacheKey)
       if (hit !== undefined) {
-        if (keys.stillServes(hit.kid)) return hit.principal
+        // SECURITY: the signing key must still be served; a same-kid rotation does not count.
+        if (now() < hit.until && keys.stillServes(hit.thumbprint)) return hit.principal
         verified?.delete(cacheKey)
       }
       const warm = keys.warm()
       // SECURITY: RFC 8707 audience binding: only tokens issued for this resource (S-02).
-      const options = { ...base, audience: typeof audience === 'string' ? audience : [...audience] }
-      let payload: JWTPayload
-      let kid: string | undefined
+      const options = {
+        ...base,
+        audience: typeof audience === 'string' ? audience : [...audience],
+        currentDate: new Date(now()),
+      }
+      let result: Awaited<ReturnType<typeof jwtVerify>>
       try {
         const key = keys.key
-        const result =
+        result =
           typeof key === 'function'
             ? await jwtVerify(token, key, options)
             : await jwtVerify(token, key, options)
-        payload = result.payload
-        kid = result.protectedHeader.kid
       } catch (err) {
         throw classifyFailure(err, warm, keys)
       }
+      const payload = result.payload
       const principal = toPrincipal(payload, token)
-      const untilExp = (payload.exp ?? 0) * 1000 - Date.now()
-      if (verified !== undefined && untilExp > 0) {
-        verified.set(cacheKey, { principal, kid }, { ttl: Math.min(untilExp, jwt.verifiedCacheMs) })
+      if (verified === undefined) return principal
+      const checkedAt = now()
+      const until = Math.min((payload.exp ?? 0) * 1000, checkedAt + jwt.verifiedCacheMs)
+      if (until <= checkedAt) return principal
+      // Only a remote set resolves keys (a function key): the verifying key is then in `result`.
+      const signer = 'key' in result ? result.key : undefined
+      let thumbprint: string | undefined
+      if (keys.identify !== undefined) {
+        if (signer === undefined || signer instanceof Uint8Array) return principal
+        thumbprint = await keys.identify(signer as Parameters<typeof keys.identify>[0])
       }
+      verified.set(cacheKey, { principal, thumbprint, until })
       return principal
     },
   }

@@ -104,13 +104,33 @@ export function claimsFor(
 }
 
 /** What the JWKS server does with the next requests. */
-export type JwksMode = 'ok' | 'error500' | 'reset' | 'hang' | 'garbage' | 'html' | 'redirect'
+export type JwksMode =
+  | 'ok'
+  | 'error500'
+  | 'reset'
+  | 'hang'
+  | 'garbage'
+  | 'html'
+  | 'redirect'
+  /** 200 with a valid JWK Set that never ends: 256 MiB of whitespace, chunked. */
+  | 'huge'
+  /** The same, with `Content-Length` declaring all 256 MiB up front. */
+  | 'huge-declared'
+
+/** How much the `huge` modes offer to send. */
+export const HUGE_BYTES = 256 * 1024 * 1024
 
 /** A local JWKS endpoint that counts its hits and can rotate keys or fail on demand. */
 export interface JwksServer {
   readonly url: string
   /** Requests received (each is one fetch by the gateway). */
   readonly hits: number
+  /** Request paths, in order (a followed redirect would show up as /elsewhere.json). */
+  readonly paths: readonly string[]
+  /** Body bytes the `huge` modes got written into the socket. */
+  readonly bytesSent: number
+  /** Responses whose connection closed before the whole body was sent. */
+  readonly abandoned: number
   setKeys(keys: readonly TestKey[]): void
   setMode(mode: JwksMode): void
   close(): Promise<void>
@@ -121,8 +141,20 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
   let current = keys
   let mode: JwksMode = 'ok'
   let hits = 0
+  let bytesSent = 0
+  let abandoned = 0
+  const paths: string[] = []
   const { server, url } = await listenOn((req, res) => {
     hits++
+    paths.push(req.url ?? '')
+    res.on('close', () => void (res.writableFinished || abandoned++))
+    if (mode === 'huge' || mode === 'huge-declared') {
+      const length = mode === 'huge-declared' ? { 'content-length': String(HUGE_BYTES) } : {}
+      res.writeHead(200, { 'content-type': 'application/json', ...length })
+      return void streamHuge(res, `{"keys":${JSON.stringify(current.map((k) => k.jwk))}`, (n) => {
+        bytesSent += n
+      })
+    }
     if (mode === 'reset') return void req.socket.destroy()
     if (mode === 'hang') return
     if (mode === 'error500') return void res.writeHead(500).end('oops')
@@ -139,10 +171,41 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
     get hits() {
       return hits
     },
+    paths,
+    get bytesSent() {
+      return bytesSent
+    },
+    get abandoned() {
+      return abandoned
+    },
     setKeys: (next) => void (current = next),
     setMode: (next) => void (mode = next),
     close: () => closeServer(server),
   }
+}
+
+/**
+ * Writes `head`, then whitespace up to HUGE_BYTES and a closing brace, honouring backpressure so
+ * `sent` counts only what the reader let through (plus socket buffers). Stops when the reader goes.
+ */
+export function streamHuge(
+  res: import('node:http').ServerResponse,
+  head: string,
+  sent: (n: number) => void,
+): void {
+  const chunk = Buffer.alloc(64 * 1024, 0x20)
+  let left = HUGE_BYTES - head.length - 1
+  res.write(head)
+  const pump = (): void => {
+    while (left > 0 && !res.destroyed) {
+      const piece = left >= chunk.length ? chunk : chunk.subarray(0, left)
+      left -= piece.length
+      sent(piece.length)
+      if (!res.write(piece)) return void res.once('drain', pump)
+    }
+    if (!res.destroyed) res.end('}')
+  }
+  pump()
 }
 
 /** A server that must never be contacted (jku / x5u targets); counts connections and requests. */
