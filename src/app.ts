@@ -17,6 +17,7 @@ import { proxy } from './pipeline/proxy.js'
 import { readRequest } from './pipeline/read-request.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
 import type { RuntimeRef } from './runtime/ref.js'
+import type { ReplicaOut } from './upstream/health.js'
 import type { GatewayRuntime } from './runtime/runtime.js'
 
 /** What the app needs from the process around it. */
@@ -28,9 +29,9 @@ export interface GatewayDeps {
   readonly access: AccessWriter
   /** Things an operator must see that do not stop traffic (a rejected reload …). */
   readonly warnings: () => readonly string[]
-  /** Replicas taking no traffic and why (issue 5); listed by /readyz, not a readiness problem. */
-  readonly replicasOut?: () => readonly object[]
-  /** The edge cache (issue 4), when `cache:` is configured. */
+  /** Replicas taking no traffic and why; listed by /readyz, not a readiness problem. */
+  readonly replicasOut?: () => readonly ReplicaOut[]
+  /** The edge cache, when `cache:` is configured. */
   readonly cache?: EdgeCache | undefined
 }
 

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import { isJsonMediaType } from '../mcp/request-head.js'
-import { readBody } from '../upstream/read-body.js'
+import { readBody } from './read-body.js'
 
 const EMPTY = Buffer.alloc(0)
 

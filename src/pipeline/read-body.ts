@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import { GatewayError } from '../errors.js'
 
 /**
- * Collects a request body up to `maxBytes` within `timeoutMs` (reliability A-81..A-85). A declared
+ * Collects a request body up to `maxBytes` within `timeoutMs` (docs/design/limits.md). A declared
  * Content-Length over the cap is refused before a byte is read; a chunked body is cut off the
  * moment it crosses the cap (the hono bodyLimit bypass, CVE-2026-44456, was exactly this case).
  */
