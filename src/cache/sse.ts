@@ -1,29 +1,33 @@
-import { StringDecoder } from 'node:string_decoder'
+import { parseEvent, SseReader } from '../mcp/sse.js'
 
-const MAX_EVENT_CHARS = 1024 * 1024
+const MAX_EVENT_BYTES = 1024 * 1024
 
-/** Minimal SSE reader (HTML §9.2.6): the `data` of each complete event; comments are skipped. */
+/**
+ * The `data` of each complete event of a backend stream the gateway reads itself (listen streams,
+ * server/discover), on the gateway's one SSE reader (src/mcp/sse.ts): events are framed on bytes
+ * and decoded whole, so a character split across chunks arrives intact. Comments and events
+ * without data are skipped; an event that is not valid UTF-8 is skipped too.
+ */
 export class SseParser {
-  private pending = ''
-  // A chunk may end inside a multi-byte character.
-  private readonly decoder = new StringDecoder('utf8')
+  private readonly reader = new SseReader()
+  private first = true
 
   push(chunk: Buffer): string[] {
-    this.pending += this.decoder.write(chunk)
-    const out: string[] = []
-    for (;;) {
-      const m = /\r\n\r\n|\n\n|\r\r/.exec(this.pending)
-      if (m === null) break
-      const event = this.pending.slice(0, m.index)
-      this.pending = this.pending.slice(m.index + m[0].length)
-      const data = event
-        .split(/\r\n|\n|\r/)
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => l.slice(l.startsWith('data: ') ? 6 : 5))
-      if (data.length > 0) out.push(data.join('\n'))
-    }
+    const batch = this.reader.push(chunk)
     // SECURITY: a backend that never ends an event cannot grow this buffer without bound.
-    if (this.pending.length > MAX_EVENT_CHARS) throw new Error('listen event too large')
+    if (this.reader.heldBytes > MAX_EVENT_BYTES) throw new Error('listen event too large')
+    const out: string[] = []
+    if (batch === undefined) return out
+    for (const raw of batch.events) {
+      const first = this.first
+      this.first = false
+      try {
+        const { data } = parseEvent(raw, first)
+        if (data !== undefined) out.push(data)
+      } catch {
+        // Invalid UTF-8: not an event this gateway can act on.
+      }
+    }
     return out
   }
 }

@@ -1,7 +1,9 @@
-import type { BodyTransform } from '../upstream/forward.js'
-import { UpstreamFailure } from '../upstream/forward.js'
+import { GatewayError, renderError, type ErrorCode } from '../errors.js'
+import type { BodyTransform } from '../upstream/forward-types.js'
 import { isRecord } from './jsonrpc.js'
 import { findTopLevelId } from './raw-id.js'
+import { sameId } from './same-id.js'
+import { parseEvent, replaceData, SseReader, type SseEvent } from './sse.js'
 
 /**
  * Sees the final JSON-RPC response of an upstream answer (JSON body or the response event of an
@@ -16,27 +18,32 @@ export type ResultHook = (
 /**
  * How the hooks use the answer. `rewrite`: the client may only get what the hooks return (a policy
  * filter), so an answer too large to inspect is refused (502) rather than passed unfiltered.
- * `observe`: the hooks only look (cache capture); the answer streams through untouched as it
- * arrives, and one too large to inspect is simply not observed.
+ * `observe`: the hooks only look (cache capture); the client gets the backend's bytes unchanged,
+ * and an answer too large to inspect is simply relayed without being observed.
  */
 export type HookMode = 'rewrite' | 'observe'
 
 /**
  * Builds a transform that applies `hooks` to the final response, for `application/json` and
- * `text/event-stream` (events pass through as they arrive; only the response event is parsed and
- * possibly rewritten). Other content types are not touched.
+ * `text/event-stream` (events pass through as they complete; only response events are parsed and
+ * possibly rewritten). Other content types are not touched. `requestId` is the raw id of the
+ * request: an answer read here whose id is another one is refused (502 `upstream_id_mismatch`),
+ * never cached, filtered or relayed as the answer to this request.
  */
 export function resultTransform(
   contentType: string,
   maxBytes: number,
   hooks: readonly ResultHook[],
   mode: HookMode = 'rewrite',
+  requestId?: string,
 ): BodyTransform | undefined {
   const type = contentType.split(';')[0]?.trim().toLowerCase()
   if (type === 'application/json') {
-    return mode === 'rewrite' ? new JsonResult(maxBytes, hooks) : new JsonTee(maxBytes, hooks)
+    return mode === 'rewrite'
+      ? new JsonResult(maxBytes, hooks, requestId)
+      : new JsonTee(maxBytes, hooks, requestId)
   }
-  if (type === 'text/event-stream') return new SseResult(maxBytes, hooks, mode)
+  if (type === 'text/event-stream') return new SseResult(maxBytes, hooks, mode, requestId)
   return undefined
 }
 
@@ -57,8 +64,19 @@ function applyHooks(
   return changed ? current : undefined
 }
 
+/** A JSON-RPC response: a result or an error, and no method (requests and notifications have one). */
 function isResponse(v: unknown): v is Record<string, unknown> {
-  return isRecord(v) && 'id' in v && ('result' in v || 'error' in v)
+  return isRecord(v) && ('result' in v || 'error' in v) && !('method' in v)
+}
+
+/**
+ * SECURITY: the answer the gateway judged (filtered or cached) must be the answer to this request;
+ * a missing, repeated or different id is refused (JSON-RPC 2.0 §5).
+ */
+function checkId(text: string, requestId: string | undefined): void {
+  if (requestId !== undefined && !sameId(requestId, findTopLevelId(text))) {
+    throw new GatewayError('upstream_id_mismatch')
+  }
 }
 
 /**
@@ -73,18 +91,10 @@ function serialize(message: Record<string, unknown>, originalText: string): stri
   return body === '{}' ? `{"id":${rawId}}` : `{"id":${rawId},${body.slice(1)}`
 }
 
-/** Parses a complete JSON body and applies the hooks; undefined when nothing changed. */
-function rewriteJson(text: string, hooks: readonly ResultHook[], sse: boolean): string | undefined {
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch (err) {
-    if (sse) return undefined
-    throw new UpstreamFailure('upstream_bad_response', true, undefined, err)
-  }
-  if (!isResponse(parsed)) return undefined
-  const out = applyHooks(parsed, hooks, sse)
-  return out === undefined ? undefined : serialize(out, text)
+function tooLarge(what: string): GatewayError {
+  return new GatewayError('upstream_bad_response', undefined, undefined, {
+    cause: new Error(`${what} too large to inspect`),
+  })
 }
 
 /** Rewrite mode: the whole body is held (bounded), then parsed and possibly replaced. */
@@ -96,107 +106,170 @@ class JsonResult implements BodyTransform {
   constructor(
     private readonly maxBytes: number,
     private readonly hooks: readonly ResultHook[],
+    private readonly requestId: string | undefined,
   ) {}
 
   push(chunk: Buffer): undefined {
     this.size += chunk.length
     // A bounded buffer: an answer too large to inspect is refused, never silently passed unfiltered.
-    if (this.size > this.maxBytes) {
-      throw new UpstreamFailure('upstream_bad_response', true, undefined, new Error('response too large to inspect'))
-    }
+    if (this.size > this.maxBytes) throw tooLarge('response')
     this.chunks.push(chunk)
   }
 
   end(): Buffer {
     const raw = Buffer.concat(this.chunks, this.size)
-    const out = rewriteJson(raw.toString('utf8'), this.hooks, false)
-    return out === undefined ? raw : Buffer.from(out)
+    const text = raw.toString('utf8')
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch (err) {
+      throw new GatewayError('upstream_bad_response', undefined, undefined, { cause: err })
+    }
+    // SECURITY: what is not a response cannot be filtered, so it is not relayed either.
+    if (!isResponse(parsed)) throw new GatewayError('upstream_bad_response')
+    checkId(text, this.requestId)
+    const out = applyHooks(parsed, this.hooks, false)
+    return out === undefined ? raw : Buffer.from(serialize(out, text))
   }
 }
 
-/** Observe mode: chunks go to the client as they come; a copy (bounded) is parsed at the end. */
+/**
+ * Observe mode: the body is held (bounded) so an answer to another request can still be refused
+ * with a 502; past `maxBytes` it is flushed and the rest relayed as it comes, unobserved. The
+ * client always gets the backend's bytes unchanged.
+ */
 class JsonTee implements BodyTransform {
-  readonly streaming = true
+  readonly streaming = false
   private chunks: Buffer[] | undefined = []
   private size = 0
 
   constructor(
     private readonly maxBytes: number,
     private readonly hooks: readonly ResultHook[],
+    private readonly requestId: string | undefined,
   ) {}
 
-  push(chunk: Buffer): Buffer {
-    if (this.chunks !== undefined) {
-      this.size += chunk.length
-      if (this.size > this.maxBytes) this.chunks = undefined // too large to look at: just relay
-      else this.chunks.push(chunk)
-    }
-    return chunk
+  push(chunk: Buffer): Buffer | undefined {
+    if (this.chunks === undefined) return chunk
+    this.size += chunk.length
+    this.chunks.push(chunk)
+    if (this.size <= this.maxBytes) return undefined
+    // Too large to look at: relay what was held and everything after it.
+    const held = Buffer.concat(this.chunks, this.size)
+    this.chunks = undefined
+    return held
   }
 
-  end(): undefined {
+  end(): Buffer | undefined {
     if (this.chunks === undefined) return undefined
+    const raw = Buffer.concat(this.chunks, this.size)
+    const text = raw.toString('utf8')
+    let parsed: unknown
     try {
-      const parsed: unknown = JSON.parse(Buffer.concat(this.chunks, this.size).toString('utf8'))
-      if (isResponse(parsed)) applyHooks(parsed, this.hooks, false)
+      parsed = JSON.parse(text)
     } catch {
-      // Not JSON: nothing to observe; the client already has the bytes the backend sent.
+      return raw // Not JSON: nothing to observe; relayed as the backend sent it.
     }
-    return undefined
+    if (isResponse(parsed)) {
+      checkId(text, this.requestId)
+      applyHooks(parsed, this.hooks, false)
+    }
+    return raw
   }
 }
 
-const DOUBLE_NEWLINE = /\r\n\r\n|\n\n|\r\r/
-
-/** SSE: whole events pass through as they complete; the response event may be rewritten. */
+/**
+ * SSE: whole events pass through as they complete, as the backend's bytes. Response events are
+ * parsed; in rewrite mode the hooks may replace one (its other lines, `id:` and `retry:` among
+ * them, are kept). An answer to another request, or (rewrite mode) an event that cannot be
+ * decoded, is replaced by a gateway error event for this request and the rest of the stream
+ * dropped: the head (200) is already out, so the error travels in band.
+ */
 class SseResult implements BodyTransform {
   readonly streaming = true
-  private pending = ''
+  private readonly reader = new SseReader()
+  private first = true
   /** Observe mode gave up on an oversized event: the rest of the stream is relayed as is. */
   private relaying = false
+  /** A gateway error event ended the answer: nothing more is relayed. */
+  private closed = false
 
   constructor(
     private readonly maxEventBytes: number,
     private readonly hooks: readonly ResultHook[],
     private readonly mode: HookMode,
+    private readonly requestId: string | undefined,
   ) {}
 
   push(chunk: Buffer): Buffer | undefined {
     if (this.relaying) return chunk
-    this.pending += chunk.toString('utf8')
-    let out = ''
-    for (;;) {
-      const m = DOUBLE_NEWLINE.exec(this.pending)
-      if (m === null) break
-      const end = m.index + m[0].length
-      out += this.event(this.pending.slice(0, end))
-      this.pending = this.pending.slice(end)
-    }
-    if (this.pending.length > this.maxEventBytes) {
-      if (this.mode === 'rewrite') {
-        throw new UpstreamFailure('upstream_bad_response', true, undefined, new Error('SSE event too large to inspect'))
+    if (this.closed) return undefined
+    const batch = this.reader.push(chunk)
+    let out: Buffer | undefined = batch?.bytes
+    if (batch !== undefined) {
+      // Everything but a replaced event goes out as the backend's own bytes.
+      let parts: Buffer[] | undefined
+      let pos = 0
+      for (const raw of batch.events) {
+        const replaced = this.event(raw)
+        if (replaced === undefined) continue
+        const at = raw.byteOffset - batch.bytes.byteOffset
+        ;(parts ??= []).push(batch.bytes.subarray(pos, at), replaced)
+        pos = at + raw.length
+        if (this.closed) break
       }
-      out += this.pending
-      this.pending = ''
-      this.relaying = true
+      if (parts !== undefined) {
+        if (!this.closed) parts.push(batch.bytes.subarray(pos))
+        out = Buffer.concat(parts)
+      }
     }
-    return out.length > 0 ? Buffer.from(out) : undefined
+    if (this.reader.heldBytes > this.maxEventBytes && !this.closed) {
+      if (this.mode === 'rewrite') throw tooLarge('SSE event')
+      this.relaying = true
+      const rest = this.reader.take()
+      out = out === undefined ? rest : Buffer.concat([out, rest])
+    }
+    return out
   }
 
   end(): Buffer | undefined {
     // An unterminated trailing event was never complete; it is dropped, not forwarded half-done.
-    this.pending = ''
     return undefined
   }
 
-  /** Returns the event unchanged unless it carries the final response and a hook rewrote it. */
-  private event(text: string): string {
-    const data: string[] = []
-    for (const line of text.split(/\r\n|\n|\r/)) {
-      if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5))
+  /** Undefined keeps the event's bytes; otherwise the bytes that replace them. */
+  private event(raw: Buffer): Buffer | undefined {
+    const first = this.first
+    this.first = false
+    let event: SseEvent
+    try {
+      event = parseEvent(raw, first)
+    } catch {
+      // SECURITY: a client decoding with replacement characters could read what no hook saw.
+      return this.mode === 'rewrite' ? this.fail('upstream_bad_response') : undefined
     }
-    if (data.length === 0) return text
-    const out = rewriteJson(data.join('\n'), this.hooks, true)
-    return out === undefined || this.mode === 'observe' ? text : `event: message\ndata: ${out}\n\n`
+    if (event.data === undefined) return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(event.data)
+    } catch {
+      return undefined // not JSON-RPC: nothing a client would take for the answer
+    }
+    if (!isResponse(parsed)) return undefined
+    try {
+      checkId(event.data, this.requestId)
+    } catch {
+      return this.fail('upstream_id_mismatch')
+    }
+    const out = applyHooks(parsed, this.hooks, true)
+    if (out === undefined || this.mode === 'observe') return undefined
+    return replaceData(event, serialize(out, event.data))
+  }
+
+  /** The in-band error answer that ends this stream. */
+  private fail(code: ErrorCode): Buffer {
+    this.closed = true
+    const body = renderError(new GatewayError(code), this.requestId).body
+    return Buffer.from(`event: message\ndata: ${body}\n\n`)
   }
 }

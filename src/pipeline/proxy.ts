@@ -80,7 +80,7 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
         ? undefined
         : (status: number, h: HeaderMap): BodyTransform | undefined =>
             status === 200
-              ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks, rewrite ? 'rewrite' : 'observe')
+              ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks, rewrite ? 'rewrite' : 'observe', mcp.message?.rawId)
               : undefined
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
     // 2025-era sessions live on one replica; the id the client holds says which (issue 5 §7).

@@ -1,10 +1,36 @@
 import type { ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
+import { GatewayError } from '../errors.js'
 import { classifyFailure, UpstreamFailure } from './failure.js'
-import type { BodyTransform, ForwardRequest, ForwardResult, HeaderMap } from './forward.js'
+import type { BodyTransform, ForwardResult, HeaderMap } from './forward-types.js'
 import { HeldBody } from './held-body.js'
-import { relayedHeaders } from './response-head.js'
+import type { StreamStop } from './lifecycle.js'
+import { bodyKind, relayedHeaders } from './response-head.js'
 import { SseFramer, unansweredEvent } from './sse-framing.js'
+import type { Upstream } from './upstream.js'
+
+/** One upstream attempt. */
+export interface ForwardRequest {
+  readonly upstream: Upstream
+  readonly method: 'POST' | 'GET' | 'DELETE'
+  readonly headers: readonly string[]
+  readonly body: Buffer | null
+  readonly headersTimeoutMs: number
+  readonly bodyTimeoutMs: number
+  /** Chooses a transform from the response head; undefined streams the body untouched. */
+  readonly transform?:
+    ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  /** Last look at the response headers before they are written (e.g. session id rewriting). */
+  readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
+  /**
+   * Hold a 5xx answer (up to 64 KiB) before writing anything: a JSON-RPC body is relayed as is,
+   * anything else rejects with UpstreamFailure(status) so the caller can retry it or answer 502
+   * (docs/balancing.md §Retries: a backend's well-formed JSON-RPC error is never replaced).
+   */
+  readonly inspectServerErrors?: boolean | undefined
+  /** For long-lived streams: ends the response at the next event boundary on drain. */
+  readonly stop?: StreamStop | undefined
+}
 
 class ClientClosed extends Error {
   override readonly name = 'ClientClosed'
@@ -30,6 +56,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private status: number | undefined
   private headers: HeaderMap | undefined
   private headWritten = false
+  /** A 2xx of unknown length and no usable content type: refused if any body byte arrives. */
+  private untyped = false
   private bytes = 0
   private settled = false
   private readonly onClose = (): void => {
@@ -82,6 +110,22 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       controller.abort(new Error('upstream refused the gateway credentials'))
       return
     }
+    // SECURITY: a redirect is never followed (undici dispatch follows none) and never relayed: it
+    // would send the client, and the token it presents, around the gateway. A misconfigured
+    // backend, not a transient fault: no retry, and the replica's health is not charged
+    // (docs/balancing.md §Health).
+    if (status >= 300 && status < 400) {
+      this.fail(
+        new UpstreamFailure(
+          'upstream_redirect',
+          true,
+          status,
+          new Error(`upstream answered ${status}`),
+        ),
+      )
+      controller.abort(new Error('upstream redirect refused'))
+      return
+    }
     this.status = status
     const out = relayedHeaders(headers)
     this.headers = out
@@ -89,7 +133,21 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       this.held = new HeldBody()
       return
     }
-    const streaming = String(headers['content-type'] ?? '').startsWith('text/event-stream')
+    // Judged on the relayed headers: a Content-Type the backend nominated in Connection is gone.
+    const kind = bodyKind(out['content-type'])
+    if (status < 300 && kind !== 'json' && kind !== 'sse') {
+      // SECURITY: a 2xx body is an MCP answer only as JSON or SSE (spec streamable-http §Sending
+      // Messages); anything else (an HTML page, a download) is refused. A 2xx without a body (a
+      // 202 accepting a notification, a 204) is fine, so an unknown length is judged on the first byte.
+      const length = headers['content-length']
+      if (status !== 204 && length !== undefined && length !== '0') {
+        this.fail(this.badContentType())
+        controller.abort(new Error('upstream content type refused'))
+        return
+      }
+      this.untyped = status !== 204 && length === undefined
+    }
+    const streaming = kind === 'sse'
     if (streaming) out['x-accel-buffering'] = 'no'
     this.transform = this.req.transform?.(status, out)
     if (streaming && this.transform === undefined) this.framer = new SseFramer()
@@ -98,13 +156,19 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     }
     this.holdLast = !streaming && this.transform === undefined
     this.req.onHeaders?.(status, out)
-    if (this.transform === undefined || this.transform.streaming) this.writeHead(streaming)
+    if (!this.untyped && (this.transform === undefined || this.transform.streaming))
+      this.writeHead(streaming)
     if (this.framer !== undefined || this.transform?.streaming === true)
       this.req.stop?.onStop(this.onStop)
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.settled) return
+    if (this.untyped && chunk.length > 0) {
+      this.fail(this.badContentType())
+      controller.abort(new Error('upstream content type refused'))
+      return
+    }
     if (this.held !== undefined) {
       if (!this.held.push(chunk)) {
         this.fail(this.serverError('5xx body too large to inspect'))
@@ -128,7 +192,11 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
         return
       }
     }
-    if (out !== undefined && out.length > 0) this.write(controller, out)
+    if (out !== undefined && out.length > 0) {
+      // A transform that holds its head (JSON) and then starts relaying: chunked from here on.
+      if (!this.headWritten) this.writeHead(false)
+      this.write(controller, out)
+    }
   }
 
   onResponseEnd(controller: Dispatcher.DispatchController): void {
@@ -149,6 +217,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       }
       if (out !== undefined && out.length > 0) this.write(controller, out)
     }
+    if (!this.headWritten) this.writeHead(false) // an untyped 2xx that turned out to have no body
     this.finish()
     if (this.last !== undefined) {
       this.bytes += this.last.length
@@ -201,6 +270,16 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
   }
 
+  private badContentType(): UpstreamFailure {
+    const type = this.headers?.['content-type']
+    return new UpstreamFailure(
+      'upstream_bad_content_type',
+      true,
+      this.status,
+      new Error(`upstream answered ${this.status} with content type ${String(type ?? '(none)')}`),
+    )
+  }
+
   private serverError(why: string): UpstreamFailure {
     const code = this.status === 504 ? 'upstream_timeout' : 'upstream_bad_response'
     return new UpstreamFailure(
@@ -227,7 +306,12 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     const failure =
       err instanceof UpstreamFailure
         ? err
-        : new UpstreamFailure('upstream_bad_response', true, this.status, err)
+        : new UpstreamFailure(
+            err instanceof GatewayError ? err.code : 'upstream_bad_response',
+            true,
+            this.status,
+            err,
+          )
     if (this.headWritten) {
       this.finish()
       this.res.destroy()

@@ -1,19 +1,60 @@
 import { HOP_BY_HOP } from '../mcp/headers.js'
-import type { HeaderMap } from './forward.js'
+import type { HeaderMap } from './forward-types.js'
 
-// SECURITY: per-user or auth-bearing response headers never cross the gateway (reliability S-24,
-// B-17): a backend challenge would point the client at the backend's authorization server.
+// SECURITY: per-user or auth-bearing response headers never cross the gateway: a backend challenge
+// would point the client at the backend's authorization server. Alt-Svc would advertise another
+// endpoint for the gateway's own origin, sending clients (and their tokens) around it (RFC 7838).
 // content-length is re-derived: bodies may be rewritten on the way.
 const DROPPED: ReadonlySet<string> = new Set([
   ...HOP_BY_HOP,
   'set-cookie',
   'www-authenticate',
+  'alt-svc',
   'content-length',
 ])
 
-/** The upstream response headers that may reach the client (lower-case names, as undici gives them). */
+/**
+ * The upstream response headers that may reach the client (lower-case names, as undici gives them).
+ * SECURITY: hop-by-hop headers, and every header the backend nominates in its own `Connection`
+ * header, end at this hop (RFC 9110 §7.6.1); relaying them would let a backend pass the client
+ * headers it declared meant only for the gateway.
+ */
 export function relayedHeaders(headers: HeaderMap): HeaderMap {
   const out: HeaderMap = {}
-  for (const key in headers) if (!DROPPED.has(key)) out[key] = headers[key]
+  const connection = headers['connection']
+  // Parsed only when present: most backends send no Connection header, or just keep-alive.
+  const nominated = connection === undefined ? undefined : nominatedBy(connection)
+  for (const key in headers) {
+    if (DROPPED.has(key) || nominated?.has(key) === true) continue
+    out[key] = headers[key]
+  }
   return out
+}
+
+/** The lower-case header names listed in Connection values (RFC 9110 §7.6.1: comma-separated). */
+function nominatedBy(connection: string | string[]): ReadonlySet<string> | undefined {
+  const values = typeof connection === 'string' ? [connection] : connection
+  let names: Set<string> | undefined
+  for (const value of values) {
+    for (const token of value.split(',')) {
+      const name = token.trim().toLowerCase()
+      if (name.length === 0 || name === 'keep-alive' || name === 'close') continue
+      ;(names ??= new Set()).add(name)
+    }
+  }
+  return names
+}
+
+/** What a response body is, by its Content-Type (type and subtype case-insensitive, parameters allowed). */
+export function bodyKind(
+  contentType: string | string[] | undefined,
+): 'json' | 'sse' | 'none' | 'other' {
+  if (contentType === undefined) return 'none'
+  // Repeated Content-Type headers: no single answer to what the body is.
+  if (typeof contentType !== 'string') return 'other'
+  if (contentType === 'application/json') return 'json'
+  if (contentType === 'text/event-stream') return 'sse'
+  const semi = contentType.indexOf(';')
+  const type = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
+  return type === 'application/json' ? 'json' : type === 'text/event-stream' ? 'sse' : 'other'
 }
