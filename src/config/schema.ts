@@ -93,6 +93,8 @@ const server = z.strictObject({
   origins: z.array(z.string().min(1)).optional(),
   balance: balance.default('least-request'),
   maxInFlight: z.int().min(1).default(256),
+  /** Long-lived streams (listen, 2025-era GET) one replica may hold; apart from maxInFlight. */
+  maxStreams: z.int().min(1).default(256),
   healthCheck: healthCheck.optional(),
   outlier: outlier.default(outlier.parse({})),
   routes: z.array(route).default([]),
@@ -150,6 +152,8 @@ const limits = z.strictObject({
   maxTokenBytes: z.int().positive().default(8192),
   /** Largest upstream answer the gateway will parse to filter or cache (larger ones get 502). */
   maxInspectBytes: z.int().positive().default(8 * 1024 * 1024),
+  /** Open long-lived streams per caller (issuer + subject, else client address), all servers. */
+  maxStreamsPerPrincipal: z.int().min(1).default(20),
 })
 
 export const configSchema = z.strictObject({

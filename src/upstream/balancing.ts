@@ -78,6 +78,7 @@ export class ServerBalancing {
           new URL(href),
           cfg.timeouts,
           cfg.maxInFlight,
+          cfg.maxStreams,
           new ReplicaHealth(id, outlier, thresholds, canEject, report),
         )
         byUrl.set(href, u)

@@ -1,14 +1,23 @@
 import type { ServerResponse } from 'node:http'
+import { GatewayError } from '../errors.js'
 
 /**
- * Asks one long-lived stream (subscriptions/listen, a 2025-era GET stream) to end at its next
- * event boundary. forward() installs the handler; stop() may come before or after that.
+ * One long-lived stream (subscriptions/listen, a 2025-era GET stream): the caller it counts
+ * against, and the way to ask it to end at its next event boundary. ProxyHandler installs the
+ * stop handler once the stream is running; stop() may come before or after that.
  */
 export class StreamStop {
   private handler: (() => void) | undefined
   requested = false
+  /** Set by Lifecycle.closeStream: the caller's count was given back (exactly once). */
+  closed = false
 
-  /** Called by forward() once the stream is running. */
+  constructor(
+    /** The caller key the stream counts against (Lifecycle.openStream). */
+    readonly owner: string,
+  ) {}
+
+  /** Called by ProxyHandler once the stream is running. */
   onStop(handler: () => void): void {
     this.handler = handler
     if (this.requested) handler()
@@ -23,13 +32,17 @@ export class StreamStop {
 
 /**
  * What a graceful drain needs to know, for one gateway across config reloads: how many requests
- * are being answered, and which open streams to end on SIGTERM (reliability B-28).
+ * are being answered, and which open streams to end on SIGTERM. It also holds the per-caller
+ * count of open streams (`limits.maxStreamsPerPrincipal`), which outlives reloads for the same
+ * reason: a reload must not hand every caller a fresh allowance (docs/balancing.md §Streams).
  */
 export class Lifecycle {
   draining = false
   /** Responses not yet finished or closed. */
   active = 0
   private readonly streams = new Set<StreamStop>()
+  /** Open streams per caller key; a key is deleted when its count drops to 0. */
+  private readonly owners = new Map<string, number>()
   private idleWaiters: (() => void)[] = []
   private readonly onResponseClose = (): void => {
     if (--this.active === 0 && this.idleWaiters.length > 0) {
@@ -44,16 +57,38 @@ export class Lifecycle {
     res.on('close', this.onResponseClose)
   }
 
-  /** Registers a stream to end on drain; ended at once when the drain already began. */
-  openStream(): StreamStop {
-    const s = new StreamStop()
+  /**
+   * Opens a stream for `owner`, or throws 429 `too_many_streams` when that caller already holds
+   * `max`. Every stream returned must be given back with closeStream(), however it ends. A stream
+   * opened during a drain is ended at once (but still counted until it is closed).
+   */
+  openStream(owner: string, max: number): StreamStop {
+    const held = this.owners.get(owner) ?? 0
+    // SECURITY: one caller holding idle streams must not take the capacity everyone shares.
+    if (held >= max) throw new GatewayError('too_many_streams', `at most ${max} per caller`)
+    this.owners.set(owner, held + 1)
+    const s = new StreamStop(owner)
     if (this.draining) s.stop()
     else this.streams.add(s)
     return s
   }
 
+  /** Gives the stream's slot back; calling it again for the same stream does nothing. */
   closeStream(s: StreamStop): void {
+    if (s.closed) return
+    s.closed = true
     this.streams.delete(s)
+    const left = (this.owners.get(s.owner) ?? 1) - 1
+    if (left <= 0) this.owners.delete(s.owner)
+    else this.owners.set(s.owner, left)
+  }
+
+  /** Streams `owner` holds open right now (all callers when omitted): for tests and metrics. */
+  openStreams(owner?: string): number {
+    if (owner !== undefined) return this.owners.get(owner) ?? 0
+    let n = 0
+    for (const held of this.owners.values()) n += held
+    return n
   }
 
   /**

@@ -31,11 +31,17 @@ export class UpstreamPool {
   /**
    * Picks a replica with spare capacity, or throws 503 at once: `no_upstream` when none is left
    * (all excluded, or all health-checked down), `overloaded` when the available ones are full.
+   * `stream` (subscriptions/listen, 2025-era GET) counts against the replicas' stream budget
+   * instead of maxInFlight, and a full budget is `streams_at_capacity`.
    * Panic mode: when every remaining replica is only passively ejected, they are tried anyway,
-   * since an ejection is a guess that they might be down (Envoy panic threshold, reliability P7).
+   * since an ejection is a guess that they might be down (Envoy panic threshold).
    * `key` (hash mode) picks by rendezvous hashing; without a key, least-request is used.
    */
-  select(exclude: readonly Upstream[] | undefined, key: string | undefined): Upstream {
+  select(
+    exclude: readonly Upstream[] | undefined,
+    key: string | undefined,
+    stream = false,
+  ): Upstream {
     const { upstreams: members, scratch } = this
     scratch.length = 0
     let candidates = 0
@@ -49,23 +55,24 @@ export class UpstreamPool {
       alive++
       if (u.health.ejected) continue
       healthy++
-      if (u.inFlight < u.maxInFlight) scratch.push(i)
+      if (hasRoom(u, stream)) scratch.push(i)
     }
     if (scratch.length === 0) {
       if (alive === 0)
         throw new GatewayError('no_upstream', candidates === 0 ? undefined : 'all replicas down')
-      if (healthy > 0) throw new GatewayError('overloaded')
+      if (healthy > 0) throw full(stream)
       for (let i = 0; i < members.length; i++) {
         const u = members[i] as Upstream
         if (exclude !== undefined && exclude.includes(u)) continue
-        if (!u.health.down && u.inFlight < u.maxInFlight) scratch.push(i)
+        if (u.health.down) continue
+        if (hasRoom(u, stream)) scratch.push(i)
       }
-      if (scratch.length === 0) throw new GatewayError('overloaded')
+      if (scratch.length === 0) throw full(stream)
     }
     if (scratch.length === 1) return members[scratch[0] as number] as Upstream
     if (this.mode === 'round-robin') return this.roundRobin()
     if (this.mode === 'hash' && key !== undefined) return this.rendezvous(key)
-    return this.leastRequest()
+    return this.leastRequest(stream)
   }
 
   /** Smooth weighted round-robin: even spread, weights honoured over every window of sum(w). */
@@ -83,8 +90,11 @@ export class UpstreamPool {
     return this.upstreams[best] as Upstream
   }
 
-  /** Power of two choices over in-flight requests scaled by weight (Envoy least_request). */
-  private leastRequest(): Upstream {
+  /**
+   * Power of two choices over in-flight requests scaled by weight (Envoy least_request); streams
+   * compare open streams instead, the load they add being connections rather than work.
+   */
+  private leastRequest(stream: boolean): Upstream {
     const { scratch, upstreams: members, weights } = this
     const n = scratch.length
     const ai = Math.floor(Math.random() * n)
@@ -94,9 +104,9 @@ export class UpstreamPool {
     const b = scratch[bi] as number
     const ua = members[a] as Upstream
     const ub = members[b] as Upstream
-    return (ua.inFlight + 1) * (weights[b] as number) <= (ub.inFlight + 1) * (weights[a] as number)
-      ? ua
-      : ub
+    const la = stream ? ua.streams : ua.inFlight - ua.streams
+    const lb = stream ? ub.streams : ub.inFlight - ub.streams
+    return (la + 1) * (weights[b] as number) <= (lb + 1) * (weights[a] as number) ? ua : ub
   }
 
   /**
@@ -116,4 +126,18 @@ export class UpstreamPool {
     }
     return this.upstreams[best] as Upstream
   }
+}
+
+/**
+ * Whether `u` can take one more request of this kind. `inFlight` counts every request on the
+ * replica, streams included; only the ordinary ones count against maxInFlight, so idle streams
+ * never use up the slots that ordinary requests need.
+ */
+export function hasRoom(u: Upstream, stream: boolean): boolean {
+  return stream ? u.streams < u.maxStreams : u.inFlight - u.streams < u.maxInFlight
+}
+
+/** The 503 for a pool whose available replicas have no room left. */
+export function full(stream: boolean): GatewayError {
+  return new GatewayError(stream ? 'streams_at_capacity' : 'overloaded')
 }

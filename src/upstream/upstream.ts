@@ -18,22 +18,30 @@ export class Upstream {
   /** Path and query sent on the request line. */
   readonly path: string
   readonly dispatcher: Pool
-  /** Requests currently on this replica (least-request balancing, maxInFlight). */
+  /** Requests currently on this replica, streams included (counted by forward()). */
   inFlight = 0
+  /**
+   * Of those, long-lived streams (subscriptions/listen, 2025-era GET; counted by the attempt
+   * loop). They have their own budget, maxStreams: `inFlight - streams` is what maxInFlight caps.
+   */
+  streams = 0
 
   constructor(
     /** Stable id for logs and metrics: `<server>#<index>`; never the URL (topology stays private). */
     readonly id: string,
     readonly url: URL,
     timeouts: UpstreamTimeouts,
-    /** Per-replica cap (maxInFlight): also the connection count, as there is no queue. */
+    /** Per-replica cap on ordinary requests (maxInFlight). */
     readonly maxInFlight: number,
+    /** Per-replica cap on long-lived streams (maxStreams). */
+    readonly maxStreams: number,
     readonly health: ReplicaHealth,
   ) {
     this.origin = url.origin
     this.path = `${url.pathname}${url.search}`
     this.dispatcher = new Pool(url.origin, {
-      connections: maxInFlight,
+      // One connection per request or stream the two caps allow: there is no queue in undici.
+      connections: maxInFlight + maxStreams,
       pipelining: 1,
       connect: { timeout: timeouts.connectMs },
       headersTimeout: timeouts.responseHeadersMs,
