@@ -35,3 +35,28 @@ describe('SseFramer', () => {
     expect(f.sawResponse).toBe(false)
   })
 })
+
+describe('SseFramer on the shared reader', () => {
+  it('ends an event at the LF CRLF blank line form', () => {
+    const f = new SseFramer()
+    expect(f.push(Buffer.from('data: {"jsonrpc":"2.0","id":1,"result":{}}\n\r\n'))?.toString()).toBe(
+      'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\r\n',
+    )
+    expect(f.sawResponse).toBe(true)
+  })
+
+  const text = `event: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Zürich ☃"}]}}\r\n\r\n`
+  const bytes = Buffer.from(text)
+  it.each(Array.from({ length: bytes.length + 1 }, (_, i) => i))(
+    'a multi-byte CRLF event cut at byte %i is relayed byte for byte, whole',
+    (i) => {
+      const f = new SseFramer()
+      const first = f.push(bytes.subarray(0, i))
+      const second = f.push(bytes.subarray(i))
+      // nothing before the blank line: only whole events go out
+      if (i < bytes.length - 1) expect(first).toBeUndefined()
+      expect(Buffer.concat([first ?? Buffer.alloc(0), second ?? Buffer.alloc(0)]).equals(bytes)).toBe(true)
+      expect(f.sawResponse).toBe(true)
+    },
+  )
+})
