@@ -339,7 +339,7 @@ describe('task ids are sealed for the principal whose request created the task',
     const p = await principals()
     const backend = await closing(startNonValidatingBackend({ behaviour: taskBackend }))
     const gw = await gateway(p, [backend])
-    const post = (token: string, body: unknown): Promise<RawResponse> =>
+    const post = (token: string, body: object): Promise<RawResponse> =>
       rawPost(gw.mcpUrl('app'), body, { ...LEGACY, authorization: `Bearer ${token}` })
     const create = await post(p.alice, {
       jsonrpc: '2.0',
