@@ -208,6 +208,17 @@ export function streamHuge(
   pump()
 }
 
+/** A clock the test moves by hand (the gateway's auth reads it instead of Date.now). */
+export interface ManualClock {
+  readonly now: () => number
+  advance(ms: number): void
+}
+
+export function manualClock(start = Date.now()): ManualClock {
+  let t = start
+  return { now: () => t, advance: (ms) => void (t += ms) }
+}
+
 /** A server that must never be contacted (jku / x5u targets); counts connections and requests. */
 export interface TrapServer {
   readonly url: string

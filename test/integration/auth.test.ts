@@ -1,10 +1,10 @@
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { stringify } from 'yaml'
 import { parseConfigText } from '../../src/config/load.js'
-import type { RunningGateway } from '../../src/server.js'
+import { startGateway, type RunningGateway } from '../../src/server.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { connectClient, mcpPost, rawRequest, type RawResponse } from '../helpers/clients.js'
 import {
@@ -15,11 +15,13 @@ import {
 import {
   claimsFor,
   generateTestKey,
+  manualClock,
   mintToken,
   mintedTokens,
   startJwks,
   type JwksMode,
   type JwksServer,
+  type ManualClock,
   type TestKey,
 } from '../helpers/tokens.js'
 import { closing } from '../helpers/lifecycle.js'
@@ -29,16 +31,25 @@ const PUBLIC = 'https://mcp.example.com'
 const AUD = `${PUBLIC}/mcp/weather`
 const PRM = `${PUBLIC}/.well-known/oauth-protected-resource/mcp/weather`
 
-/** A gateway in front of `backend` with JWT auth from `jwt` (merged over the defaults). */
+/**
+ * A gateway in front of `backend` with JWT auth from `jwt` (merged over the defaults). Its auth
+ * reads `clock` (key-cache age, cooldown, backoff), so tests move time instead of sleeping.
+ */
 async function gatewayFor(
   backend: TestServer,
   jwt: Record<string, unknown>,
   extra: { auth?: Record<string, unknown>; weather?: Record<string, unknown> } = {},
+  clock: ManualClock = manualClock(),
 ): Promise<RunningGateway> {
-  const gw = await startTestGateway({
+  const config = {
+    listen: { host: '127.0.0.1', port: 0 },
+    log: { level: 'silent' },
     auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, ...jwt }, ...extra.auth },
     servers: { weather: { upstreams: [{ url: backend.url }], ...extra.weather } },
-  })
+  }
+  const loaded = parseConfigText(stringify(config), { dir: process.cwd(), env: {} })
+  const gw = await startGateway(loaded, { auth: { now: clock.now } })
+  onTestFinished(() => gw.close(200))
   return gw
 }
 
@@ -74,10 +85,14 @@ describe('remote JWKS', () => {
     const [rsa, stranger] = await Promise.all([generateTestKey('RS256'), generateTestKey('RS256')])
     const jwks = await jwksWith(rsa)
     const backend = await closing(startNonValidatingBackend())
-    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 1500 })
+    const clock = manualClock()
+    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 1500 }, {}, clock)
     expect((await callTool(gw, await token(rsa))).status).toBe(200)
     expect(jwks.hits).toBe(1)
-    await sleep(1600) // the cooldown after the first fetch is over
+    const unknownEarly = await callTool(gw, await token(stranger))
+    expect(unknownEarly.status).toBe(401)
+    expect(jwks.hits).toBe(1) // within the cooldown: refused without a fetch
+    clock.advance(1500) // the cooldown after the first fetch is over
     const unknown = await token(stranger)
     const first = await Promise.all(Array.from({ length: 20 }, () => callTool(gw, unknown)))
     expect(first.map((r) => r.status)).toEqual(Array(20).fill(401))
@@ -92,14 +107,52 @@ describe('remote JWKS', () => {
     const [oldKey, newKey] = await Promise.all([generateTestKey('RS256'), generateTestKey('ES256')])
     const jwks = await jwksWith(oldKey)
     const backend = await closing(startNonValidatingBackend())
-    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 300 })
+    const clock = manualClock()
+    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 300 }, {}, clock)
     const oldToken = await token(oldKey)
     expect((await callTool(gw, oldToken)).status).toBe(200)
     jwks.setKeys([newKey])
-    await sleep(400)
+    clock.advance(300)
     expect((await callTool(gw, await token(newKey))).status).toBe(200)
     expect(jwks.hits).toBe(2)
     expect((await callTool(gw, oldToken)).status).toBe(401)
+    expectNoTokenPassthrough(backend)
+  })
+
+  it('after a rotation that keeps the kid, refuses an already-seen token of the withdrawn key', async () => {
+    const [before, after, steady] = await Promise.all([
+      generateTestKey('ES256', 'k1'),
+      generateTestKey('ES256', 'k1'),
+      generateTestKey('ES256', 'k2'),
+    ])
+    const jwks = await jwksWith(before, steady)
+    const backend = await closing(startNonValidatingBackend())
+    const clock = manualClock()
+    const gw = await gatewayFor(
+      backend,
+      { jwksUrl: jwks.url, jwksCooldownMs: 0, jwksCacheMaxAgeMs: 1000 },
+      {},
+      clock,
+    )
+    const withdrawn = await token(before)
+    const kept = await token(steady)
+    expect((await callTool(gw, withdrawn)).status).toBe(200)
+    expect((await callTool(gw, kept)).status).toBe(200)
+    jwks.setKeys([after, steady]) // kid k1 now names another key
+    clock.advance(1000)
+    expect((await callTool(gw, await token(after))).status).toBe(200) // the set is refetched
+    expect(jwks.hits).toBe(2)
+    const seen = backend.requests.length
+    const res = await callTool(gw, withdrawn)
+    expect(res.status).toBe(401)
+    expect(res.headers['x-mcp-gateway-error']).toBe('invalid_token')
+    expect(res.headers['www-authenticate']).toBe(
+      `Bearer error="invalid_token", resource_metadata="${PRM}"`,
+    )
+    expect(res.response().error?.code).toBe(-31001)
+    expect(backend.requests.length).toBe(seen)
+    expect((await callTool(gw, kept)).status).toBe(200)
+    expect(jwks.hits).toBe(2)
     expectNoTokenPassthrough(backend)
   })
 
@@ -152,13 +205,23 @@ describe('remote JWKS', () => {
     const jwks = await jwksWith(rsa)
     jwks.setMode('error500')
     const backend = await closing(startNonValidatingBackend())
-    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 5000 })
+    const clock = manualClock()
+    const gw = await gatewayFor(backend, { jwksUrl: jwks.url, jwksCooldownMs: 5000 }, {}, clock)
     const valid = await token(rsa)
-    for (let i = 0; i < 10; i++) expect((await callTool(gw, valid)).status).toBe(503)
-    expect(jwks.hits).toBeLessThanOrEqual(3) // one per second at most, not ten
+    for (let i = 0; i < 10; i++) {
+      const res = await callTool(gw, valid)
+      expect(res.status).toBe(503)
+      expect(res.headers['retry-after']).toBe('1')
+    }
+    expect(jwks.hits).toBe(1) // one fetch per second at most, not ten
     jwks.setMode('ok')
-    await sleep(1100)
+    clock.advance(999)
+    expect((await callTool(gw, valid)).status).toBe(503)
+    expect(jwks.hits).toBe(1)
+    clock.advance(1)
     expect((await callTool(gw, valid)).status).toBe(200)
+    expect(jwks.hits).toBe(2)
+    expect(backend.requests.length).toBe(1)
   })
 
   it('keeps fetched keys across a config reload, so a reload during an IdP outage breaks nothing', async () => {
@@ -193,16 +256,21 @@ describe('remote JWKS', () => {
     const rsa = await generateTestKey('RS256')
     const jwks = await jwksWith(rsa)
     const backend = await closing(startNonValidatingBackend())
-    const gw = await gatewayFor(backend, {
-      jwksUrl: jwks.url,
-      jwksCooldownMs: 0,
-      jwksCacheMaxAgeMs: 300,
-    })
+    const clock = manualClock()
+    const gw = await gatewayFor(
+      backend,
+      { jwksUrl: jwks.url, jwksCooldownMs: 0, jwksCacheMaxAgeMs: 300 },
+      {},
+      clock,
+    )
     const valid = await token(rsa)
     expect((await callTool(gw, valid)).status).toBe(200)
     jwks.setMode('error500')
-    await sleep(400)
+    clock.advance(299)
+    expect((await callTool(gw, valid)).status).toBe(200)
+    clock.advance(1)
     expect((await callTool(gw, valid)).status).toBe(503)
+    expect(backend.requests.length).toBe(2)
   })
 })
 
