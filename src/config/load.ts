@@ -3,6 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
+import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { configSchema, type GatewayConfig } from './schema.js'
@@ -119,6 +120,7 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
   }
   problems.push(...checkAuthConfig(c, dir)) // key files, publicUrl shape, token exchange
   for (const [name, s] of Object.entries(c.servers)) {
+    problems.push(...upstreamHeaderProblems(name, s.headers)) // names the gateway owns, case twins
     if (s.requiredScopes.length > 0 && c.auth === undefined) {
       problems.push(`servers.${name}.requiredScopes: needs auth to be configured`)
     }

@@ -1,4 +1,9 @@
-import { HOP_BY_HOP } from './headers.js'
+import {
+  DEFAULT_HEADER_RULES,
+  isForwardedFamily,
+  isOwnedName,
+  type HeaderRules,
+} from './owned-headers.js'
 
 /** What the gateway needs from the request's header block, read in one pass over rawHeaders. */
 export interface RequestHead {
@@ -14,14 +19,21 @@ export interface RequestHead {
   readonly contentEncoding: string | undefined
   /** Lower-case name of a single-valued header that appeared more than once. */
   readonly duplicate: string | undefined
+  /** Lower-case name of a header the gateway reads, owns or sets that `Connection` names. */
+  readonly nominatesOwned: string | undefined
   readonly count: number
-  /** Headers safe to send upstream: [name, value, name, value …] in the client's order. */
+  /**
+   * Headers safe to send upstream: [name, value, name, value …] in the client's order, without
+   * hop-by-hop and Connection-named headers, credentials, identity headers and every name the
+   * gateway sets for this server.
+   */
   readonly forward: string[]
 }
 
 // SECURITY: a second copy of any of these could make the gateway and the backend read different
 // values (Node keeps the first authorization/host/content-type, other stacks keep the last).
 // Each gets a bit, so the per-request duplicate check allocates nothing.
+// prettier-ignore
 const SINGLE: ReadonlyMap<string, number> = new Map(
   [
     'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'authorization', 'origin',
@@ -29,31 +41,16 @@ const SINGLE: ReadonlyMap<string, number> = new Map(
   ].map((name, i) => [name, 1 << i]),
 )
 
-// SECURITY: never forwarded: client credentials (the spec forbids token passthrough,
-// authorization/index.mdx §Token Handling), identity/forwarding headers the gateway owns
-// (reliability S-20), and framing the gateway re-derives.
-const NOT_FORWARDED: ReadonlySet<string> = new Set([
-  ...HOP_BY_HOP,
-  'authorization',
-  'cookie',
-  'host',
-  'content-length',
-  'accept-encoding',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-real-ip',
-  'expect',
-])
-
 /** Reads the header block once; undefined fields mean "absent". */
-export function readRequestHead(raw: readonly string[]): RequestHead {
+export function readRequestHead(
+  raw: readonly string[],
+  rules: HeaderRules = DEFAULT_HEADER_RULES,
+): RequestHead {
   let version, method, name, sessionId, origin, host, authorization, contentType
   let contentLength: number | undefined
   let contentEncoding, duplicate, connection: string | undefined
   let seen = 0
+  const dropped = rules.dropped
   const forward: string[] = []
   for (let i = 0; i < raw.length; i += 2) {
     const key = (raw[i] as string).toLowerCase()
@@ -63,6 +60,7 @@ export function readRequestHead(raw: readonly string[]): RequestHead {
       if ((seen & bit) !== 0) duplicate ??= key
       seen |= bit
     }
+    // prettier-ignore
     switch (key) {
       case 'mcp-protocol-version': version = value; break
       case 'mcp-method': method = value; break
@@ -74,28 +72,56 @@ export function readRequestHead(raw: readonly string[]): RequestHead {
       case 'content-type': contentType = value; break
       case 'content-encoding': contentEncoding = value; break
       case 'content-length': contentLength = Number(value); break
-      case 'connection': connection = value; break
+      // Several Connection headers make one list (RFC 9110 §5.3).
+      case 'connection': connection = connection ? `${connection},${value}` : value; break
     }
-    if (!NOT_FORWARDED.has(key)) forward.push(raw[i] as string, value)
+    // SECURITY: client copies of what the gateway sets (configured headers included) are dropped
+    // here, so the gateway's value replaces them instead of joining them.
+    if (!dropped.has(key) && !isForwardedFamily(key)) forward.push(raw[i] as string, value)
   }
-  const fwd = connection === undefined ? forward : dropNominated(forward, connection)
+  let nominatesOwned: string | undefined
+  let fwd = forward
+  if (connection !== undefined && !isPlainConnection(connection)) {
+    const hop = nominations(connection, rules)
+    if (typeof hop === 'string') nominatesOwned = hop
+    else if (hop !== undefined) fwd = withoutNames(forward, hop)
+  }
+  // prettier-ignore
   return {
     version, method, name, sessionId, origin, host, authorization, contentType, contentLength,
-    contentEncoding, duplicate, count: raw.length / 2, forward: fwd,
+    contentEncoding, duplicate, nominatesOwned, count: raw.length / 2, forward: fwd,
   }
 }
 
-/** RFC 9110 §7.6.1: headers named in Connection are hop-by-hop too. */
-function dropNominated(forward: string[], connection: string): string[] {
-  const nominated = new Set(
-    connection.split(',').map((t) => t.trim().toLowerCase()).filter((t) => t.length > 0),
-  )
-  nominated.delete('close')
-  nominated.delete('keep-alive')
-  if (nominated.size === 0) return forward
+/** `keep-alive` or `close` alone, the only Connection values most clients send: nothing to do. */
+function isPlainConnection(value: string): boolean {
+  const v = value.length <= 10 ? value.toLowerCase() : ''
+  return v === 'keep-alive' || v === 'close'
+}
+
+/**
+ * Reads the Connection list (RFC 9110 §7.6.1: comma-separated, case-insensitive, optional
+ * whitespace). Returns the first name the gateway owns, or the other nominated names still in
+ * the forward list, or undefined when there are none.
+ */
+function nominations(connection: string, rules: HeaderRules): string | Set<string> | undefined {
+  let hop: Set<string> | undefined
+  for (const token of connection.split(',')) {
+    const name = token.trim().toLowerCase()
+    if (name === '' || name === 'close' || name === 'keep-alive') continue
+    // SECURITY: a header the gateway judged or sets would be dropped after the decision.
+    if (isOwnedName(name, rules)) return name
+    if (!rules.dropped.has(name)) (hop ??= new Set()).add(name)
+  }
+  return hop
+}
+
+/** RFC 9110 §7.6.1: the headers Connection names are hop-by-hop, so they are not forwarded. */
+function withoutNames(forward: readonly string[], names: ReadonlySet<string>): string[] {
   const out: string[] = []
   for (let i = 0; i < forward.length; i += 2) {
-    if (!nominated.has((forward[i] as string).toLowerCase())) out.push(forward[i] as string, forward[i + 1] as string)
+    const name = forward[i] as string
+    if (!names.has(name.toLowerCase())) out.push(name, forward[i + 1] as string)
   }
   return out
 }

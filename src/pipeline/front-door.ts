@@ -8,22 +8,30 @@ import { corsResponseHeaders, preflightHeaders } from '../mcp/cors.js'
 
 /**
  * First stage for /mcp/<server>: refuses new work while draining, finds the server, then does the
- * checks that cost nothing (reliability.md §0.4 steps 1-3): method, Host, Origin, header count and
- * duplicates. `runtime` is the one this pipeline was built for (app.ts), so the stages a request
- * runs through always match the config it is judged by.
+ * checks that cost nothing (docs/design/check-order.md steps 1-5): method, Host, Origin, header
+ * count, duplicates, `Connection` naming an owned header, declared body size. `runtime` is the
+ * one this pipeline was built for (app.ts), so the stages a request runs through always match the
+ * config it is judged by.
  */
-export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareHandler<GatewayEnv> =>
+export const frontDoor = (
+  ref: RuntimeRef,
+  runtime: GatewayRuntime,
+): MiddlewareHandler<GatewayEnv> =>
   async function frontDoor(c, next) {
     if (ref.draining) throw new GatewayError('shutting_down')
     c.set('runtime', runtime)
     const incoming = c.env.incoming
-    const head = readRequestHead(incoming.rawHeaders)
-    c.set('head', head)
     const server = runtime.servers.get(c.req.param('server') ?? '')
+    // The server's own rules: which client headers its configured ones replace, which it owns.
+    const head = readRequestHead(incoming.rawHeaders, server?.headerRules)
+    c.set('head', head)
     if (server === undefined) throw new GatewayError('unknown_server')
     c.set('server', server)
     const method = incoming.method ?? ''
-    if (method === 'OPTIONS') return preflight(c, server.origins, head.origin, incoming.headers['access-control-request-headers'])
+    if (method === 'OPTIONS') {
+      const requested = incoming.headers['access-control-request-headers']
+      return preflight(c, server.origins, head.origin, requested)
+    }
     // 2026-07-28 is POST only; GET/DELETE survive only for 2025-era sessions (SH §Backward
     // Compatibility) on servers that still accept legacy clients.
     const legacySession =
@@ -31,7 +39,8 @@ export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareH
       head.sessionId !== undefined &&
       server.config.legacyClients === 'allow'
     if (method !== 'POST' && !legacySession) throw new GatewayError('method_not_allowed')
-    // SECURITY: DNS-rebinding guard for local deployments (reliability S-30).
+    // SECURITY: DNS-rebinding guard for local deployments (a rebound name still carries its own
+    // Host; spec 2026-07-28 basic/transports/streamable-http §Security Warning).
     if (runtime.allowedHosts !== undefined && !runtime.allowedHosts.has(head.host ?? '')) {
       throw new GatewayError('host_not_allowed')
     }
@@ -39,13 +48,22 @@ export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): MiddlewareH
     if (head.origin !== undefined) {
       if (!server.origins.has(head.origin)) throw new GatewayError('origin_not_allowed')
       // Set on the Node response, so every way of answering (proxy, cache, errors) carries it.
-      for (const [k, v] of Object.entries(corsResponseHeaders(head.origin))) c.env.outgoing.setHeader(k, v)
+      for (const [k, v] of Object.entries(corsResponseHeaders(head.origin))) {
+        c.env.outgoing.setHeader(k, v)
+      }
     }
-    if (head.count > runtime.config.limits.maxHeaderCount) throw new GatewayError('too_many_headers')
+    if (head.count > runtime.config.limits.maxHeaderCount) {
+      throw new GatewayError('too_many_headers')
+    }
     // SECURITY: two copies of a routing or auth header can be read differently downstream.
     if (head.duplicate !== undefined) throw new GatewayError('duplicate_header', head.duplicate)
-    // Cheap rejections first (reliability §0.4): an oversized declared body is refused before
-    // authentication, so a 10 GiB upload without a token gets 413, not 401.
+    // SECURITY: a header named in Connection is dropped on the way (RFC 9110 §7.6.1); if the
+    // gateway judged or sets it, the backend would act on a request the gateway never judged.
+    if (head.nominatesOwned !== undefined) {
+      throw new GatewayError('connection_nominates_owned', head.nominatesOwned)
+    }
+    // Cheap rejections first (docs/design/check-order.md): an oversized declared body is refused
+    // before authentication, so a 10 GiB upload without a token gets 413, not 401.
     const maxBody = runtime.config.limits.maxBodyBytes
     if (head.contentLength !== undefined && head.contentLength > maxBody) {
       throw new GatewayError('body_too_large', `limit is ${maxBody} bytes`)
@@ -60,10 +78,12 @@ function preflight(
   origin: string | undefined,
   requested: string | undefined,
 ): Response {
-  // SECURITY: no Origin, or one not on the list, gets no CORS grant (reliability A-22).
+  // SECURITY: no Origin, or one not on the list, gets no CORS grant.
   if (origin === undefined || !origins.has(origin)) throw new GatewayError('origin_not_allowed')
   const headers = preflightHeaders(origin, requested)
-  if (headers === undefined) throw new GatewayError('origin_not_allowed', 'request headers not allowed')
+  if (headers === undefined) {
+    throw new GatewayError('origin_not_allowed', 'request headers not allowed')
+  }
   c.set('outcome', 'preflight')
   return c.body(null, 204, headers)
 }

@@ -35,11 +35,11 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     const mcp = c.get('mcp')
     const incoming = c.env.incoming
     const auth = c.get('upstreamAuthorization')
-    // prettier-ignore
     // SECURITY: every name added after head.forward was dropped from it whatever its case
     // (readRequestHead with the server's HeaderRules), so each value below replaces the client's
     // copies instead of joining them; the judged MCP-Protocol-Version, Mcp-Method and Mcp-Name
     // stay in head.forward as received (a config cannot name them: owned-headers.ts).
+    // prettier-ignore
     const headers = [
       ...head.forward,
       ...server.upstreamHeaders,

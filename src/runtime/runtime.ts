@@ -4,6 +4,7 @@ import { compileAuth, type AuthRuntime } from '../auth/compile.js'
 import { CACHEABLE_METHODS } from '../cache/policy.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
+import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
@@ -21,6 +22,8 @@ export interface ServerRuntime {
   readonly balancing: ServerBalancing
   /** Configured upstream headers as [name, value, …], appended to every forwarded request. */
   readonly upstreamHeaders: readonly string[]
+  /** Which client headers this server's own replace, and which `Connection` may not name. */
+  readonly headerRules: HeaderRules
   /** Allowed Origin values for this server. */
   readonly origins: ReadonlySet<string>
 }
@@ -81,6 +84,7 @@ export function createRuntime(
     const upstreamHeaders: string[] = []
     for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
     const balancing = new ServerBalancing(name, cfg, upstreamHeaders, balancingContext)
+    const hashHeader = balancing.hash?.from === 'header' ? balancing.hash.name : undefined
     servers.set(name, {
       name,
       config: cfg,
@@ -92,6 +96,7 @@ export function createRuntime(
       },
       balancing,
       upstreamHeaders,
+      headerRules: compileHeaderRules(Object.keys(cfg.headers), hashHeader),
       origins: new Set(cfg.origins ?? config.origins),
     })
   }
