@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { isRecord } from '../mcp/jsonrpc.js'
+import type { KeyParams } from './canonical.js'
 
 /**
  * Who a `private` result belongs to. caching.mdx §cacheScope: private responses MUST NOT be shared
@@ -21,8 +21,10 @@ export interface KeyParts {
   readonly method: string
   /** Protocol version from the (verified) request. */
   readonly version: string | undefined
-  /** The request's params; `_meta` is ignored. */
-  readonly params: Readonly<Record<string, unknown>> | undefined
+  /** The request's params and client capabilities in canonical text (canonical.ts). */
+  readonly params: KeyParams
+  /** `params.uri` of a resources/read (see keyUri). */
+  readonly uri: string | undefined
 }
 
 /**
@@ -39,59 +41,31 @@ export function uriTag(uri: string | undefined): string {
 }
 
 /**
- * The cache key of a request: server, method, every param but `_meta` (caching.mdx §Cache Key:
- * "the request parameters that affect the result", so `cursor` makes each page its own entry and
- * `uri` each resource), and protocol version. `_meta` (traceparent, logLevel, client info) never
- * changes a result and would split entries per caller. `auth` makes the key private to one
- * authorization context. Layout `<server>:<method>:<uri tag>:<digest>` lets invalidation match
- * by prefix in Redis.
+ * The cache key of a request: server, method, protocol version, every param but `_meta`, and the
+ * client's capabilities (caching.mdx §Cache Key: "the request parameters that affect the result",
+ * so `cursor` makes each page its own entry and `uri` each resource; a backend may shape its lists
+ * by what the client can do, as an HTTP `Vary` would say). The rest of `_meta` (traceparent,
+ * progressToken, logLevel, client info) never changes a result and would split entries per
+ * request. `auth` makes the key private to one authorization context. Layout
+ * `<server>:<method>:<uri tag>:<digest>` lets invalidation match by prefix in Redis.
  */
 export function cacheKey(parts: KeyParts, auth?: AuthContext): string {
-  const uri = parts.method === 'resources/read' ? stringParam(parts.params, 'uri') : undefined
-  let material = `${parts.version ?? ''}\n${canonicalParams(parts.params)}`
+  // SECURITY: the params text is lossless (canonical.ts); a parsed value would round big integers
+  // and drop `__proto__` members, so two different requests could read one entry.
+  let material = `${parts.version ?? ''}\n${parts.params.params}\n${parts.params.capabilities}`
   // SECURITY: without the context in the key, one caller's private answer would be another's hit.
   if (auth !== undefined) material += `\n${authMaterial(auth)}`
-  return `${parts.server}:${parts.method}:${uriTag(uri)}:${memoDigest(material)}`
+  return `${parts.server}:${parts.method}:${uriTag(parts.uri)}:${memoDigest(material)}`
 }
 
-/** The resource URI a key was built for (resources/read only). */
+/** The resource URI a key is built for (resources/read only). */
 export function keyUri(
   method: string,
   params: Readonly<Record<string, unknown>> | undefined,
 ): string | undefined {
-  return method === 'resources/read' ? stringParam(params, 'uri') : undefined
-}
-
-function stringParam(
-  params: Readonly<Record<string, unknown>> | undefined,
-  name: string,
-): string | undefined {
-  const v = params?.[name]
+  if (method !== 'resources/read') return undefined
+  const v = params?.uri
   return typeof v === 'string' ? v : undefined
-}
-
-/** Params without `_meta`, keys sorted at every level, so equal requests give equal text. */
-export function canonicalParams(params: Readonly<Record<string, unknown>> | undefined): string {
-  if (params === undefined) return '{}'
-  let plain = true
-  for (const k in params) {
-    if (k !== '_meta') {
-      plain = false
-      break
-    }
-  }
-  if (plain) return '{}' // the common case: a first-page list with only the envelope
-  const out: Record<string, unknown> = {}
-  for (const k of Object.keys(params).sort()) if (k !== '_meta') out[k] = sortKeys(params[k])
-  return JSON.stringify(out)
-}
-
-function sortKeys(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeys)
-  if (!isRecord(v)) return v
-  const out: Record<string, unknown> = {}
-  for (const k of Object.keys(v).sort()) out[k] = sortKeys(v[k])
-  return out
 }
 
 function authMaterial(auth: AuthContext): string {

@@ -1,4 +1,5 @@
 import type { McpRequestInfo } from '../mcp/classify.js'
+import { keyParamsOf, type KeyParams } from './canonical.js'
 import type { CacheRequest } from './edge-cache.js'
 import { authContextOf, cacheKey, keyUri, serverTag, type KeyParts } from './key.js'
 import { isCacheableRequest } from './policy.js'
@@ -31,11 +32,13 @@ export function tagOf(server: CachedServer): string {
  * Resolves a classified request into cache keys, or undefined when the cache must stay out of it:
  * a body that was not parsed and checked against its headers (reliability A-90: validation
  * precedes the cache), a notification, a 2025-era request (those results carry no cache hints),
- * a non-cacheable method, or an MRTR retry.
+ * a non-cacheable method, or an MRTR retry. `body` is the request body the classifier parsed: the
+ * key reads its params from the text, losslessly (canonical.ts).
  */
 export function cacheRequestOf(
   server: CachedServer,
   mcp: McpRequestInfo,
+  body: Buffer,
   principal: CachePrincipal,
   allowPrivate: boolean,
 ): { readonly req: CacheRequest; readonly rawId: string } | undefined {
@@ -48,17 +51,24 @@ export function cacheRequestOf(
   const method = message.method
   if (rawId === undefined || method === undefined || !isCacheableRequest(method, message.params))
     return undefined
+  let params: KeyParams
+  try {
+    params = keyParamsOf(body.toString('utf8'))
+  } catch {
+    return undefined // unreachable for a body the strict scanner passed; never guess a key
+  }
   const parts: KeyParts = {
     server: tagOf(server),
     method,
     version: mcp.version,
-    params: message.params,
+    params,
+    uri: keyUri(method, message.params),
   }
   const auth = allowPrivate ? authContextOf(principal) : undefined
   const req: CacheRequest = {
     server: parts.server,
     method,
-    uri: keyUri(method, message.params),
+    uri: parts.uri,
     publicKey: cacheKey(parts),
     privateKey: auth === undefined ? undefined : cacheKey(parts, auth),
   }

@@ -34,6 +34,7 @@ export const listCache = (
     const resolved = cacheRequestOf(
       c.get('server'),
       c.get('mcp'),
+      c.get('body'),
       c.get('principal'),
       cache.rules.allowPrivate,
     )

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { EdgeCache, type CacheRequest } from '../../../src/cache/edge-cache.js'
 import type { HitParts } from '../../../src/cache/entry.js'
+import { keyParamsOf } from '../../../src/cache/canonical.js'
 import { cacheKey, serverTag, type AuthContext } from '../../../src/cache/key.js'
 import type { ListFilter } from '../../../src/mcp/list-filter.js'
 
@@ -16,7 +17,8 @@ const parts = (method = 'tools/list', params: Record<string, unknown> = {}) => (
   server,
   method,
   version: '2026-07-28',
-  params,
+  params: keyParamsOf(JSON.stringify({ params })),
+  uri: typeof params.uri === 'string' ? params.uri : undefined,
 })
 const ctx = (subject: string): AuthContext => ({
   issuer: 'iss',

@@ -1,20 +1,29 @@
 import { describe, expect, it } from 'vitest'
+import { keyParamsOf } from '../../../src/cache/canonical.js'
 import {
   authContextOf,
   cacheKey,
-  canonicalParams,
   serverTag,
   type AuthContext,
   type KeyParts,
 } from '../../../src/cache/key.js'
 
 const server = serverTag('app', ['http://127.0.0.1:1/mcp'])
-const envelope = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }
-const parts = (params: Record<string, unknown> = {}, over: Partial<KeyParts> = {}): KeyParts => ({
+const envelope = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': {},
+}
+/** Key parts of a request whose params are `params` plus `meta` merged into the envelope. */
+const parts = (
+  params: Record<string, unknown> = {},
+  over: Partial<KeyParts> = {},
+  meta: Record<string, unknown> = {},
+): KeyParts => ({
   server,
   method: 'tools/list',
   version: '2026-07-28',
-  params: { ...params, _meta: envelope },
+  params: keyParamsOf(JSON.stringify({ params: { ...params, _meta: { ...envelope, ...meta } } })),
+  uri: typeof params.uri === 'string' ? params.uri : undefined,
   ...over,
 })
 const alice: AuthContext = {
@@ -26,21 +35,23 @@ const alice: AuthContext = {
 }
 
 describe('cacheKey', () => {
-  it('ignores _meta: trace context, log level and client info never split entries', () => {
+  it('ignores _meta but the client capabilities: trace context, log level, client info', () => {
     const plain = cacheKey(parts())
-    const traced = cacheKey({
-      ...parts(),
-      params: {
-        _meta: {
-          ...envelope,
+    const traced = cacheKey(
+      parts(
+        {},
+        {},
+        {
           traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+          progressToken: 'p-1',
           'io.modelcontextprotocol/logLevel': 'debug',
           'io.modelcontextprotocol/clientInfo': { name: 'other', version: '9' },
         },
-      },
-    })
+      ),
+    )
     expect(traced).toBe(plain)
-    expect(cacheKey({ ...parts(), params: undefined })).toBe(plain)
+    const caps = { 'io.modelcontextprotocol/clientCapabilities': { sampling: {} } }
+    expect(cacheKey(parts({}, {}, caps))).not.toBe(plain)
   })
 
   it('gives each page, resource, method, server and protocol version its own entry', () => {
@@ -54,6 +65,7 @@ describe('cacheKey', () => {
       cacheKey(parts({}, { server: serverTag('app', ['http://127.0.0.1:2/mcp']) })),
       cacheKey(parts({ uri: 'docs://a' }, { method: 'resources/read' })),
       cacheKey(parts({ uri: 'docs://b' }, { method: 'resources/read' })),
+      cacheKey({ ...parts(), params: keyParamsOf('{"jsonrpc":"2.0"}') }),
     ]
     expect(new Set(keys).size).toBe(keys.length)
   })
@@ -81,13 +93,6 @@ describe('cacheKey', () => {
     ]) {
       expect(cacheKey(parts(), other)).not.toBe(a1)
     }
-  })
-
-  it('canonicalises params: key order does not matter, values do', () => {
-    expect(canonicalParams({ b: 1, a: { y: 2, x: 1 }, _meta: {} })).toBe(
-      '{"a":{"x":1,"y":2},"b":1}',
-    )
-    expect(canonicalParams({ _meta: { anything: 1 } })).toBe('{}')
   })
 })
 
