@@ -44,7 +44,11 @@ describe('SseReader', () => {
   })
 
   it('never takes a CRLF split across chunks for two line ends', () => {
-    const { events } = read([Buffer.from('data: a\r'), Buffer.from('\ndata: b\r'), Buffer.from('\n\r\n')])
+    const { events } = read([
+      Buffer.from('data: a\r'),
+      Buffer.from('\ndata: b\r'),
+      Buffer.from('\n\r\n'),
+    ])
     expect(dataOf(events)).toEqual(['a\nb'])
   })
 
@@ -89,7 +93,11 @@ describe('SseReader', () => {
 
 describe('parseEvent', () => {
   it('reads data fields as HTML §9.2.6 does and keeps the other lines', () => {
-    const e = parseEvent(Buffer.from('event: message\r\nid: 41\r\nretry: 10\r\n: note\r\ndata:a\r\ndata\r\ndata:  b\r\n\r\n'))
+    const e = parseEvent(
+      Buffer.from(
+        'event: message\r\nid: 41\r\nretry: 10\r\n: note\r\ndata:a\r\ndata\r\ndata:  b\r\n\r\n',
+      ),
+    )
     expect(e.data).toBe('a\n\n b')
     expect(e.otherLines).toEqual(['event: message', 'id: 41', 'retry: 10', ': note'])
     expect(parseEvent(Buffer.from(': only a comment\n\n')).data).toBeUndefined()
@@ -103,11 +111,17 @@ describe('parseEvent', () => {
   })
 
   it('refuses invalid UTF-8 instead of replacing it', () => {
-    expect(() => parseEvent(Buffer.from([0x64, 0x61, 0x74, 0x61, 0x3a, 0xff, 0x0a, 0x0a]))).toThrow(TypeError)
+    expect(() => parseEvent(Buffer.from([0x64, 0x61, 0x74, 0x61, 0x3a, 0xff, 0x0a, 0x0a]))).toThrow(
+      TypeError,
+    )
   })
 
   it('replaceData keeps event, id, retry and comment lines', () => {
-    const e = parseEvent(Buffer.from('event: message\nid: 41\nretry: 10\n: note\ndata: {"old":1}\n\n'))
-    expect(replaceData(e, '{"new":1}').toString()).toBe('event: message\nid: 41\nretry: 10\n: note\ndata: {"new":1}\n\n')
+    const e = parseEvent(
+      Buffer.from('event: message\nid: 41\nretry: 10\n: note\ndata: {"old":1}\n\n'),
+    )
+    expect(replaceData(e, '{"new":1}').toString()).toBe(
+      'event: message\nid: 41\nretry: 10\n: note\ndata: {"new":1}\n\n',
+    )
   })
 })

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { SseFramer } from '../../../src/upstream/sse-framing.js'
 
-const progress = 'event: message\ndata: {"method":"notifications/progress","params":{"progress":1}}\n\n'
+const progress =
+  'event: message\ndata: {"method":"notifications/progress","params":{"progress":1}}\n\n'
 const result = 'event: message\ndata: {"result":{"content":[]},"jsonrpc":"2.0","id":1}\n\n'
 
 describe('SseFramer', () => {
@@ -24,14 +25,20 @@ describe('SseFramer', () => {
 
   it('understands CRLF and CR line endings', () => {
     const f = new SseFramer()
-    expect(f.push(Buffer.from('data: {"jsonrpc":"2.0","id":2,"error":{"code":1}}\r\n\r\n'))?.toString()).toContain('"error"')
+    expect(
+      f.push(Buffer.from('data: {"jsonrpc":"2.0","id":2,"error":{"code":1}}\r\n\r\n'))?.toString(),
+    ).toContain('"error"')
     expect(f.sawResponse).toBe(true)
     expect(new SseFramer().push(Buffer.from('data: x\r\r'))?.toString()).toBe('data: x\r\r')
   })
 
   it('does not count notifications or nested "result" keys as the response', () => {
     const f = new SseFramer()
-    f.push(Buffer.from('data: {"jsonrpc":"2.0","method":"notifications/message","params":{"result":1}}\n\n'))
+    f.push(
+      Buffer.from(
+        'data: {"jsonrpc":"2.0","method":"notifications/message","params":{"result":1}}\n\n',
+      ),
+    )
     expect(f.sawResponse).toBe(false)
   })
 })
@@ -39,9 +46,9 @@ describe('SseFramer', () => {
 describe('SseFramer on the shared reader', () => {
   it('ends an event at the LF CRLF blank line form', () => {
     const f = new SseFramer()
-    expect(f.push(Buffer.from('data: {"jsonrpc":"2.0","id":1,"result":{}}\n\r\n'))?.toString()).toBe(
-      'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\r\n',
-    )
+    expect(
+      f.push(Buffer.from('data: {"jsonrpc":"2.0","id":1,"result":{}}\n\r\n'))?.toString(),
+    ).toBe('data: {"jsonrpc":"2.0","id":1,"result":{}}\n\r\n')
     expect(f.sawResponse).toBe(true)
   })
 
@@ -55,7 +62,9 @@ describe('SseFramer on the shared reader', () => {
       const second = f.push(bytes.subarray(i))
       // nothing before the blank line: only whole events go out
       if (i < bytes.length - 1) expect(first).toBeUndefined()
-      expect(Buffer.concat([first ?? Buffer.alloc(0), second ?? Buffer.alloc(0)]).equals(bytes)).toBe(true)
+      expect(
+        Buffer.concat([first ?? Buffer.alloc(0), second ?? Buffer.alloc(0)]).equals(bytes),
+      ).toBe(true)
       expect(f.sawResponse).toBe(true)
     },
   )
