@@ -54,24 +54,22 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     const filter = c.get('listFilter')
     const observers = c.get('resultHooks') ?? []
     const limits = c.get('runtime').config.limits
-    // A policy filter rewrites the answer, so it must see all of it (bounded: 502 beyond). Hooks
-    // that only look (cache capture) let the answer stream untouched and skip what is too large.
     const b = server.balancing
-    // Task ids are sealed for their creator (docs/policy.md "Tasks"); only answers that can carry
-    // one are rewritten, never a plain tools/call.
-    const owner = ownerOf(c.get('principal'))
+    // Handles (2025-era session ids, task ids) are sealed for this caller: its verified issuer and
+    // subject, or nobody without auth (docs/balancing.md "Legacy sessions", "Task ids").
+    const owner: HandleOwner | undefined = c.get('principal')
+    // Only answers that can carry a task id are rewritten for it, never a plain tools/call.
     const tasks =
       incoming.method === 'POST' && mayCarryTaskIds(mcp.method, mcp.message, body)
         ? taskSealer(b.sessions, owner)
         : undefined
+    // A policy filter or the task-id seal rewrites the answer, so it must see all of it (bounded:
+    // 502 beyond). Hooks that only look (cache capture) let the answer stream untouched and skip
+    // what is too large.
     const rewrite = filter !== undefined || tasks !== undefined
-    const hooks: readonly ResultHook[] = rewrite
-      ? [
-          ...observers,
-          ...(filter === undefined ? [] : [listFilterHook(filter, mcp.method ?? '')]),
-          ...(tasks === undefined ? [] : [taskIdHook(tasks)]),
-        ]
-      : observers
+    let hooks: readonly ResultHook[] = observers
+    if (filter !== undefined) hooks = [...hooks, listFilterHook(filter, mcp.method ?? '')]
+    if (tasks !== undefined) hooks = [...hooks, taskIdHook(tasks)]
     const maxInspect = rewrite
       ? limits.maxInspectBytes
       : Math.min(limits.maxInspectBytes, c.get('runtime').config.cache?.maxEntryBytes ?? Infinity)
@@ -164,11 +162,6 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
 function streamOwner(p: Principal | undefined, remoteAddress: string | undefined): string {
   // The issuer's length keeps `a` + `bc` and `ab` + `c` apart.
   return p === undefined ? `addr ${remoteAddress ?? ''}` : `sub ${p.issuer.length}:${p.issuer}${p.subject}`
-}
-
-/** The principal a sealed handle is bound to; none without auth (docs/balancing.md). */
-function ownerOf(p: Principal | undefined): HandleOwner | undefined {
-  return p === undefined ? undefined : { issuer: p.issuer, subject: p.subject }
 }
 
 function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskIdSealer {
