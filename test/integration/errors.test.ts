@@ -206,12 +206,21 @@ describe('message and SEP-2243 rejections echo the id and never reach the backen
 })
 
 describe('upstream failures are gateway errors, distinguishable from the backend', () => {
-  it('upstream_unavailable: nothing listens at the upstream', async () => {
+  it('no_upstream: nothing listens at the upstream, so nothing could take the request (503)', async () => {
     const b = await startNonValidatingBackend()
     const url = b.url
     await b.close()
     const gw = await startTestGateway(oneServer(url))
-    expectGatewayError(await rawPost(gw.mcpUrl('app'), call(21), headers()), 'upstream_unavailable', 21)
+    const res = await rawPost(gw.mcpUrl('app'), call(21), headers())
+    expectGatewayError(res, 'no_upstream', 21)
+    expect(res.headers['retry-after']).toBe('1')
+  })
+
+  it('upstream_unavailable: the upstream reset the connection after it got the call', async () => {
+    const b = await backend({ behaviour: () => 'reset' })
+    const gw = await startTestGateway(oneServer(b.url))
+    expectGatewayError(await rawPost(gw.mcpUrl('app'), call(26), headers()), 'upstream_unavailable', 26)
+    expect(b.requests).toHaveLength(1)
   })
 
   it('upstream_bad_response: garbage, or a 401 for the gateway credentials (challenge not relayed)', async () => {

@@ -151,10 +151,12 @@ describe('passive ejection', () => {
     await Promise.all(rs.map((r) => r.kill()))
     for (let i = 0; i < 10; i++) {
       const res = await mcpPost(url, 'tools/list', {}, { id: i })
-      expect(res.status).toBe(502) // every replica refused: nothing reached a backend
+      // Every replica refused: nothing reached a backend, so it is a 503 to come back to.
+      expect(res.status).toBe(503)
+      expect(res.headers['retry-after']).toBe('1')
       expect(res.json()).toMatchObject({
         id: i,
-        error: { data: { reason: 'upstream_unavailable' } },
+        error: { code: -31503, data: { reason: 'no_upstream' } },
       })
     }
     const out = await outIds(gw)
