@@ -86,6 +86,11 @@ const server = z.strictObject({
   trustHeaders: z.boolean().default(false),
   /** Whether 2025-era clients (no MCP-Protocol-Version 2026-07-28) are passed to this backend. */
   legacyClients: z.enum(['allow', 'reject']).default('allow'),
+  /**
+   * Methods beyond the protocol's that may reach this server when policies are on (patterns, `*`
+   * wildcard); each is then a policy target (`methods:` in rules), denied unless a rule allows it.
+   */
+  extraMethods: patterns.default([]),
   /** Sent upstream on every request; the client's own credentials never are. */
   headers: z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'invalid header name'), z.string()).default({}),
   timeouts: timeouts.default(timeouts.parse({})),

@@ -1,28 +1,31 @@
 import { GatewayError } from '../errors.js'
 import { decodeHeaderValue } from './headers.js'
 import { isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
+import { NAMED_METHODS, type NamedKind } from './methods.js'
+import { hasForbiddenNameCharacter, printable } from './names.js'
 import type { RequestHead } from './request-head.js'
 
 /** The protocol revision whose clients mirror method and name into headers (SEP-2243). */
 export const MODERN_VERSION = '2026-07-28'
 /** 2025-era revisions: no request-metadata headers, so their headers are never trusted. */
 export const LEGACY_VERSIONS: ReadonlySet<string> = new Set([
-  '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07',
+  '2025-11-25',
+  '2025-06-18',
+  '2025-03-26',
+  '2024-11-05',
+  '2024-10-07',
 ])
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion'
 
-/** Something a request names, which policy can allow or deny. */
+/**
+ * Something a request names, which policy can allow or deny. `method` is a method a server lists
+ * under `extraMethods`; the authorize stage names it, classify never does.
+ */
 export type McpTarget =
   | { readonly kind: 'tool'; readonly name: string }
   | { readonly kind: 'prompt'; readonly name: string }
   | { readonly kind: 'resource'; readonly uri: string }
-
-/** Methods whose `Mcp-Name` header is required, and what the name designates (SH table). */
-export const NAMED_METHODS: Readonly<Record<string, 'tool' | 'prompt' | 'resource'>> = {
-  'tools/call': 'tool',
-  'prompts/get': 'prompt',
-  'resources/read': 'resource',
-}
+  | { readonly kind: 'method'; readonly name: string }
 
 /** One inbound MCP message, as far as routing, policy and caching need to know it. */
 export interface McpRequestInfo {
@@ -54,24 +57,29 @@ export interface ClassifyPolicy {
  * reading it (streamable-http.mdx §Server Validation: intermediaries that act on mirrored headers
  * SHOULD refuse versions that don't require header-body validation). Throws GatewayError.
  */
-export function classify(head: RequestHead, body: Uint8Array, policy: ClassifyPolicy): McpRequestInfo {
+export function classify(
+  head: RequestHead,
+  body: Uint8Array,
+  policy: ClassifyPolicy,
+): McpRequestInfo {
   const version = head.version
   if (version === MODERN_VERSION) return classifyModern(head, body, policy)
-  if (version === undefined || LEGACY_VERSIONS.has(version)) return classifyLegacy(head, body, policy)
+  if (version === undefined || LEGACY_VERSIONS.has(version))
+    return classifyLegacy(head, body, policy)
   throw new GatewayError('unsupported_version', version, {
     supported: policy.allowLegacy ? [MODERN_VERSION, ...LEGACY_VERSIONS] : [MODERN_VERSION],
     requested: version,
   })
 }
 
-function classifyModern(head: RequestHead, body: Uint8Array, policy: ClassifyPolicy): McpRequestInfo {
+function classifyModern(
+  head: RequestHead,
+  body: Uint8Array,
+  policy: ClassifyPolicy,
+): McpRequestInfo {
   const method = head.method
-  const named = method === undefined ? undefined : NAMED_METHODS[method]
-  let headerName: string | undefined
-  if (head.name !== undefined) {
-    headerName = decodeHeaderValue(head.name)
-    if (headerName === undefined) throw mismatch('the Mcp-Name header is not a valid value')
-  }
+  const named = method === undefined ? undefined : NAMED_METHODS.get(method)
+  const headerName = mcpNameOf(head)
   if (named !== undefined && headerName === undefined) {
     throw mismatch(`the required Mcp-Name header is absent for ${method}`)
   }
@@ -80,26 +88,51 @@ function classifyModern(head: RequestHead, body: Uint8Array, policy: ClassifyPol
   const mustParse = policy.parseAlways || method === undefined || policy.parseMethods.has(method)
   if (!mustParse) {
     const targets = named === undefined ? [] : [targetOf(named, headerName as string)]
-    return { era: 'modern', version: MODERN_VERSION, method, kind: 'unknown', targets, verified: false, message: undefined }
+    return {
+      era: 'modern',
+      version: MODERN_VERSION,
+      method,
+      kind: 'unknown',
+      targets,
+      verified: false,
+      message: undefined,
+    }
   }
-  const msg = parseMessage(body, policy.maxDepth)
-  if (msg.kind === 'response') throw new GatewayError('invalid_request', 'clients do not send responses in 2026-07-28')
+  const msg = parseMessage(body, policy.maxDepth, head.contentType)
+  if (msg.kind === 'response')
+    throw new GatewayError('invalid_request', 'clients do not send responses in 2026-07-28')
   if (method === undefined && msg.kind === 'request') {
-    throw mismatch(`the body names method ${msg.method} but the required Mcp-Method header is absent`)
+    throw mismatch(
+      `the body names method ${msg.method} but the required Mcp-Method header is absent`,
+    )
   }
   if (method !== undefined && msg.method !== method) {
     throw mismatch(`the body names method ${msg.method} but the Mcp-Method header names ${method}`)
   }
   const claimed = metaVersion(msg)
   if (claimed !== undefined && claimed !== MODERN_VERSION) {
-    throw mismatch(`the body envelope names protocol version ${claimed} but the MCP-Protocol-Version header names ${MODERN_VERSION}`)
+    throw mismatch(
+      `the body envelope names protocol version ${claimed} but the MCP-Protocol-Version header names ${MODERN_VERSION}`,
+    )
   }
   const targets = bodyTargets(msg, headerName)
-  return { era: 'modern', version: MODERN_VERSION, method: msg.method, kind: msg.kind, targets, verified: true, message: msg }
+  return {
+    era: 'modern',
+    version: MODERN_VERSION,
+    method: msg.method,
+    kind: msg.kind,
+    targets,
+    verified: true,
+    message: msg,
+  }
 }
 
-function classifyLegacy(head: RequestHead, body: Uint8Array, policy: ClassifyPolicy): McpRequestInfo {
-  const msg = parseMessage(body, policy.maxDepth)
+function classifyLegacy(
+  head: RequestHead,
+  body: Uint8Array,
+  policy: ClassifyPolicy,
+): McpRequestInfo {
+  const msg = parseMessage(body, policy.maxDepth, head.contentType)
   const claimed = metaVersion(msg)
   if (claimed !== undefined && !LEGACY_VERSIONS.has(claimed)) {
     throw mismatch(
@@ -116,48 +149,74 @@ function classifyLegacy(head: RequestHead, body: Uint8Array, policy: ClassifyPol
   }
   // 2025-era clients send no routing headers; any that are present must still agree with the body.
   if (head.method !== undefined && head.method !== msg.method) {
-    throw mismatch(`the body names method ${msg.method} but the Mcp-Method header names ${head.method}`)
+    throw mismatch(
+      `the body names method ${msg.method} but the Mcp-Method header names ${head.method}`,
+    )
   }
-  let headerName: string | undefined
-  if (head.name !== undefined) {
-    headerName = decodeHeaderValue(head.name)
-    if (headerName === undefined) throw mismatch('the Mcp-Name header is not a valid value')
+  const targets = msg.kind === 'response' ? [] : bodyTargets(msg, mcpNameOf(head))
+  return {
+    era: 'legacy',
+    version: head.version,
+    method: msg.method,
+    kind: msg.kind,
+    targets,
+    verified: true,
+    message: msg,
   }
-  const targets = msg.kind === 'response' ? [] : bodyTargets(msg, headerName)
-  return { era: 'legacy', version: head.version, method: msg.method, kind: msg.kind, targets, verified: true, message: msg }
 }
 
-/** Targets from a parsed body; a sent Mcp-Name must equal the body's name byte for byte. */
+/** The decoded Mcp-Name header (SEP-2243 §Encoding), undefined when absent; -32020 when invalid. */
+function mcpNameOf(head: RequestHead): string | undefined {
+  if (head.name === undefined) return undefined
+  const name = decodeHeaderValue(head.name)
+  if (name === undefined) throw mismatch('the Mcp-Name header is not a valid value')
+  return name
+}
+
+/**
+ * Every target a parsed body names: the Mcp-Name target (a sent Mcp-Name must equal the body's
+ * name byte for byte), completion refs, listen URIs and the URI of a 2025-era resources/subscribe.
+ */
 function bodyTargets(msg: JsonRpcMessage, headerName: string | undefined): McpTarget[] {
   const method = msg.method ?? ''
   const params = msg.params
-  const named = NAMED_METHODS[method]
+  const named = NAMED_METHODS.get(method)
   if (named !== undefined) {
     const field = named === 'resource' ? 'uri' : 'name'
     const value = params?.[field]
     if (typeof value !== 'string') {
       if (headerName !== undefined) {
-        throw mismatch(`the Mcp-Name header names "${headerName}" but the body carries no params.${field}`)
+        throw mismatch(
+          `the Mcp-Name header names "${headerName}" but the body carries no params.${field}`,
+        )
       }
       throw new GatewayError('invalid_params', `${method} requires params.${field} as a string`)
     }
     // SECURITY: exact comparison after decoding; no case folding or normalisation (SEP-2243).
     if (headerName !== undefined && headerName !== value) {
-      throw mismatch(`the body carries params.${field}=${JSON.stringify(value)} but the Mcp-Name header names ${JSON.stringify(headerName)}`)
+      throw mismatch(
+        `the body carries params.${field}=${JSON.stringify(value)} but the Mcp-Name header names ${JSON.stringify(headerName)}`,
+      )
     }
     return [targetOf(named, value)]
   }
   if (method === 'completion/complete') return refTargets(params)
   if (method === 'subscriptions/listen') return listenTargets(params)
+  if (method === 'resources/subscribe') return subscribeTargets(params)
   return []
 }
 
 function refTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {
   const ref = params?.ref
   if (!isRecord(ref)) return []
-  if (ref.type === 'ref/prompt' && typeof ref.name === 'string') return [{ kind: 'prompt', name: ref.name }]
-  if (ref.type === 'ref/resource' && typeof ref.uri === 'string') return [{ kind: 'resource', uri: ref.uri }]
-  throw new GatewayError('invalid_params', 'completion/complete needs a ref/prompt name or ref/resource uri')
+  if (ref.type === 'ref/prompt' && typeof ref.name === 'string')
+    return [targetOf('prompt', ref.name)]
+  if (ref.type === 'ref/resource' && typeof ref.uri === 'string')
+    return [{ kind: 'resource', uri: ref.uri }]
+  throw new GatewayError(
+    'invalid_params',
+    'completion/complete needs a ref/prompt name or ref/resource uri',
+  )
 }
 
 function listenTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {
@@ -170,9 +229,30 @@ function listenTargets(params: Readonly<Record<string, unknown>> | undefined): M
   return uris.map((uri: string) => ({ kind: 'resource', uri }))
 }
 
-/** Builds the target a named method designates. */
-export function targetOf(kind: 'tool' | 'prompt' | 'resource', value: string): McpTarget {
-  return kind === 'resource' ? { kind, uri: value } : { kind, name: value }
+/** A 2025-era resources/subscribe names a resource in params.uri (2025-11-25 server/resources). */
+function subscribeTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {
+  const uri = params?.uri
+  if (typeof uri !== 'string') {
+    throw new GatewayError('invalid_params', 'resources/subscribe requires params.uri as a string')
+  }
+  return [{ kind: 'resource', uri }]
+}
+
+/**
+ * Builds the target a named method designates. Tool and prompt names are checked here, whether
+ * they come from a body or a decoded Mcp-Name, so no path skips the check.
+ */
+export function targetOf(kind: NamedKind, value: string): McpTarget {
+  if (kind === 'resource') return { kind, uri: value }
+  // SECURITY: a name with controls, lone surrogates or bidi controls reads differently to another
+  // decoder, log viewer or person; it is never judged or forwarded (docs/policy.md §Names).
+  if (hasForbiddenNameCharacter(value)) {
+    throw new GatewayError(
+      'invalid_name',
+      `the ${kind} name "${printable(value)}" contains a control, bidi or unpaired surrogate character`,
+    )
+  }
+  return { kind, name: value }
 }
 
 function metaVersion(msg: JsonRpcMessage): string | undefined {

@@ -3,13 +3,14 @@
  * Metadata). Header names are case-insensitive; values are case-sensitive and compared exactly.
  */
 
-
 const SENTINEL_OPEN = '=?base64?'
 const SENTINEL_CLOSE = '?='
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 // Printable ASCII only; anything else must travel in the sentinel form (SEP-2243 §Encoding).
 const PLAIN = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/
-const utf8 = new TextDecoder('utf-8', { fatal: true })
+// ignoreBOM: a decoded value keeps a leading U+FEFF, so it is compared as the client encoded it
+// instead of losing a character another decoder keeps.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /**
  * Decodes an `Mcp-Name` / `Mcp-Param-*` value: `=?base64?…?=` becomes its UTF-8 text (the markers

@@ -11,16 +11,23 @@ export interface JsonRpcMessage {
   readonly rawId: string | undefined
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true })
+// ignoreBOM keeps a leading U+FEFF in the text instead of dropping it silently; bodies that
+// start with one are refused before decoding anyway.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
-/** Strictly parses one JSON-RPC message from the body; throws GatewayError on any defect. */
-export function parseMessage(body: Uint8Array, maxDepth: number): JsonRpcMessage {
-  let text: string
-  try {
-    text = utf8.decode(body)
-  } catch {
-    throw new GatewayError('parse_error', 'body is not valid UTF-8')
-  }
+/** MCP ids are strings or integers (basic/index.mdx §Requests); `-0` is not written by integers. */
+const INTEGER_ID = /^-?(?:0|[1-9][0-9]*)$/
+
+/**
+ * Strictly parses one JSON-RPC message from the body; throws GatewayError on any defect.
+ * `contentType` is the request's, whose charset (if any) must be UTF-8.
+ */
+export function parseMessage(
+  body: Uint8Array,
+  maxDepth: number,
+  contentType?: string,
+): JsonRpcMessage {
+  const text = decodeBody(body, contentType)
   let rawId: string | undefined
   try {
     const scan = scanJson(text, { maxDepth })
@@ -30,7 +37,7 @@ export function parseMessage(body: Uint8Array, maxDepth: number): JsonRpcMessage
     if (!(err instanceof JsonScanError)) throw err
     if (err.kind === 'syntax') throw new GatewayError('parse_error')
     if (err.kind === 'too_deep') throw new GatewayError('json_too_deep', err.message)
-    throw new GatewayError('duplicate_key', err.message)
+    throw new GatewayError(err.kind, err.message)
   }
   let value: unknown
   try {
@@ -42,12 +49,75 @@ export function parseMessage(body: Uint8Array, maxDepth: number): JsonRpcMessage
   return checkShape(value, rawId)
 }
 
-/** JSON-RPC 2.0 §4-5 shape; MCP adds: ids are strings or numbers, never null (basic/index.mdx). */
+/**
+ * The body as text, only when it is UTF-8 without a byte order mark (RFC 8259 §8.1: JSON between
+ * systems MUST be UTF-8, and a BOM MUST NOT be added). Anything else is refused rather than read
+ * one way here and another way by a backend that honours a BOM, a charset or UTF-16.
+ */
+function decodeBody(body: Uint8Array, contentType: string | undefined): string {
+  // SECURITY: each of these is text that some reader decodes differently from this one.
+  if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) {
+    throw new GatewayError(
+      'parse_error',
+      'the body starts with a byte order mark; send UTF-8 without one',
+    )
+  }
+  if ((body[0] === 0xfe && body[1] === 0xff) || (body[0] === 0xff && body[1] === 0xfe)) {
+    throw new GatewayError(
+      'parse_error',
+      'the body is UTF-16 or UTF-32 (byte order mark); send UTF-8',
+    )
+  }
+  // RFC 4627 §3: JSON text starts with two ASCII characters, so a NUL among the first four bytes
+  // means UTF-16 or UTF-32 without a BOM.
+  if (body.length >= 2 && (body[0] === 0 || body[1] === 0 || body[2] === 0 || body[3] === 0)) {
+    throw new GatewayError('parse_error', 'the body looks UTF-16 or UTF-32 encoded; send UTF-8')
+  }
+  if (contentType !== undefined && contentType.includes(';')) {
+    const charset = charsetOf(contentType)
+    if (charset !== undefined && charset !== 'utf-8') {
+      throw new GatewayError(
+        'parse_error',
+        `charset ${JSON.stringify(charset)} is not supported; send UTF-8`,
+      )
+    }
+  }
+  try {
+    return utf8.decode(body)
+  } catch {
+    throw new GatewayError('parse_error', 'the body is not valid UTF-8')
+  }
+}
+
+/** The lower-cased `charset` parameter of a media type (RFC 9110 §8.3.1), if there is one. */
+function charsetOf(contentType: string): string | undefined {
+  for (const param of contentType.split(';').slice(1)) {
+    const eq = param.indexOf('=')
+    if (eq === -1 || param.slice(0, eq).trim().toLowerCase() !== 'charset') continue
+    let value = param.slice(eq + 1).trim()
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"'))
+      value = value.slice(1, -1)
+    return value.toLowerCase()
+  }
+  return undefined
+}
+
+/** JSON-RPC 2.0 §4-5 shape; MCP adds: ids are strings or integers, never null (basic/index.mdx). */
 function checkShape(value: unknown, rawId: string | undefined): JsonRpcMessage {
   if (!isRecord(value)) throw new GatewayError('invalid_request', 'body is not a JSON-RPC object')
   if (value.jsonrpc !== '2.0') throw new GatewayError('invalid_request', 'jsonrpc must be "2.0"')
-  if (rawId !== undefined && typeof value.id !== 'string' && typeof value.id !== 'number') {
-    throw new GatewayError('invalid_request', 'id must be a string or a number')
+  // SECURITY: `1.5`, `1e2` or `1e400` are read as 1.5, 100 or Infinity by one parser and kept as
+  // text by another, so the answer's id would not be the request's; null, booleans, objects and
+  // arrays are no MCP id at all.
+  if (
+    rawId !== undefined &&
+    rawId.charCodeAt(0) !== 0x22 &&
+    (!INTEGER_ID.test(rawId) || rawId === '-0')
+  ) {
+    throw new GatewayError(
+      'invalid_id',
+      `id ${rawId.length > 40 ? `${rawId.slice(0, 40)}…` : rawId} is not a string or an integer`,
+    )
   }
   if ('method' in value) {
     if (typeof value.method !== 'string') {

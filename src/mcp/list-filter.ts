@@ -1,13 +1,8 @@
 import { isRecord } from './jsonrpc.js'
 import type { ResultHook } from './result-transform.js'
 
-/** The list methods whose items policy filters, and the array each keeps its items in. */
-export const LIST_ITEMS: Readonly<Record<string, string>> = {
-  'tools/list': 'tools',
-  'prompts/list': 'prompts',
-  'resources/list': 'resources',
-  'resources/templates/list': 'resourceTemplates',
-}
+/** The list methods whose items policy filters (one table: methods.ts). */
+export { LIST_ITEMS } from './methods.js'
 
 /**
  * A caller's view of list results, set by the authorize stage for list methods when a policy

@@ -1,12 +1,133 @@
 /**
+ * The one table of MCP methods the gateway knows: what each names, how it is listed, cached and
+ * retried, and in which protocol revision a client may send it. Every other method list in the
+ * gateway is derived from it, once, at module load (Sets and Maps; nothing per request).
+ *
+ * Client-to-server methods per revision, from the schemas:
+ * - 2026-07-28 (schema.ts `ClientRequest`, `ClientNotification`): server/discover, the list, read,
+ *   call and get methods, completion/complete, subscriptions/listen, notifications/cancelled and
+ *   notifications/progress; the tasks extension (`io.modelcontextprotocol/tasks`) adds tasks/get,
+ *   tasks/update and tasks/cancel. initialize, ping, logging/setLevel and resources/subscribe are
+ *   gone (changelog §Major changes).
+ * - 2025-11-25 and earlier: initialize, ping, logging/setLevel, resources/subscribe and
+ *   unsubscribe, tasks/get, tasks/result, tasks/list, tasks/cancel and the 2025 notifications;
+ *   client responses (no method) travel on this path too.
+ */
+
+/** What `Mcp-Name` designates for a method (spec 2026-07-28 streamable-http §Standard Headers). */
+export type NamedKind = 'tool' | 'prompt' | 'resource'
+
+/** One method, as the gateway treats it. */
+export interface MethodSpec {
+  /** The revisions whose clients may send it. */
+  readonly eras: 'both' | 'modern' | 'legacy'
+  readonly notification?: true
+  /** The target its Mcp-Name names (params.name, or params.uri for resources). */
+  readonly named?: NamedKind
+  /** A list method: the result array whose items policy filters. */
+  readonly listKey?: string
+  /** caching.mdx §Cacheable Results: its results carry cache hints. */
+  readonly cacheable?: true
+  /** Only reads: safe to send again after it may have reached a replica. */
+  readonly retrySafe?: true
+  /** Policy names targets inside its body (not in Mcp-Name): parsed even for trusted backends. */
+  readonly bodyTargets?: true
+}
+
+const TABLE: Readonly<Record<string, MethodSpec>> = {
+  'server/discover': { eras: 'modern', cacheable: true, retrySafe: true },
+  'tools/list': { eras: 'both', listKey: 'tools', cacheable: true, retrySafe: true },
+  'tools/call': { eras: 'both', named: 'tool' },
+  'prompts/list': { eras: 'both', listKey: 'prompts', cacheable: true, retrySafe: true },
+  'prompts/get': { eras: 'both', named: 'prompt', retrySafe: true },
+  'resources/list': { eras: 'both', listKey: 'resources', cacheable: true, retrySafe: true },
+  'resources/templates/list': {
+    eras: 'both',
+    listKey: 'resourceTemplates',
+    cacheable: true,
+    retrySafe: true,
+  },
+  'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true },
+  'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true },
+  'subscriptions/listen': { eras: 'modern', bodyTargets: true },
+  'tasks/get': { eras: 'both', retrySafe: true },
+  'tasks/update': { eras: 'modern' },
+  'tasks/cancel': { eras: 'both' },
+  'tasks/list': { eras: 'legacy' },
+  'tasks/result': { eras: 'legacy' },
+  initialize: { eras: 'legacy' },
+  ping: { eras: 'legacy' },
+  'logging/setLevel': { eras: 'legacy' },
+  'resources/subscribe': { eras: 'legacy', bodyTargets: true },
+  'resources/unsubscribe': { eras: 'legacy' },
+  'notifications/cancelled': { eras: 'both', notification: true },
+  'notifications/progress': { eras: 'both', notification: true },
+  'notifications/initialized': { eras: 'legacy', notification: true },
+  'notifications/roots/list_changed': { eras: 'legacy', notification: true },
+  'notifications/tasks/status': { eras: 'legacy', notification: true },
+}
+
+const rows = Object.entries(TABLE)
+const namesWhere = (test: (m: MethodSpec) => boolean): ReadonlySet<string> =>
+  new Set(rows.filter(([, m]) => test(m)).map(([name]) => name))
+
+/** Methods a 2026-07-28 client may send. */
+export const MODERN_METHODS = namesWhere((m) => m.eras !== 'legacy')
+/** Methods a 2025-era client may send (responses carry no method). */
+export const LEGACY_METHODS = namesWhere((m) => m.eras !== 'modern')
+/** Every method in the table, for bounded metric labels. */
+export const ALL_METHODS = namesWhere(() => true)
+
+/** Methods whose `Mcp-Name` header is required, and what the name designates. */
+export const NAMED_METHODS: ReadonlyMap<string, NamedKind> = new Map(
+  rows.flatMap(([name, m]) => (m.named === undefined ? [] : [[name, m.named] as const])),
+)
+
+/**
+ * The list methods whose items policy filters, and the array each keeps its items in. A record
+ * without a prototype, so a method named `constructor` finds nothing.
+ */
+export const LIST_ITEMS: Readonly<Record<string, string>> = Object.freeze(
+  Object.assign(
+    Object.create(null) as Record<string, string>,
+    Object.fromEntries(
+      rows.flatMap(([name, m]) => (m.listKey === undefined ? [] : [[name, m.listKey]])),
+    ),
+  ),
+)
+
+/**
  * The methods whose results carry cache hints (caching.mdx §Cacheable Results): discovery and the
  * list and read methods. All of them only read, which retries rely on too.
  */
-export const CACHEABLE_METHODS: ReadonlySet<string> = new Set([
-  'server/discover',
-  'tools/list',
-  'prompts/list',
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
-])
+export const CACHEABLE_METHODS = namesWhere((m) => m.cacheable === true)
+
+/**
+ * Methods safe to send again after they may have reached a replica: reads without side effects.
+ * tools/call, subscriptions/listen, tasks/update, notifications and any method not listed are
+ * never retried once sent (nginx 1.9.13 non_idempotent; Caddy #6267).
+ */
+export const RETRY_SAFE_METHODS = namesWhere((m) => m.retrySafe === true)
+
+/** Methods whose policy targets are in the body, so policy needs the body parsed. */
+export const BODY_TARGET_METHODS = namesWhere((m) => m.bodyTargets === true)
+
+/** True when a client of `era` may send `method` (exact case: method names are case-sensitive). */
+export function isKnownMethod(era: 'modern' | 'legacy', method: string): boolean {
+  return (era === 'modern' ? MODERN_METHODS : LEGACY_METHODS).has(method)
+}
+
+/** A method's letters and digits, lower-cased: `TOOLS/CALL`, `tools//call`, `Tools.Call ` all give `toolscall`. */
+function skeleton(method: string): string {
+  return method.toLowerCase().replace(/[^a-z0-9]/g, '')
+}
+const KNOWN_SKELETONS: ReadonlySet<string> = new Set([...ALL_METHODS].map(skeleton))
+
+/**
+ * True when `method` could be read as one of the protocol's own methods by a lenient backend
+ * (case-insensitive, or ignoring separators and spaces). Such a name is never an extra method,
+ * whatever `extraMethods` says, so `*` cannot let `TOOLS/CALL` past the tool checks.
+ */
+export function resemblesKnownMethod(method: string): boolean {
+  return KNOWN_SKELETONS.has(skeleton(method))
+}

@@ -1,12 +1,12 @@
-/**
- * Finding a request's id in a body the strict scanner refused, so that even the error reply to a
- * malformed request carries the id (JSON-RPC 2.0 §5: null only when it cannot be read).
- */
+/** An id an answer may echo: MCP ids are strings or integers (basic/index.mdx §Requests). */
+const INTEGER_ID = /^-?(?:0|[1-9][0-9]*)$/
+
 /**
  * Raw text of the top-level `id` of a body that may be invalid in other ways (duplicate keys
- * elsewhere, too deep, trailing garbage), so an error reply can still carry the request's id.
- * Iterative, so no nesting can exhaust the stack. Undefined when the root is not an object, the
- * id is not a string or number, or `id` appears twice (then no id is trustworthy).
+ * elsewhere, too deep, trailing garbage), so an error reply can still carry the request's id
+ * (JSON-RPC 2.0 §5: null only when it cannot be read). Iterative, so no nesting can exhaust the
+ * stack. Undefined when the root is not an object, the id is not a string or an integer (`1.5`,
+ * `-0`, `null` are echoed as null), or `id` appears twice (then no id is trustworthy).
  */
 export function findTopLevelId(t: string): string | undefined {
   let i = skipSpace(t, 0)
@@ -29,8 +29,14 @@ export function findTopLevelId(t: string): string | undefined {
       if (seen) return undefined
       seen = true
       const raw = t.slice(i, end)
-      const c = raw.charCodeAt(0)
-      id = c === 0x22 || c === 0x2d || (c >= 0x30 && c <= 0x39) ? raw : undefined
+      id =
+        raw.charCodeAt(0) === 0x22
+          ? isJsonString(raw)
+            ? raw
+            : undefined
+          : INTEGER_ID.test(raw) && raw !== '-0'
+            ? raw
+            : undefined
     }
     i = skipSpace(t, end)
     if (t.charCodeAt(i) !== 0x2c) return id
@@ -38,8 +44,24 @@ export function findTopLevelId(t: string): string | undefined {
   }
 }
 
+/** Only a well-formed string literal may be echoed into a reply (this path is for bad bodies). */
+function isJsonString(raw: string): boolean {
+  try {
+    return typeof JSON.parse(raw) === 'string'
+  } catch {
+    return false
+  }
+}
+
 function skipSpace(t: string, i: number): number {
-  while (i < t.length && (t.charCodeAt(i) === 0x20 || t.charCodeAt(i) === 0x0a || t.charCodeAt(i) === 0x0d || t.charCodeAt(i) === 0x09)) i++
+  while (
+    i < t.length &&
+    (t.charCodeAt(i) === 0x20 ||
+      t.charCodeAt(i) === 0x0a ||
+      t.charCodeAt(i) === 0x0d ||
+      t.charCodeAt(i) === 0x09)
+  )
+    i++
   return i
 }
 

@@ -9,7 +9,8 @@
  * raw text of the top-level `id` so error replies and cache hits echo it byte for byte.
  */
 
-export type JsonProblem = 'syntax' | 'duplicate_key' | 'too_deep' | 'prototype_key'
+export type JsonProblem =
+  'syntax' | 'duplicate_key' | 'case_variant_key' | 'too_deep' | 'prototype_key'
 
 /** Thrown by scanJson; `kind` maps to one row of the error table. */
 export class JsonScanError extends Error {
@@ -36,17 +37,92 @@ export interface ScanResult {
 
 /** Objects at this depth or shallower get duplicate-key checks (root, params, params.ref …). */
 const KEY_CHECK_DEPTH = 3
-/** Depth-3 objects whose keys decide policy (params.ref, params.notifications); arguments are data. */
-const POLICY_PARENTS: ReadonlySet<string> = new Set(['ref', 'notifications'])
 /** Objects at this depth or shallower may not carry prototype-polluting keys. */
 const PROTO_CHECK_DEPTH = 2
-// SECURITY: keys that decide routing or policy, compared case-insensitively among siblings so a
-// case-insensitive backend parser cannot pick a different value than we judged.
-const POLICY_KEYS: ReadonlySet<string> = new Set([
-  'jsonrpc', 'id', 'method', 'params', 'name', 'uri', 'ref', 'arguments', 'notifications',
-  'resourcesubscriptions', '_meta', 'cursor', 'requeststate', 'inputresponses',
-])
 const PROTO_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype'])
+
+/**
+ * The objects whose keys the gateway reads to decide (method, target, version, cacheability), and
+ * those keys. Anything else, `arguments` and other user data included, is never judged by case.
+ */
+const OTHER = 0
+const ROOT = 1
+const PARAMS = 2
+const REF = 3
+const NOTIFICATIONS = 4
+const META = 5
+type Position =
+  typeof OTHER | typeof ROOT | typeof PARAMS | typeof REF | typeof NOTIFICATIONS | typeof META
+
+const DECIDING_KEYS: readonly (readonly string[])[] = [
+  [],
+  ['jsonrpc', 'id', 'method', 'params', 'result', 'error'],
+  [
+    'name',
+    'uri',
+    'ref',
+    'arguments',
+    'cursor',
+    '_meta',
+    'notifications',
+    'taskId',
+    'task',
+    'requestState',
+    'inputResponses',
+  ],
+  ['type', 'name', 'uri'],
+  ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged', 'resourceSubscriptions'],
+  [
+    'io.modelcontextprotocol/protocolVersion',
+    'io.modelcontextprotocol/clientInfo',
+    'io.modelcontextprotocol/clientCapabilities',
+    'io.modelcontextprotocol/logLevel',
+  ],
+]
+
+/** Per position: the exact keys, and their folded forms (folded → exact). */
+interface PositionKeys {
+  readonly exact: ReadonlySet<string>
+  readonly folded: ReadonlyMap<string, string>
+  /** Lengths of the keys: a folded match has the same UTF-16 length, so others skip folding. */
+  readonly lengths: ReadonlySet<number>
+}
+
+const POSITIONS: readonly PositionKeys[] = DECIDING_KEYS.map((keys) => ({
+  exact: new Set(keys),
+  folded: new Map(keys.map((k) => [fold(k), k])),
+  lengths: new Set(keys.map((k) => k.length)),
+}))
+
+/** Where the object under `key` sits, given where its parent sits (exact keys only). */
+function childPosition(parent: Position, key: string): Position {
+  if (parent === ROOT) return key === 'params' ? PARAMS : OTHER
+  if (parent !== PARAMS) return OTHER
+  if (key === 'ref') return REF
+  if (key === 'notifications') return NOTIFICATIONS
+  if (key === '_meta') return META
+  return OTHER
+}
+
+/**
+ * Case folding as Go's encoding/json matches field names (`unicode.ToUpper(unicode.ToLower(r))`
+ * per rune): ASCII letters, plus the four non-ASCII letters that fold onto ASCII ones: U+017F
+ * (long s) → s, U+212A (Kelvin sign) → k, U+0130 and U+0131 (dotted and dotless I) → i.
+ */
+function fold(key: string): string {
+  let out = ''
+  for (let i = 0; i < key.length; i++) {
+    let c = key.charCodeAt(i)
+    if (c >= 0x41 && c <= 0x5a) c += 0x20
+    else if (c === 0x17f) c = 0x73
+    else if (c === 0x212a) c = 0x6b
+    else if (c === 0x130 || c === 0x131) c = 0x69
+    out += String.fromCharCode(c)
+  }
+  return out
+}
+
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
 
 const WS = new Uint8Array(128)
 for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1
@@ -56,15 +132,18 @@ export function scanJson(text: string, opts: ScanOptions): ScanResult {
   const s = new Scanner(text, opts.maxDepth)
   s.skipWs()
   const isArray = text.charCodeAt(s.i) === 0x5b
-  s.value(1)
+  s.value(1, ROOT)
   s.skipWs()
   if (s.i !== text.length) s.fail('syntax', 'unexpected data after the JSON value')
   return { rawId: s.rawId, isArray }
 }
 
+/** Past this many keys an object's seen-keys list becomes a Set. */
+const SMALL_OBJECT = 16
+
 /**
  * Keys seen in one object: a plain array while there are few (the common case, and cheaper than a
- * Set), a Set past that, so 10,000 keys stay linear (reliability A-53).
+ * Set), a Set past that, so 10,000 keys stay linear.
  */
 class KeySet {
   private list: string[] | undefined = []
@@ -75,7 +154,7 @@ class KeySet {
     if (this.list !== undefined) {
       if (this.list.includes(key)) return false
       this.list.push(key)
-      if (this.list.length > 16) {
+      if (this.list.length > SMALL_OBJECT) {
         this.set = new Set(this.list)
         this.list = undefined
       }
@@ -112,10 +191,10 @@ class Scanner {
     this.i = i
   }
 
-  value(depth: number, parentKey = ''): void {
+  value(depth: number, pos: Position): void {
     if (depth > this.maxDepth) this.fail('too_deep', `nesting deeper than ${this.maxDepth}`)
     const c = this.t.charCodeAt(this.i)
-    if (c === 0x7b) return this.object(depth, parentKey)
+    if (c === 0x7b) return this.object(depth, pos)
     if (c === 0x5b) return this.array(depth)
     if (c === 0x22) return void this.string(false)
     if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number()
@@ -125,12 +204,12 @@ class Scanner {
     this.fail('syntax', `unexpected character at offset ${this.i}`)
   }
 
-  object(depth: number, parentKey: string): void {
+  object(depth: number, pos: Position): void {
     this.i++ // {
-    const checkKeys = depth <= KEY_CHECK_DEPTH
+    const checkKeys = depth <= KEY_CHECK_DEPTH || pos !== OTHER
     const seen = checkKeys ? new KeySet() : undefined
-    const checkPolicy = depth < KEY_CHECK_DEPTH || POLICY_PARENTS.has(parentKey)
-    const seenPolicy = checkKeys && checkPolicy ? new KeySet() : undefined
+    const deciding = pos === OTHER ? undefined : POSITIONS[pos]
+    const checkProto = depth <= PROTO_CHECK_DEPTH || pos !== OTHER
     this.skipWs()
     if (this.t.charCodeAt(this.i) === 0x7d) return void this.i++
     for (;;) {
@@ -140,23 +219,28 @@ class Scanner {
       const key = this.string(checkKeys) ?? ''
       if (seen !== undefined) {
         if (!seen.add(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
-        if (seenPolicy !== undefined) {
-          const lower = key.toLowerCase()
-          if (POLICY_KEYS.has(lower)) {
-            if (!seenPolicy.add(lower)) this.fail('duplicate_key', `case-variant key "${key}"`)
-          }
+        // SECURITY: a backend that matches keys case-insensitively (Go's encoding/json) reads
+        // `Params`, `URI` or `ſcope` as the key we judged, or as the only one; refused whether or
+        // not the exact spelling is there too.
+        if (
+          deciding !== undefined &&
+          !deciding.exact.has(key) &&
+          deciding.lengths.has(key.length)
+        ) {
+          const meant = deciding.folded.get(fold(key))
+          if (meant !== undefined)
+            this.fail('case_variant_key', `key "${key}" differs from "${meant}" only by case`)
         }
-        if (depth <= PROTO_CHECK_DEPTH && PROTO_KEYS.has(key)) {
+        if (checkProto && PROTO_KEYS.has(key))
           this.fail('prototype_key', `key "${key}" is not allowed`)
-        }
       }
       this.skipWs()
       if (this.t.charCodeAt(this.i) !== 0x3a) this.fail('syntax', `expected ':' at ${this.i}`)
       this.i++
       this.skipWs()
       const start = this.i
-      this.value(depth + 1, key)
-      if (depth === 1 && key === 'id') this.rawId = this.t.slice(start, this.i)
+      this.value(depth + 1, deciding === undefined ? OTHER : childPosition(pos, key))
+      if (pos === ROOT && key === 'id') this.rawId = this.t.slice(start, this.i)
       this.skipWs()
       const c = this.t.charCodeAt(this.i)
       if (c === 0x2c) {
@@ -174,7 +258,7 @@ class Scanner {
     if (this.t.charCodeAt(this.i) === 0x5d) return void this.i++
     for (;;) {
       this.skipWs()
-      this.value(depth + 1)
+      this.value(depth + 1, OTHER)
       this.skipWs()
       const c = this.t.charCodeAt(this.i)
       if (c === 0x2c) {
@@ -214,10 +298,9 @@ class Scanner {
   }
 
   number(): void {
-    const m = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
+    const m = NUMBER
     m.lastIndex = this.i
     if (!m.test(this.t)) this.fail('syntax', `bad number at ${this.i}`)
     this.i = m.lastIndex
   }
 }
-

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { ALL_METHODS } from '../mcp/methods.js'
 import { createRequestMetrics, type RequestMetrics } from './request-metrics.js'
 
 /**
@@ -18,16 +19,10 @@ export interface GatewayMetrics {
   readonly upstreamHealthy: Gauge<'server' | 'upstream'>
 }
 
-const KNOWN_METHODS: ReadonlySet<string> = new Set([
-  'server/discover', 'tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list',
-  'resources/read', 'resources/templates/list', 'completion/complete', 'subscriptions/listen',
-  'initialize', 'ping', 'notifications/initialized', 'notifications/cancelled',
-])
-
 /** Maps a method to a bounded label value. */
 export function methodLabel(method: string | undefined): string {
   if (method === undefined) return 'none'
-  return KNOWN_METHODS.has(method) ? method : 'other'
+  return ALL_METHODS.has(method) ? method : 'other'
 }
 
 /** Creates the metric set; `defaults` adds process metrics (CPU, memory, event loop lag). */

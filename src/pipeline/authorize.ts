@@ -1,37 +1,61 @@
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import type { Logger } from 'pino'
 import type { GatewayEnv } from '../env.js'
+import { GatewayError } from '../errors.js'
+import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { peekRawId } from '../mcp/jsonrpc.js'
-import { LIST_ITEMS } from '../mcp/list-filter.js'
-import type { McpTarget } from '../mcp/classify.js'
+import { LIST_ITEMS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
+import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import { createAuditLog } from '../observability/audit.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
-import { policyTargets } from '../policy/targets.js'
+import { compilePatterns, type Matcher } from '../policy/pattern.js'
 
 /**
- * Policy on named targets (issue 3). Every target a request names is checked and audited; a
- * denial is answered here, as an unknown target, and the backend receives nothing. List methods
- * get the caller's list filter, which the proxy and the cache apply to the answer.
- * Without `policies:` everything passes.
+ * Policy on named targets. Only methods the protocol defines (or the server's `extraMethods`)
+ * pass; every target a request names is checked and audited; a denial is answered here, as an
+ * unknown target, and the backend receives nothing. List methods get the caller's list filter,
+ * which the proxy and the cache apply to the answer. Without `policies:` this stage is not mounted.
  */
 export const authorize = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
   const audit = createAuditLog(log)
   return async function authorize(c, next) {
-    const runtime = c.get('runtime')
-    const policy = runtime.policy
+    const policy = c.get('runtime').policy
     if (policy === undefined) return next()
     const mcp = c.get('mcp')
     const principal = c.get('principal')
-    const server = c.get('server').name
+    const serverRuntime = c.get('server')
+    const server = serverRuntime.name
     const method = mcp.method
+    let targets: readonly McpTarget[] = mcp.targets
+    // SECURITY: a method the gateway does not know could be one a lenient backend maps onto a
+    // known one (`TOOLS/CALL`, `tools//call`) and runs unjudged; it is answered as a server that
+    // does not know it. In trusted-header mode `method` is the Mcp-Method header the backend checks.
+    if (method !== undefined && !isKnownMethod(mcp.era, method)) {
+      if (!isExtraMethod(serverRuntime.config.extraMethods, method)) return methodNotFound(c, mcp)
+      if (hasForbiddenNameCharacter(method)) {
+        throw new GatewayError(
+          'invalid_name',
+          `the method "${printable(method)}" contains a control, bidi or unpaired surrogate character`,
+        )
+      }
+      targets = [{ kind: 'method', name: method }]
+    }
     if (method !== undefined && Object.hasOwn(LIST_ITEMS, method)) {
       c.set('listFilter', policy.listFilter(principal, server))
       return next()
     }
+    // SECURITY: a URI with dot segments or encoded separators resolves elsewhere at the backend
+    // than the text a resource pattern matched (docs/policy.md §Resource URIs).
+    for (const target of targets) {
+      if (target.kind !== 'resource') continue
+      const problem = uriProblem(target.uri)
+      if (problem !== undefined)
+        throw new GatewayError('uri_not_normalized', `${JSON.stringify(target.uri)}: ${problem}`)
+    }
     // Targets come only from a verified body or a trusted backend's header (classify stage).
     let denied: McpTarget | undefined
-    for (const target of policyTargets(mcp.targets, mcp.message)) {
+    for (const target of targets) {
       const decision = policy.check(principal, server, target)
       audit.record({ caller: principal, server, method, target, decision, policy: policy.id })
       // `would_deny` makes a dry-run rollout visible on a dashboard, not only in the audit log.
@@ -40,6 +64,7 @@ export const authorize = (log: Logger, metrics: GatewayMetrics): MiddlewareHandl
       if (!decision.allow) denied ??= target
     }
     if (denied === undefined) return next()
+    if (denied.kind === 'method') return methodNotFound(c, mcp, 'policy_denied')
     c.set('outcome', 'policy_denied')
     // A notification gets no answer (JSON-RPC 2.0 §4.1); 202 is what a server sends for one.
     if (mcp.kind === 'notification') return c.body(null, 202)
@@ -47,4 +72,37 @@ export const authorize = (log: Logger, metrics: GatewayMetrics): MiddlewareHandl
     const body = renderDenial(denied, rawId ?? 'null')
     return c.body(body, 200, { 'content-type': 'application/json' })
   }
+}
+
+/** Compiled `extraMethods` per server config (the array is replaced whenever the config is). */
+const extraMatchers = new WeakMap<readonly string[], Matcher>()
+
+function isExtraMethod(patterns: readonly string[], method: string): boolean {
+  if (patterns.length === 0 || resemblesKnownMethod(method)) return false
+  let matcher = extraMatchers.get(patterns)
+  if (matcher === undefined) {
+    matcher = compilePatterns(patterns)
+    extraMatchers.set(patterns, matcher)
+  }
+  return matcher(method)
+}
+
+/**
+ * What a server answers for a method it does not implement, with no gateway marker: 2026-07-28
+ * servers HTTP 404 with -32601 (streamable-http §Error Handling); 2025-era servers -32601 in band
+ * (JSON-RPC 2.0 §5.1), here as HTTP 200 JSON. A notification gets 202 and no body, as any server
+ * answers one, whatever its method. Nothing is forwarded.
+ */
+function methodNotFound(
+  c: Context<GatewayEnv>,
+  mcp: McpRequestInfo,
+  outcome = 'method_not_found',
+): Response {
+  c.set('outcome', outcome)
+  const rawId = mcp.message?.rawId ?? peekRawId(c.get('body'))
+  // Unparsed (trusted-header mode): no readable id means no answer is expected.
+  if (mcp.kind === 'notification' || (mcp.kind === 'unknown' && rawId === undefined))
+    return c.body(null, 202)
+  const body = `{"jsonrpc":"2.0","id":${rawId ?? 'null'},"error":{"code":-32601,"message":"Method not found"}}`
+  return c.body(body, mcp.era === 'modern' ? 404 : 200, { 'content-type': 'application/json' })
 }

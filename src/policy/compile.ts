@@ -3,7 +3,7 @@ import { compilePatterns, type Matcher } from './pattern.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
-export type TargetKind = 'tool' | 'prompt' | 'resource'
+export type TargetKind = 'tool' | 'prompt' | 'resource' | 'method'
 
 /** The caller as policy sees it; the auth stage's Principal fits (src/policy stays hono-free). */
 export interface PolicyCaller {
@@ -53,6 +53,7 @@ function compileTargets(t: TargetPatterns | undefined): Record<TargetKind, Match
     tool: compilePatterns(t?.tools),
     prompt: compilePatterns(t?.prompts),
     resource: compilePatterns(t?.resources),
+    method: compilePatterns(t?.methods),
   }
 }
 

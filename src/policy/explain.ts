@@ -16,7 +16,8 @@ export interface ExplainIo {
 
 /** Help text of the command. */
 export const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
-                        (--tool NAME | --prompt NAME | --resource URI) [--claims JSON] [--json]
+                        (--tool NAME | --prompt NAME | --resource URI | --method NAME)
+                        [--claims JSON] [--json]
   Prints the policy decision for a caller and the rule that made it.
   --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
             (omitted: an anonymous caller, which rules with \`when\` never match)
@@ -89,6 +90,7 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
       tool: { type: 'string' },
       prompt: { type: 'string' },
       resource: { type: 'string' },
+      method: { type: 'string' },
       json: { type: 'boolean' },
     },
     strict: true,
@@ -99,10 +101,11 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
     values.tool === undefined ? [] : [{ kind: 'tool', name: values.tool } as const],
     values.prompt === undefined ? [] : [{ kind: 'prompt', name: values.prompt } as const],
     values.resource === undefined ? [] : [{ kind: 'resource', uri: values.resource } as const],
+    values.method === undefined ? [] : [{ kind: 'method', name: values.method } as const],
   ].flat()
   const target = named[0]
   if (target === undefined || named.length > 1) {
-    throw new Error('name exactly one of --tool, --prompt, --resource')
+    throw new Error('name exactly one of --tool, --prompt, --resource, --method')
   }
   const caller = parseClaims(values.claims)
   return { server: values.server, target, caller, json: values.json === true }

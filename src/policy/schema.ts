@@ -13,6 +13,8 @@ const targets = z.strictObject({
   tools: patterns.optional(),
   prompts: patterns.optional(),
   resources: patterns.optional(),
+  /** Methods a server lists under `extraMethods` (the protocol's own methods are not targets). */
+  methods: patterns.optional(),
 })
 
 /** A claim matches when it equals the value, or is an array that contains it (strict equality). */

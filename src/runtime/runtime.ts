@@ -1,9 +1,9 @@
 import type { Logger } from 'pino'
 import type { AuthCarryOver } from '../auth/carry-over.js'
 import { compileAuth, type AuthRuntime } from '../auth/compile.js'
-import { CACHEABLE_METHODS } from '../cache/policy.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
+import { BODY_TARGET_METHODS, CACHEABLE_METHODS } from '../mcp/methods.js'
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
@@ -42,17 +42,10 @@ export interface GatewayRuntime {
 /** Methods whose body a gateway feature needs to see even from a backend that checks headers. */
 export function parseMethodsFor(config: GatewayConfig): Set<string> {
   const methods = new Set<string>()
-  if (config.policies !== undefined) {
-    // Policy names targets inside these bodies (completion refs, listen resource URIs).
-    methods.add('completion/complete')
-    methods.add('subscriptions/listen')
-    // A 2025-era resources/subscribe names a URI in its body (policy/targets.ts).
-    methods.add('resources/subscribe')
-  }
-  if (config.cache !== undefined) {
-    // The cache key needs cursor/uri, and a hit answers with the request's raw id (issue 4).
-    for (const method of CACHEABLE_METHODS) methods.add(method)
-  }
+  // Policy names targets inside these bodies (completion refs, listen and 2025 subscribe URIs).
+  if (config.policies !== undefined) for (const method of BODY_TARGET_METHODS) methods.add(method)
+  // The cache key needs cursor/uri, and a hit answers with the request's raw id (docs/cache.md).
+  if (config.cache !== undefined) for (const method of CACHEABLE_METHODS) methods.add(method)
   return methods
 }
 

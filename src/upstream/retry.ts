@@ -1,16 +1,5 @@
-import { CACHEABLE_METHODS } from '../mcp/methods.js'
-
-/**
- * Methods safe to send again after they may have reached a replica (reliability.md §4.1): reads
- * without side effects. tools/call, subscriptions/listen, tasks/update, notifications and any
- * method not listed here are never retried once sent (nginx 1.9.13 non_idempotent; Caddy #6267).
- */
-export const RETRY_SAFE_METHODS: ReadonlySet<string> = new Set([
-  ...CACHEABLE_METHODS,
-  'prompts/get',
-  'completion/complete',
-  'tasks/get',
-])
+/** Methods safe to send again once they may have reached a replica (one table: mcp/methods.ts). */
+export { RETRY_SAFE_METHODS } from '../mcp/methods.js'
 
 /** Upstream statuses that mean "try elsewhere" when they come without a usable JSON-RPC body. */
 export const RETRY_STATUSES: ReadonlySet<number> = new Set([502, 503, 504])

@@ -29,6 +29,7 @@ export class Route {
   matches(t: McpTarget): boolean {
     if (t.kind === 'tool') return this.tool?.(t.name) === true
     if (t.kind === 'prompt') return this.prompt?.(t.name) === true
+    if (t.kind === 'method') return false
     return this.resource?.(t.uri) === true
   }
 }

@@ -25,3 +25,16 @@ describe('findTopLevelId', () => {
     expect(findTopLevelId(text)).toBeUndefined()
   })
 })
+
+describe('findTopLevelId only echoes valid ids', () => {
+  it.each(['1.5', '1e2', '1E400', '-0', 'true', 'null', '{"a":1}', '[1]', '"a\u0001"'])(
+    '%s is echoed as null',
+    (id) => {
+      expect(findTopLevelId(`{"id":${id},"method":"x"`)).toBeUndefined()
+    },
+  )
+
+  it.each(['12345678901234567890123', '-3', '0', '"x\\u00e9"'])('%s is echoed as written', (id) => {
+    expect(findTopLevelId(`{"id":${id},"method":"x"`)).toBe(id)
+  })
+})

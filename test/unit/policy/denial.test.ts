@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest'
 import { renderDenial } from '../../../src/policy/denial.js'
-import { policyTargets } from '../../../src/policy/targets.js'
 
 describe('denials look like unknown targets', () => {
   it.each([
@@ -21,12 +20,5 @@ describe('denials look like unknown targets', () => {
     expect(body).toBe(expected)
     expect(body).not.toMatch(/gateway|policy/i)
     expect(() => JSON.parse(body) as unknown).not.toThrow()
-  })
-
-  it('adds the URI of a 2025-era resources/subscribe to the targets', () => {
-    const msg = { kind: 'request', method: 'resources/subscribe', params: { uri: 'docs://x' }, rawId: '1' } as const
-    expect(policyTargets([], msg)).toEqual([{ kind: 'resource', uri: 'docs://x' }])
-    expect(policyTargets([], { ...msg, params: { uri: 3 } })).toEqual([])
-    expect(policyTargets([], { ...msg, method: 'tools/list' })).toEqual([])
   })
 })
