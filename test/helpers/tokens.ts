@@ -116,6 +116,8 @@ export type JwksMode =
   | 'huge'
   /** The same, with `Content-Length` declaring all 256 MiB up front. */
   | 'huge-declared'
+  /** 200 and the start of a JWK Set, then nothing: the body never completes. */
+  | 'stall-body'
 
 /** How much the `huge` modes offer to send. */
 export const HUGE_BYTES = 256 * 1024 * 1024
@@ -133,6 +135,8 @@ export interface JwksServer {
   readonly abandoned: number
   setKeys(keys: readonly TestKey[]): void
   setMode(mode: JwksMode): void
+  /** Where the `redirect` mode points (default: /elsewhere.json on this server). */
+  redirectTo(location: string): void
   close(): Promise<void>
 }
 
@@ -140,6 +144,7 @@ export interface JwksServer {
 export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
   let current = keys
   let mode: JwksMode = 'ok'
+  let location = '/elsewhere.json'
   let hits = 0
   let bytesSent = 0
   let abandoned = 0
@@ -155,10 +160,13 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
         bytesSent += n
       })
     }
+    if (mode === 'stall-body') {
+      return void res.writeHead(200, { 'content-type': 'application/json' }).write('{"keys":[')
+    }
     if (mode === 'reset') return void req.socket.destroy()
     if (mode === 'hang') return
     if (mode === 'error500') return void res.writeHead(500).end('oops')
-    if (mode === 'redirect') return void res.writeHead(302, { location: '/elsewhere.json' }).end()
+    if (mode === 'redirect') return void res.writeHead(302, { location }).end()
     if (mode === 'html')
       return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>')
     if (mode === 'garbage')
@@ -180,6 +188,7 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
     },
     setKeys: (next) => void (current = next),
     setMode: (next) => void (mode = next),
+    redirectTo: (next) => void (location = next),
     close: () => closeServer(server),
   }
 }
