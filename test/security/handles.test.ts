@@ -7,6 +7,7 @@ import { closing } from '../helpers/lifecycle.js'
 import {
   startLegacyV1Server,
   startNonValidatingBackend,
+  sseEvent,
   type BehaviourHook,
   type TestServer,
 } from '../helpers/sdk-servers.js'
@@ -445,6 +446,55 @@ describe('task ids are sealed for the principal whose request created the task',
       error: { code: -32602, data: { reason: 'invalid_params' } },
     })
     expect(backend.requests.length).toBe(before)
+  })
+
+  it('seals the id in a streamed (SSE) answer, and never relays one it cannot seal', async () => {
+    const p = await principals()
+    const long = 'x'.repeat(600)
+    const backend = await closing(
+      startNonValidatingBackend({
+        behaviour: (_req, body) => {
+          const { id, params } = body as { id: number; params: { name: string } }
+          const taskId = params.name === 'long' ? long : UPSTREAM_TASK
+          const result = { resultType: 'task', taskId, ...TASK }
+          if (params.name === 'long') {
+            return {
+              status: 200,
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ jsonrpc: '2.0', id, result }),
+            }
+          }
+          return {
+            sse: [
+              sseEvent({
+                jsonrpc: '2.0',
+                method: 'notifications/progress',
+                params: { progressToken: 1, progress: 1 },
+              }),
+              sseEvent({ jsonrpc: '2.0', id, result }),
+            ],
+          }
+        },
+      }),
+    )
+    const gw = await gateway(p, [backend])
+    const call = (name: string): Promise<RawResponse> =>
+      mcpPost(
+        gw.mcpUrl('app'),
+        'tools/call',
+        { name, arguments: {}, _meta: { 'io.modelcontextprotocol/clientCapabilities': EXT } },
+        { auth: p.alice },
+      )
+    const streamed = await call('render')
+    expect(streamed.headers['content-type']).toMatch(/^text\/event-stream/)
+    expect(streamed.messages()).toHaveLength(2)
+    const handle = streamed.response().result?.['taskId'] as string
+    expect(streamed.text.includes(UPSTREAM_TASK)).toBe(false)
+    expect(handle).toBe((await call('render')).response().result?.['taskId']) // one task, one id
+    const tooLong = await call('long')
+    expect(tooLong.status).toBe(502)
+    expect(tooLong.json()).toMatchObject({ error: { data: { reason: 'upstream_bad_response' } } })
+    expect(tooLong.text.includes(long)).toBe(false)
   })
 
   it('leaves a plain tools/call answer alone (no task requested, no rewriting)', async () => {
