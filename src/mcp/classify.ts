@@ -115,7 +115,7 @@ function classifyModern(
       `the body envelope names protocol version ${claimed} but the MCP-Protocol-Version header names ${MODERN_VERSION}`,
     )
   }
-  const targets = bodyTargets(msg, headerName)
+  const targets = bodyTargets(msg, headerName, 'modern')
   return {
     era: 'modern',
     version: MODERN_VERSION,
@@ -153,7 +153,7 @@ function classifyLegacy(
       `the body names method ${msg.method} but the Mcp-Method header names ${head.method}`,
     )
   }
-  const targets = msg.kind === 'response' ? [] : bodyTargets(msg, mcpNameOf(head))
+  const targets = msg.kind === 'response' ? [] : bodyTargets(msg, mcpNameOf(head), 'legacy')
   return {
     era: 'legacy',
     version: head.version,
@@ -177,7 +177,11 @@ function mcpNameOf(head: RequestHead): string | undefined {
  * Every target a parsed body names: the Mcp-Name target (a sent Mcp-Name must equal the body's
  * name byte for byte), completion refs, listen URIs and the URI of a 2025-era resources/subscribe.
  */
-function bodyTargets(msg: JsonRpcMessage, headerName: string | undefined): McpTarget[] {
+function bodyTargets(
+  msg: JsonRpcMessage,
+  headerName: string | undefined,
+  era: 'modern' | 'legacy',
+): McpTarget[] {
   const method = msg.method ?? ''
   const params = msg.params
   const named = NAMED_METHODS.get(method)
@@ -202,7 +206,8 @@ function bodyTargets(msg: JsonRpcMessage, headerName: string | undefined): McpTa
   }
   if (method === 'completion/complete') return refTargets(params)
   if (method === 'subscriptions/listen') return listenTargets(params)
-  if (method === 'resources/subscribe') return subscribeTargets(params)
+  // 2026-07-28 has no resources/subscribe: there it is an unknown method (authorize).
+  if (method === 'resources/subscribe' && era === 'legacy') return subscribeTargets(params)
   return []
 }
 
