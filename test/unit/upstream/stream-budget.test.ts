@@ -1,0 +1,115 @@
+import { afterAll, describe, expect, it } from 'vitest'
+import { GatewayError } from '../../../src/errors.js'
+import { ReplicaHealth } from '../../../src/upstream/health.js'
+import { Lifecycle } from '../../../src/upstream/lifecycle.js'
+import { UpstreamPool } from '../../../src/upstream/pool.js'
+import { Upstream } from '../../../src/upstream/upstream.js'
+
+const TIMEOUTS = { connectMs: 1000, responseHeadersMs: 1000, streamIdleMs: 1000 }
+const OUTLIER = { consecutiveFailures: 5, baseEjectionMs: 1000, maxEjectionMs: 1000 }
+const made: Upstream[] = []
+
+interface State {
+  readonly inFlight?: number
+  readonly streams?: number
+  readonly down?: boolean
+  readonly ejected?: boolean
+}
+
+/** A replica with maxInFlight 2 and maxStreams 2 in the given state (no connection is made). */
+function replica(i: number, s: State = {}): Upstream {
+  const id = `app#${i}`
+  const health = new ReplicaHealth(
+    id,
+    OUTLIER,
+    { unhealthyAfter: 1, healthyAfter: 1 },
+    () => true,
+    () => {},
+  )
+  const u = new Upstream(id, new URL(`http://127.0.0.1:${9000 + i}/mcp`), TIMEOUTS, 2, 2, health)
+  // inFlight counts every request on the replica, streams included (forward() counts them all).
+  u.streams = s.streams ?? 0
+  u.inFlight = (s.inFlight ?? 0) + u.streams
+  health.down = s.down === true
+  health.ejected = s.ejected === true
+  made.push(u)
+  return u
+}
+
+afterAll(() => Promise.all(made.map((u) => u.destroy())))
+
+function pick(states: readonly State[], stream: boolean): string {
+  const members = states.map((s, i) => replica(i, s))
+  const pool = new UpstreamPool(
+    members,
+    members.map(() => 1),
+    'least-request',
+  )
+  try {
+    return pool.select(undefined, undefined, stream).id
+  } catch (err) {
+    if (err instanceof GatewayError) return err.code
+    throw err
+  }
+}
+
+describe('UpstreamPool.select: streams and ordinary requests have separate budgets', () => {
+  it.each<[string, readonly State[], boolean, string]>([
+    ['streams never use up maxInFlight', [{ streams: 2 }], false, 'app#0'],
+    ['ordinary requests at maxInFlight', [{ inFlight: 2 }], false, 'overloaded'],
+    ['ordinary requests never use up maxStreams', [{ inFlight: 2 }], true, 'app#0'],
+    ['a replica at maxStreams', [{ streams: 2 }], true, 'streams_at_capacity'],
+    ['a stream goes to the replica with room', [{ streams: 2 }, { streams: 1 }], true, 'app#1'],
+    ['a request goes to the replica with room', [{ inFlight: 2 }, { streams: 2 }], false, 'app#1'],
+    ['every replica down', [{ down: true }, { down: true }], true, 'no_upstream'],
+    ['panic: only ejected replicas left, with room', [{ ejected: true }], true, 'app#0'],
+    [
+      'panic: only ejected replicas left, full',
+      [{ ejected: true, streams: 2 }],
+      true,
+      'streams_at_capacity',
+    ],
+  ])('%s', (_label, states, stream, want) => {
+    expect(pick(states, stream)).toBe(want)
+  })
+})
+
+describe('Lifecycle: per-caller stream counts', () => {
+  it('refuses a caller past its cap with 429 too_many_streams, and only that caller', () => {
+    const life = new Lifecycle()
+    life.openStream('a', 2)
+    life.openStream('a', 2)
+    expect(() => life.openStream('a', 2)).toThrow(
+      expect.objectContaining({ code: 'too_many_streams' }),
+    )
+    expect(life.openStream('b', 2).owner).toBe('b')
+    expect(life.openStreams('a')).toBe(2)
+    expect(life.openStreams()).toBe(3)
+  })
+
+  it('gives a slot back exactly once, however often the stream is closed', () => {
+    const life = new Lifecycle()
+    const first = life.openStream('a', 2)
+    life.openStream('a', 2)
+    life.closeStream(first)
+    life.closeStream(first)
+    expect(life.openStreams('a')).toBe(1)
+    life.openStream('a', 2) // the slot came back once, not twice
+    expect(() => life.openStream('a', 2)).toThrow(GatewayError)
+  })
+
+  it('stops streams on drain and still counts them until they are closed', async () => {
+    const life = new Lifecycle()
+    const before = life.openStream('a', 5)
+    let stopped = 0
+    before.onStop(() => stopped++)
+    await life.drain(10)
+    expect(stopped).toBe(1)
+    const during = life.openStream('a', 5)
+    expect(during.requested).toBe(true)
+    expect(life.openStreams('a')).toBe(2)
+    life.closeStream(before)
+    life.closeStream(during)
+    expect(life.openStreams()).toBe(0)
+  })
+})
