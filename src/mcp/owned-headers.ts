@@ -98,6 +98,16 @@ export function isOwnedName(name: string, rules: HeaderRules): boolean {
   )
 }
 
+/**
+ * True when `name` (lower-case, with `_`) reads as a header the gateway owns or drops once `_` is
+ * taken for `-`, as CGI-style stacks do (both become `HTTP_MCP_METHOD`): forwarded, it could stand
+ * in for the judged or the configured value there.
+ */
+export function isUnderscoreTwin(name: string, rules: HeaderRules): boolean {
+  const dashed = name.replaceAll('_', '-')
+  return rules.dropped.has(dashed) || isOwnedName(dashed, rules)
+}
+
 /** Config problems of `servers.<server>.headers`, as `path: message` lines. */
 export function upstreamHeaderProblems(
   server: string,

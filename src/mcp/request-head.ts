@@ -2,6 +2,7 @@ import {
   DEFAULT_HEADER_RULES,
   isForwardedFamily,
   isOwnedName,
+  isUnderscoreTwin,
   type HeaderRules,
 } from './owned-headers.js'
 
@@ -77,7 +78,9 @@ export function readRequestHead(
     }
     // SECURITY: client copies of what the gateway sets (configured headers included) are dropped
     // here, so the gateway's value replaces them instead of joining them.
-    if (!dropped.has(key) && !isForwardedFamily(key)) forward.push(raw[i] as string, value)
+    if (dropped.has(key) || isForwardedFamily(key)) continue
+    if (key.includes('_') && isUnderscoreTwin(key, rules)) continue
+    forward.push(raw[i] as string, value)
   }
   let nominatesOwned: string | undefined
   let fwd = forward

@@ -73,11 +73,13 @@ describe('a configured upstream header replaces every client copy', () => {
       ],
     ],
     ['an empty copy', [['x-api-key', '']]],
+    ['an underscore twin (CGI reads it as the same header)', [['X_Api_Key', 'attacker']]],
   ])('client sends %s → the backend sees exactly the configured value', async (_label, sent) => {
     const { backend, gw } = await keyedGateway()
     const res = await sendRaw(gw.port, [toolCall('app', sent)])
     expect(res.status, res.body).toBe(200)
     expect(valuesOf(backend.requests[0], 'x-api-key')).toEqual(['gateway-secret'])
+    expect(valuesOf(backend.requests[0], 'x_api_key')).toEqual([])
   })
 
   it('a server without that header forwards the client copy untouched', async () => {
@@ -102,6 +104,7 @@ describe('identity headers are the gateway’s own', () => {
         ['X-Forwarded-Prefix', '/admin'],
         ['X-Forwarded-Port', '443'],
         ['X-Real-IP', '10.9.9.9'],
+        ['X_Forwarded_For', '10.7.7.7'],
       ]),
     ])
     expect(res.status, res.body).toBe(200)
@@ -109,20 +112,34 @@ describe('identity headers are the gateway’s own', () => {
     expect(valuesOf(seen, 'x-forwarded-for')).toEqual(['127.0.0.1'])
     expect(valuesOf(seen, 'x-forwarded-proto')).toEqual(['http'])
     expect(valuesOf(seen, 'x-forwarded-host')).toEqual(['gw.test'])
-    for (const h of ['forwarded', 'x-forwarded-prefix', 'x-forwarded-port', 'x-real-ip']) {
+    for (const h of [
+      'forwarded',
+      'x-forwarded-prefix',
+      'x-forwarded-port',
+      'x-real-ip',
+      'x_forwarded_for',
+    ]) {
       expect(valuesOf(seen, h), h).toEqual([])
     }
   })
 
-  it('the headers the gateway judged arrive once, byte for byte', async () => {
+  it('the headers the gateway judged arrive once, byte for byte, without underscore twins', async () => {
     const { backend, gw } = await keyedGateway()
-    const res = await sendRaw(gw.port, [toolCall('app', [['Mcp-Param-Region', '=?base64?w7xi?=']])])
+    const res = await sendRaw(gw.port, [
+      toolCall('app', [
+        ['Mcp-Param-Region', '=?base64?w7xi?='],
+        ['Mcp_Method', 'tools/list'],
+        ['MCP_PROTOCOL_VERSION', '2025-11-25'],
+      ]),
+    ])
     expect(res.status, res.body).toBe(200)
     const [seen] = backend.requests
     expect(valuesOf(seen, 'mcp-protocol-version')).toEqual([MODERN_VERSION])
     expect(valuesOf(seen, 'mcp-method')).toEqual(['tools/call'])
     expect(valuesOf(seen, 'mcp-name')).toEqual(['echo'])
     expect(valuesOf(seen, 'mcp-param-region')).toEqual(['=?base64?w7xi?='])
+    expect(valuesOf(seen, 'mcp_method')).toEqual([])
+    expect(valuesOf(seen, 'mcp_protocol_version')).toEqual([])
   })
 })
 

@@ -143,6 +143,19 @@ describe('headers the gateway sets replace client copies', () => {
     expect(head.forward).toEqual(['X-Forwardedness', 'kept'])
   })
 
+  it('drops underscore twins of owned and configured names (CGI reads both as one)', () => {
+    const rules = compileHeaderRules(['X-Api-Key'], undefined)
+    const sent = raw(
+      ['X_Api_Key', 'a'],
+      ['Mcp_Method', 'tools/call'],
+      ['mcp_name', 'x'],
+      ['X_Forwarded_For', '1'],
+      ['Content_Type', 'text/plain'],
+      ['X_Custom', 'kept'],
+    )
+    expect(readRequestHead(sent, rules).forward).toEqual(['X_Custom', 'kept'])
+  })
+
   it('refuses configured names the gateway owns, and the same name twice', () => {
     expect(upstreamHeaderProblems('s', { 'X-Api-Key': 'k', Authorization: 'Bearer t' })).toEqual([])
     const owned = [
