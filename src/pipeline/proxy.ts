@@ -128,7 +128,10 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     // gives the slot back.
     const stream = mcp.method === 'subscriptions/listen' || method === 'GET'
     const stop = stream
-      ? b.lifecycle.openStream(streamOwner(c.get('principal'), incoming.socket.remoteAddress), limits.maxStreamsPerPrincipal)
+      ? b.lifecycle.openStream(
+          streamOwner(c.get('principal'), incoming.socket.remoteAddress),
+          limits.maxStreamsPerPrincipal,
+        )
       : undefined
     const plan = {
       pool,
@@ -161,7 +164,9 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
  */
 function streamOwner(p: Principal | undefined, remoteAddress: string | undefined): string {
   // The issuer's length keeps `a` + `bc` and `ab` + `c` apart.
-  return p === undefined ? `addr ${remoteAddress ?? ''}` : `sub ${p.issuer.length}:${p.issuer}${p.subject}`
+  return p === undefined
+    ? `addr ${remoteAddress ?? ''}`
+    : `sub ${p.issuer.length}:${p.issuer}${p.subject}`
 }
 
 function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskIdSealer {
