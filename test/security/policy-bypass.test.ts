@@ -157,10 +157,18 @@ describe('policy bypass attempts against a backend that does not check headers',
       mcpHeaders('subscriptions/listen'),
     )
     expect(listen.json()).toMatchObject({ error: { code: -32602, message: 'Resource not found: file:///etc/shadow' } })
-    const subscribe = await rawPost(
+    // 2026-07-28 has no resources/subscribe: answered as an unknown method; a 2025 one is judged.
+    const modernSubscribe = await rawPost(
       url,
       mcpBody('resources/subscribe', { uri: 'file:///etc/shadow' }),
       mcpHeaders('resources/subscribe'),
+    )
+    expect(modernSubscribe.status).toBe(404)
+    expect(modernSubscribe.json()).toMatchObject({ error: { code: -32601, message: 'Method not found' } })
+    const subscribe = await rawPost(
+      url,
+      { jsonrpc: '2.0', id: 2, method: 'resources/subscribe', params: { uri: 'file:///etc/shadow' } },
+      LEGACY_HEADERS,
     )
     expect(subscribe.json()).toMatchObject({ error: { code: -32602, message: 'Resource not found: file:///etc/shadow' } })
     expect(backend.requests).toHaveLength(0)
