@@ -100,11 +100,11 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       if (message.kind !== 'request') throw new GatewayError('invalid_request', `${mcp.method} is a request`)
       // SECURITY: the backend's list is per server, not per principal; it would hand the caller
       // other principals' tasks. Without auth everyone is one principal, and the list is relayed.
-      if (mcp.method === 'tasks/list' && owner !== undefined) return inBand(c, ownTasksListAnswer(message.rawId))
+      if (mcp.method === 'tasks/list' && owner !== undefined) return inBand(c, 'tasks_list_local', ownTasksListAnswer(message.rawId))
       if (mcp.method !== 'tasks/list') {
         const opened = openTaskRequest(message, body, head.name, tasks)
         // SECURITY: a task id this caller was not given is unknown; nothing is forwarded.
-        if (opened === undefined) return inBand(c, unknownTaskAnswer(message.rawId))
+        if (opened === undefined) return inBand(c, 'task_not_found', unknownTaskAnswer(message.rawId))
         forwardBody = opened.body
         if (head.name !== undefined || !legacy) {
           if (head.name === undefined) headers.push('mcp-name', opened.mcpName)
@@ -177,8 +177,8 @@ function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskId
 }
 
 /** An answer the gateway gives in the backend's name (a JSON-RPC body on HTTP 200). */
-function inBand(c: Context<GatewayEnv>, text: string): Response {
-  c.set('outcome', 'answered_in_band')
+function inBand(c: Context<GatewayEnv>, outcome: string, text: string): Response {
+  c.set('outcome', outcome)
   return c.body(text, 200, { 'content-type': 'application/json' })
 }
 
