@@ -10,6 +10,7 @@ import {
   startSdkServer,
   type TestServer,
 } from '../helpers/sdk-servers.js'
+import { generateTestKey, startJwks } from '../helpers/tokens.js'
 
 /**
  * A header named in `Connection` is hop-by-hop (RFC 9110 §7.6.1): the next hop drops it. If the
@@ -250,6 +251,74 @@ describe('Connection naming a header the gateway judged', () => {
     expect(res.status, res.body).toBe(200)
     expect(backend.requests).toHaveLength(1)
     expect(backend.requests[0]?.header('x-api-key')).toBeUndefined()
+  })
+})
+
+describe('where the check sits (docs/design/check-order.md step 4)', () => {
+  async function guarded() {
+    const key = await generateTestKey('ES256')
+    const jwks = await startJwks([key])
+    onTestFinished(() => jwks.close())
+    const backend = await startNonValidatingBackend()
+    onTestFinished(() => backend.close())
+    const gw = await startTestGateway({
+      ...oneServer(backend.url),
+      origins: ['https://app.example.test'],
+      auth: {
+        publicUrl: 'https://mcp.example.test',
+        jwt: { issuer: 'https://idp.example.test', jwksUrl: jwks.url },
+      },
+    })
+    return { backend, gw, jwks }
+  }
+
+  it('before authentication: no token + an owned nomination → 400, no key fetched', async () => {
+    const { backend, gw, jwks } = await guarded()
+    const res = await sendRaw(gw.port, [
+      post(
+        'app',
+        [...toolHeaders('get_forecast'), ['Connection', 'Mcp-Name']],
+        call('get_forecast', 40),
+      ),
+    ])
+    expectRefused(res, backend)
+    expect(jwks.hits).toBe(0)
+  })
+
+  it('after Origin: a foreign Origin + an owned nomination → 403 for the Origin', async () => {
+    const { backend, gw } = await guarded()
+    const res = await sendRaw(gw.port, [
+      post(
+        'app',
+        [
+          ...toolHeaders('get_forecast'),
+          ['Origin', 'https://evil.example'],
+          ['Connection', 'Mcp-Name'],
+        ],
+        call('get_forecast', 41),
+      ),
+    ])
+    expect(res.status).toBe(403)
+    expect(res.headers['x-mcp-gateway-error']).toBe('origin_not_allowed')
+    expect(backend.requests).toHaveLength(0)
+  })
+
+  it('after the duplicate check: two Mcp-Name headers + an owned nomination → duplicate_header', async () => {
+    const { backend, gw } = await recording()
+    const res = await sendRaw(gw.port, [
+      post(
+        'app',
+        [
+          ...toolHeaders('get_forecast'),
+          ['Mcp-Name', 'delete_station'],
+          ['Connection', 'Mcp-Name'],
+        ],
+        call('get_forecast', 42),
+      ),
+    ])
+    expect(res.status).toBe(400)
+    expect(res.headers['x-mcp-gateway-error']).toBe('duplicate_header')
+    expect(backend.requests).toHaveLength(0)
   })
 })
 
