@@ -250,7 +250,7 @@ function subscribeTargets(params: Readonly<Record<string, unknown>> | undefined)
 export function targetOf(kind: NamedKind, value: string): McpTarget {
   if (kind === 'resource') return { kind, uri: value }
   // SECURITY: a name with controls, lone surrogates or bidi controls reads differently to another
-  // decoder, log viewer or person; it is never judged or forwarded (docs/policy.md §Names).
+  // decoder, log viewer or person; it is never judged or forwarded (docs/policy.md §What is refused).
   if (hasForbiddenNameCharacter(value)) {
     throw new GatewayError(
       'invalid_name',
