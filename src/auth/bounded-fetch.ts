@@ -33,7 +33,7 @@ export async function fetchBounded(url: string, req: BoundedRequest): Promise<st
     // undici's request() follows no redirects unless an interceptor is added; none is.
     res = await request(url, {
       method: req.method,
-      headers: req.headers,
+      headers: { 'user-agent': 'mcp-edge', ...req.headers },
       ...(req.body !== undefined && { body: req.body }),
       signal,
       headersTimeout: req.timeoutMs,

@@ -1,7 +1,7 @@
 /**
  * Why a token was refused. `invalid_token` means the caller must get a new token (401);
  * `unavailable` means the gateway could not check it right now (503, Retry-After), so clients
- * do not throw away good tokens and re-authenticate in a storm (reliability.md B-20).
+ * do not throw away good tokens and re-authenticate in a storm (docs/auth.md, Key fetching).
  */
 export type AuthFailureKind = 'invalid_token' | 'unavailable'
 

@@ -1,7 +1,7 @@
 /**
  * URLs and challenges of the gateway as an OAuth 2.1 resource server (spec 2026-07-28 §8,
  * RFC 9728). Everything is built from `auth.publicUrl`, never from the request's Host or scheme,
- * so it stays right behind a TLS-terminating proxy (agentgateway #545).
+ * so it stays right behind a TLS-terminating proxy (docs/auth.md, Configuration).
  */
 
 /** The well-known prefix of RFC 9728 §3. */

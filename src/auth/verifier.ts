@@ -30,9 +30,9 @@ export interface VerifierOptions {
 }
 
 /**
- * Compiles `auth.jwt` once. Every check is pinned (spec 2026-07-28 §8, reliability.md S-02): the
- * signature by a configured key, the algorithm from the configured asymmetric list, `iss`, `aud`,
- * and `exp`, which jose only checks when present unless required.
+ * Compiles `auth.jwt` once. Every check is pinned (spec 2026-07-28 basic/authorization: OAuth 2.1
+ * §5.2 and RFC 8707 §2): the signature by a configured key, the algorithm from the configured
+ * asymmetric list, `iss`, `aud`, and `exp`, which jose only checks when present unless required.
  */
 export function createVerifier(
   auth: AuthConfig,
@@ -47,7 +47,7 @@ export function createVerifier(
     algorithms: [...jwt.algorithms],
     // SECURITY: jose requires `iss` to be present and one of these.
     issuer: typeof jwt.issuer === 'string' ? jwt.issuer : [...jwt.issuer],
-    // SECURITY: a token without `exp` would never expire (reliability.md A-33).
+    // SECURITY: a token without `exp` would never expire (RFC 9068 §2.2 requires it).
     requiredClaims: ['exp'],
     clockTolerance: jwt.clockToleranceSec,
   } as const satisfies JWTVerifyOptions
@@ -61,7 +61,7 @@ export function createVerifier(
       : new LRUCache<string, Remembered>({ max: jwt.verifiedCacheSize })
   return {
     async verify(token, audience) {
-      // SECURITY: size first, before any base64 or JSON decoding (reliability.md A-37).
+      // SECURITY: size first, before any base64 or JSON decoding (docs/auth.md).
       if (token.length > opts.maxTokenBytes) {
         throw new AuthFailure('invalid_token', 'token too large')
       }
@@ -73,7 +73,7 @@ export function createVerifier(
         verified?.delete(cacheKey)
       }
       const warm = keys.warm()
-      // SECURITY: RFC 8707 audience binding: only tokens issued for this resource (S-02).
+      // SECURITY: RFC 8707 audience binding: only tokens issued for this resource.
       const options = {
         ...base,
         audience: typeof audience === 'string' ? audience : [...audience],
@@ -111,7 +111,7 @@ export function createVerifier(
 /**
  * A key set that could not be fetched is the gateway's problem (503), unless keys were loaded and
  * fresh: then the failure came from refetching for an unknown `kid`, and that token is refused
- * (reliability.md B-20 b). Everything else jose throws is about the token itself.
+ * (docs/auth.md, Key fetching). Everything else jose throws is about the token itself.
  */
 function classifyFailure(err: unknown, warm: boolean, keys: KeySource): AuthFailure {
   const fetchFailed =

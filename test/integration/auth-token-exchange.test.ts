@@ -16,7 +16,7 @@ import {
 } from '../helpers/tokens.js'
 
 /**
- * Issue 3 item 10: upstream credentials by RFC 8693 token exchange. The backend gets a token the
+ * Upstream credentials by RFC 8693 token exchange. The backend gets a token the
  * authorization server issued for it; the caller's own token never leaves the gateway except to
  * the token endpoint, whose job is to take it.
  */

@@ -53,7 +53,7 @@ async function gatewayFor(
   return gw
 }
 
-/** S-01: no recorded request carries a credential header or any minted token, anywhere. */
+/** No recorded request carries a credential header or any minted token, anywhere. */
 function expectNoTokenPassthrough(server: TestServer): void {
   for (const req of server.requests) {
     expect(req.header('authorization')).toBeUndefined()
@@ -99,7 +99,7 @@ describe('remote JWKS', () => {
     expect(jwks.hits).toBe(2)
     const again = await Promise.all(Array.from({ length: 20 }, () => callTool(gw, unknown)))
     expect(again.map((r) => r.status)).toEqual(Array(20).fill(401))
-    expect(jwks.hits).toBe(2) // cooling down: no fetch storm from random kids
+    expect(jwks.hits).toBe(2) // cooling down: no fetch storm from random kids
     expect(backend.requests.length).toBe(1)
   })
 

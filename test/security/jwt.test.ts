@@ -17,8 +17,8 @@ import {
 } from '../helpers/tokens.js'
 
 /**
- * reliability.md A.3 / S-02 / S-03: every way a bearer token can be wrong gets a 401 with the
- * right challenge, and nothing reaches the backend (S-01: no token ever does).
+ * Every way a bearer token can be wrong gets a 401 with the
+ * right challenge, and nothing reaches the backend (no token ever does).
  */
 
 const ISS = 'https://idp.example.com'
@@ -79,7 +79,7 @@ afterAll(async () => {
 
 afterEach(() => assertNoTokenPassthrough(backend))
 
-/** S-01: no recorded request carries a credential header or any minted token, anywhere. */
+/** No recorded request carries a credential header or any minted token, anywhere. */
 function assertNoTokenPassthrough(server: NonValidatingBackend): void {
   for (const req of server.requests) {
     expect(req.header('authorization')).toBeUndefined()
@@ -192,7 +192,7 @@ describe('JWT authentication refuses', () => {
       data: { source: 'gateway', reason: c.reason },
     })
     expect(backend.requests.length).toBe(before.backend)
-    // S-03 / A-26: no token, however crafted, makes the gateway fetch keys
+    // No token, however crafted, makes the gateway fetch keys
     expect(jwks.hits).toBe(before.jwks)
   })
 
