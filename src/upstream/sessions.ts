@@ -56,7 +56,7 @@ function ownerAad(owner: HandleOwner | undefined): string {
 class Sealer {
   /**
    * @param nonceKey when set, the nonce is HMAC(nonceKey, aad, plaintext) instead of random
-   * (a synthetic IV, RFC 5297 §1.3.2's construction): the same handle seals to the same token,
+   * (the synthetic-IV idea of RFC 5297): the same handle seals to the same token,
    * and a nonce repeats only for the very same input, which reveals nothing but that equality.
    */
   constructor(
