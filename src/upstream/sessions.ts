@@ -69,7 +69,7 @@ class Sealer {
       this.nonceKey === undefined
         ? randomBytes(NONCE_BYTES)
         : createHmac('sha256', this.nonceKey)
-            .update(`${aad}\0${plain}`)
+            .update(`${aad.length}:${aad}${plain}`) // length-prefixed: unambiguous
             .digest()
             .subarray(0, NONCE_BYTES)
     const c = createCipheriv('aes-256-gcm', this.key, nonce, { authTagLength: TAG_BYTES })
