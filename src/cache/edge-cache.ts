@@ -43,6 +43,7 @@ export type CacheEvent =
   | 'stale'
   | 'shared_hit'
   | 'coalesced'
+  | 'wait_timeout'
   | 'pass'
 
 /** Collaborators; all optional except config. */

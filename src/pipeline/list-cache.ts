@@ -4,7 +4,7 @@ import type { Logger } from 'pino'
 import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
 import type { CacheEntry } from '../cache/entry.js'
 import { cacheRequestOf } from '../cache/request.js'
-import type { Leader } from '../cache/single-flight.js'
+import { TIMED_OUT, type Leader } from '../cache/single-flight.js'
 import type { Slot } from '../cache/store.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
@@ -50,10 +50,17 @@ export const listCache = (
     if (shared !== undefined) return serve(c, cache, shared, rawId, 'cache_hit')
     // Round two exists for private answers: once a key is known to answer privately, waiters
     // re-coalesce per authorization context instead of each going upstream (reliability C-6).
+    // A waiter waits no longer than its own request would for a response head: a leader held up
+    // by its backend (or its client, past what the capture keeps) never holds the others.
+    const deadline = performance.now() + c.get('server').balancing.headersTimeoutMs
     for (let round = 0; round < 2; round++) {
       const flight = cache.begin(req)
       if (flight.leader) return miss(c, next, cache, req, rawId, flight, log)
-      const entry = await flight.wait
+      const entry = await flight.wait(Math.max(0, deadline - performance.now()))
+      if (entry === TIMED_OUT) {
+        cache.event('wait_timeout')
+        break
+      }
       if (entry !== undefined && cache.usableFor(entry, req)) {
         cache.event('coalesced')
         return serve(c, cache, { entry, bytes: entry.result }, rawId, 'cache_hit')
@@ -76,6 +83,9 @@ async function miss(
 ): Promise<Response | void> {
   cache.event('miss')
   const generation = cache.generation(req.server)
+  // Runs once the upstream body has ended: the observe tee (mcp/result-transform.ts) holds a JSON
+  // answer of up to maxEntryBytes before its client gets a byte, so waiters are answered at the
+  // backend's pace, whatever the leader's own client reads (docs/cache.md §Single flight).
   const capture: ResultHook = (message) => {
     let entry: CacheEntry | undefined
     try {
