@@ -39,10 +39,10 @@ interface Loaded {
 /**
  * jose's createRemoteJWKSet, re-implemented over a bounded fetch and an injectable clock, with
  * the same semantics: keys are used for `cacheMaxAgeMs`, then refetched before use; an unknown
- * `kid` refetches at most once per `cooldownMs`; concurrent refetches share one request, and a
- * fetch that started earlier never replaces a set that a later one already installed. Added: after
- * a failed fetch the endpoint is not asked again for 1 s (or the cooldown, if shorter), so an
- * outage does not turn every request into a fetch. Key selection stays jose's (createLocalJWKSet).
+ * `kid` refetches at most once per `cooldownMs`; concurrent refetches share one request (so
+ * fetches never overlap and a set is never replaced by an older answer). Added: after a failed
+ * fetch the endpoint is not asked again for 1 s (or the cooldown, if shorter), so an outage does
+ * not turn every request into a fetch. Key selection stays jose's (createLocalJWKSet).
  */
 export class RemoteJwks {
   readonly #url: string
@@ -50,8 +50,6 @@ export class RemoteJwks {
   readonly #backoffMs: number
   #loaded: Loaded | undefined
   #pending: Promise<void> | undefined
-  #started = 0
-  #applied = 0
   #failedUntil = 0
   /** Thumbprints of the keys jose imported, computed once per key object. */
   readonly #ids = new WeakMap<object, Promise<string>>()
@@ -114,15 +112,15 @@ export class RemoteJwks {
     // Coalescing: one request in flight, whoever asks.
     this.#pending ??= this.#fetch().finally(() => (this.#pending = undefined))
     await this.#pending
-    // #fetch installed a set or threw; a newer fetch may have installed a newer one.
+    // #fetch installed a set or threw.
     return this.#loaded!
   }
 
   async #fetch(): Promise<void> {
     const now = this.#opts.now
     if (now() < this.#failedUntil) throw new JwksUnavailable('JWKS endpoint failing; backing off')
-    const sequence = ++this.#started
-    let next: Loaded
+    let resolve: Loaded['resolve']
+    let thumbprints: Loaded['thumbprints']
     try {
       const text = await fetchBounded(this.#url, {
         method: 'GET',
@@ -132,17 +130,16 @@ export class RemoteJwks {
       })
       const json = parseJson(text)
       if (!isJwkSet(json)) throw new JwksUnavailable('JWKS endpoint sent no JWK Set')
-      next = { resolve: createLocalJWKSet(json), thumbprints: await thumbprintsOf(json), at: 0 }
+      resolve = createLocalJWKSet(json)
+      thumbprints = await thumbprintsOf(json)
     } catch (err) {
       this.#failedUntil = now() + this.#backoffMs
       if (err instanceof JwksUnavailable) throw err
       const reason = err instanceof BoundedFetchFailure ? err.message : 'not a JWK Set'
       throw new JwksUnavailable(`JWKS fetch failed: ${reason}`, { cause: err })
     }
-    // jose: a fetch that started before the one already applied never replaces its set.
-    if (sequence <= this.#applied) return
-    this.#applied = sequence
-    this.#loaded = { ...next, at: now() }
+    // The set and its thumbprints switch together, so `serves` never judges by a mix.
+    this.#loaded = { resolve, thumbprints, at: now() }
   }
 }
 

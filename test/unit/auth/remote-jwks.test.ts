@@ -42,6 +42,24 @@ describe('remote JWK Set', () => {
     expect(jwks.hits).toBe(2)
   })
 
+  it('shares one fetch between concurrent callers at cold start, failures included', async () => {
+    const k1 = await generateTestKey('ES256', 'k1')
+    const { jwks, clock, remote } = await rig([k1])
+    jwks.setMode('error500')
+    const failed = await Promise.allSettled(
+      Array.from({ length: 10 }, () => remote.resolve(header(k1), TOKEN)),
+    )
+    expect(failed.every((r) => r.status === 'rejected')).toBe(true)
+    expect(jwks.hits).toBe(1)
+    jwks.setMode('ok')
+    clock.advance(1000)
+    const keys = await Promise.all(
+      Array.from({ length: 10 }, () => remote.resolve(header(k1), TOKEN)),
+    )
+    expect(new Set(keys).size).toBe(1)
+    expect(jwks.hits).toBe(2)
+  })
+
   it('refetches for an unknown kid once per cooldown; concurrent misses share one fetch', async () => {
     const [k1, k2] = await Promise.all([
       generateTestKey('ES256', 'k1'),
