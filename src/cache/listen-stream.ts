@@ -64,7 +64,7 @@ export class ListenStream {
     })
     if (
       res.statusCode !== 200 ||
-      !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')
+      !/^text\/event-stream\s*(;|$)/i.test(String(res.headers['content-type'] ?? ''))
     ) {
       await res.body.dump()
       throw new ListenUnsupported(

@@ -119,7 +119,8 @@ export function parseEvent(raw: Buffer, first = false): SseEvent {
   if (first && text.charCodeAt(0) === 0xfeff) text = text.slice(1)
   let data: string | undefined
   const otherLines: string[] = []
-  for (const line of text.split(/\r\n|\n|\r/)) {
+  const lines = text.includes('\r') ? text.split(/\r\n|\n|\r/) : text.split('\n')
+  for (const line of lines) {
     if (line.length === 0) continue
     if (line.startsWith('data')) {
       const c = line.charCodeAt(4)

@@ -23,7 +23,10 @@ export function relayedHeaders(headers: HeaderMap): HeaderMap {
   const out: HeaderMap = {}
   const connection = headers['connection']
   // Parsed only when present: most backends send no Connection header, or just keep-alive.
-  const nominated = connection === undefined ? undefined : nominatedBy(connection)
+  const nominated =
+    connection === undefined || connection === 'keep-alive' || connection === 'close'
+      ? undefined
+      : nominatedBy(connection)
   for (const key in headers) {
     if (DROPPED.has(key) || nominated?.has(key) === true) continue
     out[key] = headers[key]
