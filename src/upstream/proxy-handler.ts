@@ -43,7 +43,7 @@ class Drained extends Error {
 export class ProxyHandler implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined
   private transform: BodyTransform | undefined
-  /** Set for untransformed SSE: only whole events reach the client (B-08). */
+  /** Set for untransformed SSE: only whole events reach the client (docs/balancing.md §Retries). */
   private framer: SseFramer | undefined
   /** A 5xx body held back to judge it (inspectServerErrors). */
   private held: HeldBody | undefined
@@ -246,7 +246,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       return
     }
     // Otherwise the only honest signal left is a broken connection, so a half-written JSON body
-    // is never presented as complete (reliability B-07).
+    // is never presented as complete (docs/balancing.md §Retries).
     this.res.destroy()
     this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
   }
