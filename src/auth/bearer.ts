@@ -12,7 +12,7 @@ const SCHEME = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+)(?: |$)/
 /**
  * Reads a bearer token from the one `Authorization` header (duplicates are refused earlier, at
  * the front door). Size is checked on the raw header, before any parsing or decoding
- * (jose has no size cap; RFC 8725 §3.1 leaves input limits to the application).
+ * (jose has no size cap; docs/auth.md, `limits.maxTokenBytes`).
  */
 export function readBearer(header: string | undefined, maxTokenBytes: number): BearerCredential {
   if (header === undefined) return { kind: 'none' }

@@ -22,7 +22,7 @@ export class BoundedFetchFailure extends Error {
  * token endpoint the caller's token and the client secret, anywhere), any other status, a declared
  * or actual body larger than `maxBytes`. A body is read chunk by chunk and the connection dropped
  * the moment the cap is passed, so a hostile or broken endpoint costs at most `maxBytes` of memory
- * (RFC 8725 §3.1 leaves key retrieval to the application; an unbounded read is a memory DoS).
+ * (docs/auth.md, Key fetching and Token exchange: an unbounded read is a memory DoS).
  */
 export async function fetchBounded(url: string, req: BoundedRequest): Promise<string> {
   // SECURITY: one deadline for the whole exchange, body included: a slow-drip answer cannot
@@ -49,8 +49,8 @@ export async function fetchBounded(url: string, req: BoundedRequest): Promise<st
   if (res.statusCode !== 200) {
     body.destroy()
     // SECURITY: a 3xx is a failure; its Location is never requested.
-    const what = res.statusCode >= 300 && res.statusCode < 400 ? 'redirect, not followed' : 'status'
-    throw new BoundedFetchFailure(`answered ${res.statusCode} (${what})`)
+    const redirect = res.statusCode >= 300 && res.statusCode < 400
+    throw new BoundedFetchFailure(`answered ${res.statusCode}${redirect ? ', not followed' : ''}`)
   }
   const declared = Number(res.headers['content-length'] ?? 0)
   // SECURITY: refuse a declared oversize body before reading a byte of it.

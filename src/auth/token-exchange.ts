@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
 import type { ServerConfig } from '../config/schema.js'
-import { fetchBounded } from './bounded-fetch.js'
+import { BoundedFetchFailure, fetchBounded } from './bounded-fetch.js'
 
 type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
 
@@ -95,7 +95,8 @@ async function exchangeOnce(
       maxBytes: MAX_TOKEN_RESPONSE_BYTES,
     })
   } catch (err) {
-    throw new TokenExchangeFailure('token endpoint failed', { cause: err })
+    const why = err instanceof BoundedFetchFailure ? err.message : 'failed'
+    throw new TokenExchangeFailure(`token endpoint ${why}`, { cause: err })
   }
   return parseTokenResponse(text, subjectToken)
 }
