@@ -100,7 +100,7 @@ export function createVerifier(
       let thumbprint: string | undefined
       if (keys.identify !== undefined) {
         if (signer === undefined || signer instanceof Uint8Array) return principal
-        thumbprint = await keys.identify(signer as Parameters<typeof keys.identify>[0])
+        thumbprint = await keys.identify(signer)
       }
       verified.set(cacheKey, { principal, thumbprint, until })
       return principal
