@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.js'
 import { decodeHeaderValue } from './headers.js'
-import { isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
+import { checkEncoding, isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
 import { NAMED_METHODS, type NamedKind } from './methods.js'
 import { hasForbiddenNameCharacter, printable } from './names.js'
 import type { RequestHead } from './request-head.js'
@@ -87,6 +87,11 @@ function classifyModern(
   // by this revision); the body tells, so it is read.
   const mustParse = policy.parseAlways || method === undefined || policy.parseMethods.has(method)
   if (!mustParse) {
+    // SECURITY: unparsed, but never in a form another reader decodes differently (BOM, UTF-16,
+    // charset), and never a batch: that is no 2026-07-28 message, and a backend that serves
+    // batches on another path would run elements whose headers nobody compared.
+    checkEncoding(body, head.contentType)
+    if (startsArray(body)) throw new GatewayError('batch_not_supported')
     const targets = named === undefined ? [] : [targetOf(named, headerName as string)]
     return {
       era: 'modern',
@@ -258,6 +263,14 @@ export function targetOf(kind: NamedKind, value: string): McpTarget {
     )
   }
   return { kind, name: value }
+}
+
+/** True when the first byte after JSON whitespace is `[`. */
+function startsArray(body: Uint8Array): boolean {
+  for (const b of body) {
+    if (b !== 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d) return b === 0x5b
+  }
+  return false
 }
 
 function metaVersion(msg: JsonRpcMessage): string | undefined {

@@ -55,6 +55,19 @@ export function parseMessage(
  * one way here and another way by a backend that honours a BOM, a charset or UTF-16.
  */
 function decodeBody(body: Uint8Array, contentType: string | undefined): string {
+  checkEncoding(body, contentType)
+  try {
+    return utf8.decode(body)
+  } catch {
+    throw new GatewayError('parse_error', 'the body is not valid UTF-8')
+  }
+}
+
+/**
+ * The checks of decodeBody that need no decoding (a few bytes and the media type), for bodies the
+ * gateway forwards without parsing: refuses a BOM, UTF-16/32 and a charset other than UTF-8.
+ */
+export function checkEncoding(body: Uint8Array, contentType: string | undefined): void {
   // SECURITY: each of these is text that some reader decodes differently from this one.
   if (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) {
     throw new GatewayError(
@@ -81,11 +94,6 @@ function decodeBody(body: Uint8Array, contentType: string | undefined): string {
         `charset ${JSON.stringify(charset)} is not supported; send UTF-8`,
       )
     }
-  }
-  try {
-    return utf8.decode(body)
-  } catch {
-    throw new GatewayError('parse_error', 'the body is not valid UTF-8')
   }
 }
 

@@ -272,6 +272,27 @@ describe('bodies in another encoding', () => {
     expect(backend.requests).toHaveLength(0)
   })
 
+  it('a trusted backend gets no BOM, UTF-16 or batch body either, though its bodies are not parsed', async () => {
+    const { backend, url } = await setup({ trustHeaders: true })
+    const modern = JSON.stringify(mcpBody('tools/call', { name: 'search', arguments: {} }))
+    const headers = mcpHeaders('tools/call', 'search')
+    const bom = await postBytes(url, Buffer.from(`\ufeff${modern}`), headers)
+    expect(refusal(bom)).toMatchObject({ status: 400, code: -32700, reason: 'parse_error' })
+    const utf16 = await postBytes(
+      url,
+      Buffer.from(`\ufeff[${modern}]`, 'utf16le').swap16(),
+      headers,
+    )
+    expect(refusal(utf16)).toMatchObject({ status: 400, code: -32700, reason: 'parse_error' })
+    const batch = await rawPost(url, `[${modern}]`, headers)
+    expect(refusal(batch)).toMatchObject({
+      status: 400,
+      code: -32600,
+      reason: 'batch_not_supported',
+    })
+    expect(backend.requests).toHaveLength(0)
+  })
+
   it('a charset other than UTF-8 → 400 -32700, nothing forwarded', async () => {
     const { backend, url } = await setup()
     const res = await rawPost(url, json, {

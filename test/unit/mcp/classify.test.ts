@@ -66,6 +66,17 @@ describe('classify: 2026-07-28 requests', () => {
     })
   })
 
+  it('never forwards a batch or another encoding unread, even to a trusted backend', () => {
+    const h = modern('tools/call', 'echo')
+    expect(reason(() => classify(head(h), body(' [{"jsonrpc":"2.0"}]'), trust))).toBe(
+      'batch_not_supported',
+    )
+    expect(reason(() => classify(head(h), Buffer.from('\ufeff{}'), trust))).toBe('parse_error')
+    expect(reason(() => classify(head(h), Buffer.from('{}', 'utf16le'), trust))).toBe('parse_error')
+    const utf16 = { ...h, 'content-type': 'application/json; charset=utf-16le' }
+    expect(reason(() => classify(head(utf16), body('{}'), trust))).toBe('parse_error')
+  })
+
   it('reads the body of a trusted backend when a feature needs it', () => {
     const p = { ...trust, parseMethods: new Set(['tools/list']) }
     expect(reason(() => classify(head(modern('tools/list')), body('nope'), p))).toBe('parse_error')
