@@ -5,8 +5,11 @@
  * encoding/json) match keys case-insensitively. A body like `{"name":"read","name":"delete_all"}`
  * can therefore be allowed here and executed differently by the backend (Bishop Fox, "JSON
  * interoperability vulnerabilities"; MCP go-sdk#805). This scanner walks the text once before
- * `JSON.parse` and rejects such bodies where they matter, bounds nesting depth, and remembers the
- * raw text of the top-level `id` so error replies and cache hits echo it byte for byte.
+ * `JSON.parse` and rejects such bodies where they matter: duplicate keys near the root, and at
+ * the positions the gateway reads (docs/policy.md §What is refused before any decision) any key
+ * that folds onto a deciding key without being it, `Params` or `paramſ` as much as `Name` next to
+ * `name`. It bounds nesting depth and remembers the raw text of the top-level `id`, so error
+ * replies and cache hits echo it byte for byte.
  */
 
 export type JsonProblem =

@@ -71,6 +71,15 @@ describe('mcp-edge explain', () => {
     expect(run(args).code).toBe(3)
   })
 
+  it('explains a method target (extraMethods): allowed only by a methods rule', () => {
+    const rules = `${RULES}  - name: vendor\n    servers: [docs]\n    allow: { methods: ["x-docs/*"] }\n`
+    const allowed = run(['--server', 'docs', '--method', 'x-docs/reindex'], CONFIG, rules)
+    expect(allowed.code).toBe(0)
+    expect(allowed.out).toContain('target: method "x-docs/reindex" on server "docs"')
+    expect(allowed.out).toContain('rule: vendor')
+    expect(run(['--server', 'weather', '--method', 'x-docs/reindex'], CONFIG, rules).code).toBe(3)
+  })
+
   it('shows a dry-run "would deny" and exits 0, since the request goes through', () => {
     const r = run(['--server', 'weather', '--tool', 'get_slow'])
     expect(r.code).toBe(0)
