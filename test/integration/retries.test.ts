@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { SessionCodec, sessionKey } from '../../src/upstream/sessions.js'
 import { mcpPost } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import {
@@ -25,6 +26,11 @@ const UNSAFE = ['tools/call', 'subscriptions/listen', 'tasks/update', 'vendor/cu
 function paramsFor(method: string): Record<string, unknown> {
   if (method === 'resources/read') return { uri: 'docs://a' }
   if (method === 'tools/call' || method === 'prompts/get') return { name: 'a' }
+  // A task id the gateway issued (sealed with this process's key), so the request is forwarded.
+  if (method === 'tasks/update') {
+    const codec = new SessionCodec(sessionKey(undefined).key, 'app', [])
+    return { taskId: codec.sealTask('task-1', undefined), inputResponses: {} }
+  }
   return {}
 }
 
