@@ -70,7 +70,7 @@ export function createRuntime(
   const servers = new Map<string, ServerRuntime>()
   const key = sessionKey(config.legacySessions?.key)
   if (key.generated && Object.values(config.servers).some((s) => s.legacyClients === 'allow')) {
-    log.warn('legacySessions.key is not set: 2025-era session ids are signed with a random per-process key, so several gateway instances cannot share sessions; set one for multi-gateway setups')
+    log.warn('legacySessions.key is not set: 2025-era session ids and task ids are sealed with a random per-process key, so several gateway instances cannot share them; set one for multi-gateway setups')
   }
   const balancingContext = { log, metrics: shared.metrics, lifecycle: shared.lifecycle, sessionKey: key.key }
   for (const [name, cfg] of Object.entries(config.servers)) {

@@ -18,7 +18,7 @@ export interface BalancingContext {
   readonly log: Logger
   readonly metrics: GatewayMetrics | undefined
   readonly lifecycle: Lifecycle
-  /** Signs legacy session ids (legacySessions.key, or a per-process random key). */
+  /** Seals legacy session ids and task ids (legacySessions.key, or a per-process random key). */
   readonly sessionKey: Buffer
 }
 
