@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
+import type { Logger } from 'pino'
 import type { CacheConfig } from '../config/schema.js'
 import { filterMessage, type ListFilter } from '../mcp/list-filter.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import {
   createEntry,
-  encodeEntry,
   parseResult,
   hitParts,
   type HitParts,
@@ -15,6 +15,7 @@ import {
 import { invalidationPrefixes, type Invalidation } from './key.js'
 import { decideStore, type StoreRules } from './policy.js'
 import { readShared, type SharedTier } from './shared.js'
+import { encodeEntry } from './shared-entry.js'
 import { SingleFlight, type Leader, type Waiter } from './single-flight.js'
 import { isFresh, MemoryTier, type Clock, type Slot } from './store.js'
 
@@ -42,6 +43,9 @@ export type CacheEvent =
   | 'invalidate'
   | 'stale'
   | 'shared_hit'
+  | 'shared_rejected'
+  | 'shared_error'
+  | 'shared_bypass'
   | 'coalesced'
   | 'wait_timeout'
   | 'pass'
@@ -51,6 +55,7 @@ export interface EdgeCacheDeps {
   readonly now?: Clock
   readonly shared?: SharedTier
   readonly metrics?: Pick<GatewayMetrics, 'cacheEvents' | 'cacheBytes'>
+  readonly log?: Pick<Logger, 'warn'>
 }
 
 /**
@@ -125,8 +130,20 @@ export class EdgeCache {
     req: CacheRequest,
     usable: (e: CacheEntry, now: number) => boolean,
   ): Promise<CacheEntry | undefined> {
-    if (this.shared === undefined) return undefined
-    return readShared(this.shared, keysOf(req), req.server, this.now, usable)
+    const shared = this.shared
+    if (shared === undefined) return undefined
+    return readShared(shared, req, {
+      now: this.now,
+      maxTtlMs: this.rules.maxTtlMs,
+      usable,
+      // SECURITY: a value that fails its checks is neither served nor copied to memory, and is
+      // deleted so that the next answer from the backend takes its place.
+      onReject: (key, why) => {
+        this.event('shared_rejected')
+        shared.delete(key)
+        this.deps.log?.warn({ key, why }, 'cache: dropped an invalid shared entry')
+      },
+    })
   }
 
   /** Joins or leads the single flight for this request's likely key. */

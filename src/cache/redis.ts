@@ -68,6 +68,11 @@ export class RedisTier implements SharedTier {
       .catch((err: unknown) => this.degrade(err))
   }
 
+  delete(key: string): void {
+    if (this.client.status !== 'ready') return
+    this.client.unlink(this.prefix + key).catch((err: unknown) => this.degrade(err))
+  }
+
   async dropPrefixes(prefixes: readonly string[]): Promise<void> {
     if (this.client.status !== 'ready') return
     try {

@@ -39,6 +39,7 @@ export function startCache(
         })
   const cache = new EdgeCache(config, {
     metrics: deps.metrics,
+    log: deps.log,
     ...(shared !== undefined && { shared }),
     ...(opts.now !== undefined && { now: opts.now }),
   })

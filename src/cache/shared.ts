@@ -1,4 +1,5 @@
-import { decodeEntry, type CacheEntry } from './entry.js'
+import type { CacheEntry } from './entry.js'
+import { decodeShared } from './shared-entry.js'
 
 /** A stored value and its remaining lifetime in the shared tier. */
 export interface SharedValue {
@@ -12,29 +13,66 @@ export interface SharedTier {
   get(key: string): Promise<SharedValue | undefined>
   /** Fire and forget: a failed write only costs the other replicas a miss. */
   set(key: string, value: Buffer, pxMs: number): void
+  /** Fire and forget: removes one value (one that failed its checks). */
+  delete(key: string): void
   /** Deletes every value whose key starts with one of `prefixes`. */
   dropPrefixes(prefixes: readonly string[]): Promise<void>
   close(): Promise<void>
 }
 
+/** The request a shared read is for (edge-cache.ts CacheRequest). */
+export interface SharedLookup {
+  readonly server: string
+  readonly method: string
+  readonly uri: string | undefined
+  readonly publicKey: string
+  readonly privateKey: string | undefined
+}
+
+/** What readShared needs besides the request. */
+export interface SharedReadOptions {
+  readonly now: () => number
+  /** cache.maxTtlMs of this gateway. */
+  readonly maxTtlMs: number
+  readonly usable: (entry: CacheEntry, now: number) => boolean
+  /** Told about each value that failed its checks (shared-entry.ts decodeShared). */
+  readonly onReject: (key: string, why: string) => void
+}
+
 /**
- * The first usable entry stored in the shared tier under one of `keys` (public first). Values are
- * decoded against the key they were read from and must belong to `server`.
+ * The first usable entry stored in the shared tier for `req` (public key first). Each value is
+ * checked against the key it was read from, and what that key stands for, before it is trusted.
  */
 export async function readShared(
   shared: SharedTier,
-  keys: readonly string[],
-  server: string,
-  now: () => number,
-  usable: (entry: CacheEntry, now: number) => boolean,
+  req: SharedLookup,
+  opts: SharedReadOptions,
 ): Promise<CacheEntry | undefined> {
-  const values = await Promise.all(keys.map((k) => shared.get(k)))
-  const t = now()
-  for (let i = 0; i < keys.length; i++) {
-    const v = values[i]
-    if (v === undefined) continue
-    const entry = decodeEntry(v.value, keys[i] as string, v.pttl, t)
-    if (entry !== undefined && entry.server === server && usable(entry, t)) return entry
+  const [pub, priv] = await Promise.all([
+    shared.get(req.publicKey),
+    req.privateKey === undefined ? undefined : shared.get(req.privateKey),
+  ])
+  const t = opts.now()
+  for (const [value, key, scope] of [
+    [pub, req.publicKey, 'public'],
+    [priv, req.privateKey, 'private'],
+  ] as const) {
+    if (value === undefined || key === undefined) continue
+    const read = decodeShared(
+      value.value,
+      {
+        key,
+        scope,
+        server: req.server,
+        method: req.method,
+        uri: req.uri,
+        maxTtlMs: opts.maxTtlMs,
+      },
+      value.pttl,
+      t,
+    )
+    if ('rejected' in read) opts.onReject(key, read.rejected)
+    else if (opts.usable(read.entry, t)) return read.entry
   }
   return undefined
 }

@@ -1,4 +1,7 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { createServer } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
 import { onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
 import { parseConfigText } from '../../src/config/load.js'
@@ -100,4 +103,98 @@ export async function closing<T extends { close(): Promise<unknown> }>(
 export async function cacheEvents(gw: RunningGateway, event: string): Promise<number> {
   const metric = await gw.metrics.cacheEvents.get()
   return metric.values.find((v) => v.labels.event === event)?.value ?? 0
+}
+
+/** Whether redis-server can be started here (CI must have it: see cache-redis.test.ts). */
+export const HAVE_REDIS = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0
+export const IN_CI = (process.env.CI ?? '') !== '' && process.env.CI !== 'false'
+export const MISSING_REDIS =
+  'redis-server is not on PATH (Debian package redis-server; .ci/run installs it)'
+
+/** A throwaway redis-server on a free loopback port, without persistence. */
+export interface TestRedis {
+  readonly url: string
+  readonly client: Redis
+  /** SIGSTOP: the server keeps its connections open and answers nothing. */
+  pause(): void
+  /** SIGCONT after pause(). */
+  resume(): void
+  stop(): Promise<void>
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address()
+      const port = typeof address === 'object' && address !== null ? address.port : 0
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** Resolves true once the server says it is ready, false if it exits first. */
+function ready(child: ChildProcess): Promise<boolean> {
+  return new Promise((resolve) => {
+    let out = ''
+    const timer = setTimeout(() => resolve(false), 10_000)
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      if (out.includes('Ready to accept connections')) {
+        clearTimeout(timer)
+        resolve(true)
+      }
+    })
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve(false)
+    })
+  })
+}
+
+/** Starts redis-server (retrying on a port someone else grabbed meanwhile); stopped after the test. */
+export async function startRedis(): Promise<TestRedis> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort()
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    if (!(await ready(child))) {
+      child.kill('SIGKILL')
+      continue
+    }
+    const url = `redis://127.0.0.1:${port}`
+    const client = new Redis(url, { maxRetriesPerRequest: 1 })
+    let stopped = false
+    const stop = async (): Promise<void> => {
+      if (stopped) return
+      stopped = true
+      client.disconnect()
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGCONT') // a stopped process handles SIGTERM only once it runs again
+      child.kill('SIGTERM')
+      await exited
+    }
+    onTestFinished(stop)
+    return {
+      url,
+      client,
+      pause: () => void child.kill('SIGSTOP'),
+      resume: () => void child.kill('SIGCONT'),
+      stop,
+    }
+  }
+  throw new Error('redis-server did not start on any of 5 ports')
+}
+
+/** Whether a gateway's shared tier has reached Redis (first connection, or back after a failure). */
+export function redisConnected(gw: { readonly logs: readonly Record<string, unknown>[] }): boolean {
+  return gw.logs.some(
+    (l) =>
+      l.msg === 'cache: redis connected' ||
+      l.msg === 'cache: redis is back; shared tier active again',
+  )
 }

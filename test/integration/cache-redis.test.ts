@@ -1,94 +1,20 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
-import { Redis } from 'ioredis'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
 import {
   cacheEvents,
   cacheGateway,
   closing,
+  HAVE_REDIS,
+  IN_CI,
+  MISSING_REDIS as MISSING,
   post,
+  redisConnected,
+  startRedis,
   waitFor,
   type CacheGateway,
 } from './cache-helpers.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
-const HAVE_REDIS = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0
-const IN_CI = (process.env.CI ?? '') !== '' && process.env.CI !== 'false'
-const MISSING = 'redis-server is not on PATH (Debian package redis-server; .ci/run installs it)'
-
-/** A throwaway redis-server on a free loopback port, without persistence. */
-interface TestRedis {
-  readonly url: string
-  readonly client: Redis
-  stop(): Promise<void>
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address()
-      const port = typeof address === 'object' && address !== null ? address.port : 0
-      srv.close(() => resolve(port))
-    })
-  })
-}
-
-/** Resolves true once the server says it is ready, false if it exits first. */
-function ready(child: ChildProcess): Promise<boolean> {
-  return new Promise((resolve) => {
-    let out = ''
-    const timer = setTimeout(() => resolve(false), 10_000)
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString()
-      if (out.includes('Ready to accept connections')) {
-        clearTimeout(timer)
-        resolve(true)
-      }
-    })
-    child.once('exit', () => {
-      clearTimeout(timer)
-      resolve(false)
-    })
-  })
-}
-
-/** Starts redis-server (retrying on a port someone else grabbed meanwhile); stopped after the test. */
-async function startRedis(): Promise<TestRedis> {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePort()
-    const child = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    )
-    if (!(await ready(child))) {
-      child.kill('SIGKILL')
-      continue
-    }
-    const url = `redis://127.0.0.1:${port}`
-    const client = new Redis(url, { maxRetriesPerRequest: 1 })
-    let stopped = false
-    const stop = async (): Promise<void> => {
-      if (stopped) return
-      stopped = true
-      client.disconnect()
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGTERM')
-      await exited
-    }
-    onTestFinished(stop)
-    return { url, client, stop }
-  }
-  throw new Error('redis-server did not start on any of 5 ports')
-}
-
-/** Whether a gateway's shared tier said it is connected. */
-function connected(gw: CacheGateway): boolean {
-  return gw.logs.some((l) => l.msg === 'cache: redis connected')
-}
 
 if (!HAVE_REDIS && IN_CI) {
   describe('edge cache: shared Redis tier', () => {
@@ -108,7 +34,7 @@ describe.skipIf(!HAVE_REDIS)(
       const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
       const a = await cacheGateway(backend.url, { redis: redis.url })
       const b = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(() => [a, b].every(connected), 'both gateways connected to Redis')
+      await waitFor(() => [a, b].every(redisConnected), 'both gateways connected to Redis')
       expect((await post(a.app, '1')).status).toBe(200)
       await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
       const [key] = await redis.client.keys('*')
@@ -133,7 +59,10 @@ describe.skipIf(!HAVE_REDIS)(
       const a = await cacheGateway(backend.url, { redis: redis.url })
       const b = await cacheGateway(backend.url, { redis: redis.url })
       await waitFor(
-        () => [a, b].every((g) => connected(g) && g.cache?.invalidator.isConnected('app') === true),
+        () =>
+          [a, b].every(
+            (g) => redisConnected(g) && g.cache?.invalidator.isConnected('app') === true,
+          ),
         'both listen streams and Redis connections',
       )
       await post(a.app, '1')
@@ -157,7 +86,7 @@ describe.skipIf(!HAVE_REDIS)(
       const redis = await startRedis()
       const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
       const gw = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(() => connected(gw), 'the Redis connection')
+      await waitFor(() => redisConnected(gw), 'the Redis connection')
       await post(gw.app, '1')
       await redis.stop()
       expect((await post(gw.app, '2')).status).toBe(200) // memory hit

@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import {
-  createEntry,
-  decodeEntry,
-  encodeEntry,
-  parseResult,
-  remainingTtl,
-  renderHit,
-} from '../../../src/cache/entry.js'
+import { createEntry, remainingTtl, renderHit } from '../../../src/cache/entry.js'
 
 const serverInfo = { 'io.modelcontextprotocol/serverInfo': { name: 'srv', version: '1' } }
 const result = {
@@ -48,31 +41,5 @@ describe('renderHit', () => {
     }
     expect(parsed.result).toEqual({ ...result, ttlMs: 44_750 })
     expect(remainingTtl(entry, 1000 + 90_000)).toBe(0)
-  })
-})
-
-describe('shared-tier encoding', () => {
-  it('round-trips an entry and ages it by the remaining PTTL', () => {
-    const value = encodeEntry(entry, 60_000)
-    const back = decodeEntry(value, entry.key, 45_000, 5_000_000)
-    expect(back).toMatchObject({
-      key: entry.key,
-      server: 'app~x',
-      method: 'tools/list',
-      scope: 'public',
-      ttlMs: 60_000,
-    })
-    expect(back?.storedAt).toBe(5_000_000 - 15_000)
-    expect(back?.result.equals(entry.result)).toBe(true)
-    expect(parseResult(back!)).toEqual(result)
-  })
-
-  it('refuses values written for another key, or malformed ones', () => {
-    const value = encodeEntry(entry, 60_000)
-    expect(decodeEntry(value, 'app~x:tools/list:-:other', 45_000, 0)).toBeUndefined()
-    expect(decodeEntry(Buffer.from('garbage'), entry.key, 1, 0)).toBeUndefined()
-    expect(decodeEntry(Buffer.from('{"v":1}\n{}'), entry.key, 1, 0)).toBeUndefined()
-    const truncated = value.subarray(0, value.length - 1)
-    expect(decodeEntry(truncated, entry.key, 45_000, 0)).toBeUndefined()
   })
 })
