@@ -153,7 +153,10 @@ describe('message and SEP-2243 rejections echo the id and never reach the backen
   it.each([
     ['parse_error', '{"jsonrpc":', null],
     ['invalid_request', '{"jsonrpc":"1.0","id":5,"method":"tools/call","params":{"name":"echo"}}', 5],
-    ['invalid_request', '{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo"}}', null],
+    ['invalid_id', '{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo"}}', null],
+    ['invalid_id', '{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"echo"}}', null],
+    ['case_variant_key', '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"Name":"echo"}}', 4],
+    ['prototype_key', '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","__proto__":{}}}', 4],
     ['batch_not_supported', '[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}]', null],
     ['duplicate_key', '{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"echo","name":"delete_all"}}', 'abc'],
     ['json_too_deep', `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":${'['.repeat(100)}${']'.repeat(100)}}}`, 9],
