@@ -210,8 +210,8 @@ function bodyTargets(
     return [targetOf(named, value)]
   }
   if (method === 'completion/complete') return refTargets(params)
-  if (method === 'subscriptions/listen') return listenTargets(params)
-  // 2026-07-28 has no resources/subscribe: there it is an unknown method (authorize).
+  // Each revision has only one of these two; the other era's is an unknown method (authorize).
+  if (method === 'subscriptions/listen' && era === 'modern') return listenTargets(params)
   if (method === 'resources/subscribe' && era === 'legacy') return subscribeTargets(params)
   return []
 }
