@@ -11,8 +11,10 @@
  * matched case-insensitively with simple Unicode folding, last match wins, objects merged, `null`
  * ignored, lone surrogates replaced, trailing data after the first value ignored by
  * `json.Decoder`), a BOM- and charset-tolerant decoder, first-key-wins and last-key-wins parsers,
- * a JavaScript reader that builds objects by assignment (`__proto__` becomes the prototype), and
- * an HTTP-to-stdio bridge that passes every line of the body on as a message.
+ * a JavaScript reader that builds objects by assignment (`__proto__` becomes the prototype), an
+ * HTTP-to-stdio bridge that passes every line of the body on as a message, cJSON (first match,
+ * ASCII case-insensitive, C strings), and a WSGI server, whose headers `Mcp_Name` and `Mcp-Name`
+ * are one.
  */
 
 /** The protocol revision whose requests mirror method and name into headers (SEP-2243). */
@@ -98,7 +100,8 @@ export interface Reading {
   readonly batch: boolean
 }
 
-type ReaderName = 'sdk' | 'go' | 'bom' | 'first-key' | 'last-key' | 'js-assign' | 'json-lines'
+type ReaderName =
+  'sdk' | 'go' | 'bom' | 'first-key' | 'last-key' | 'js-assign' | 'json-lines' | 'cjson' | 'wsgi'
 
 /** Options of {@link readAll}. */
 export interface ReadOptions {
@@ -113,6 +116,7 @@ export interface ReadOptions {
 /** Every reader's reading of `req`. */
 export function readAll(req: ForwardedRequest, opts: ReadOptions): Reading[] {
   const headers = headerView(req.rawHeaders)
+  const cgi = cgiHeaderView(req.rawHeaders)
   const contentType = headers.first('content-type')
   const generic = opts.backendValidates ? validateModern : noValidation
   return [
@@ -170,6 +174,20 @@ export function readAll(req: ForwardedRequest, opts: ReadOptions): Reading[] {
       fromTree,
       LAST,
       (m) => generic(m, headers),
+    ),
+    read(
+      'cjson',
+      () => parseJson(utf8(req.body)),
+      fromTree,
+      CJSON,
+      (m) => generic(m, headers),
+    ),
+    read(
+      'wsgi',
+      () => JSON.parse(utf8(req.body)) as unknown,
+      fromJs,
+      LAST,
+      (m) => generic(m, cgi),
     ),
   ]
 }
@@ -414,6 +432,25 @@ const FIRST: View = {
 }
 
 /**
+ * cJSON's `cJSON_GetObjectItem`, common in C servers: the first member whose key matches ASCII
+ * case-insensitively, keys and values read as C strings (cut at the first NUL).
+ */
+const CJSON: View = {
+  get(node, key) {
+    const want = key.toLowerCase()
+    return members(node).find(
+      (m) => cString(m.key).replace(/[A-Z]/g, (c) => c.toLowerCase()) === want,
+    )?.value
+  },
+  str: (node) => (node?.t === 'str' ? cString(node.v) : undefined),
+}
+
+function cString(s: string): string {
+  const nul = s.indexOf('\u0000')
+  return nul === -1 ? s : s.slice(0, nul)
+}
+
+/**
  * Objects built by assignment (`obj[key] = value`, Object.assign, naive merges): a `__proto__`
  * member sets the prototype, so a missing key is read from it.
  */
@@ -532,7 +569,7 @@ function extract(view: View, root: JsonNode): MessageReading {
 // ---------------------------------------------------------------------------------------------
 // Header checks a backend applies before acting.
 
-interface HeaderView {
+export interface HeaderView {
   /** Every value of a header, names matched case-insensitively, in wire order. */
   all(name: string): string[]
   first(name: string): string | undefined
@@ -547,6 +584,23 @@ export function headerView(raw: readonly string[]): HeaderView {
     return out
   }
   return { all, first: (name) => all(name)[0] }
+}
+
+/**
+ * Headers as CGI and WSGI servers hand them over (`HTTP_MCP_NAME`): `-` and `_` are the same
+ * character, and a later header overwrites an earlier one of the same name.
+ */
+export function cgiHeaderView(raw: readonly string[]): HeaderView {
+  const all = (name: string): string[] => {
+    const want = name.replace(/_/g, '-')
+    const out: string[] = []
+    for (let i = 0; i < raw.length; i += 2) {
+      if ((raw[i] as string).toLowerCase().replace(/_/g, '-') === want)
+        out.push(raw[i + 1] as string)
+    }
+    return out
+  }
+  return { all, first: (name) => all(name).at(-1) }
 }
 
 function noValidation(): undefined {
@@ -674,8 +728,9 @@ export function actedNames(name: string): string[] {
 
 /**
  * The URIs a backend may act on for `uri`: the URI itself, its WHATWG-normalised form (dot
- * segments resolved, `%2e` taken as `.`, `\` as `/` in special schemes), and the path decoded
- * once (`%2F`, `%5C`, `%2E`) with dot segments then resolved, as file servers do.
+ * segments resolved, `%2e` taken as `.`, `\` as `/` in special schemes), the path decoded once
+ * (`%2F`, `%5C`, `%2E`, `%00`) with dot segments then resolved, as file servers do, and each of
+ * these cut at a NUL.
  */
 export function actedUris(uri: string): string[] {
   const out = new Set([uri])
@@ -696,7 +751,8 @@ export function actedUris(uri: string): string[] {
     }
     out.add(scheme + resolveDots(path.replace(/\\/g, '/')))
   }
-  return [...out]
+  // C file servers open the path as a C string: everything after a NUL is gone.
+  return [...out].flatMap((u) => [u, cString(u)])
 }
 
 function resolveDots(path: string): string {

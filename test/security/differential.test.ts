@@ -11,6 +11,7 @@ import {
   NAMED,
   actedNames,
   actedUris,
+  cgiHeaderView,
   decodeMcpName,
   headerView,
   readAll,
@@ -38,7 +39,7 @@ import {
  * table of every violation class with its shortest example.
  */
 
-const SEED = 20261130
+const SEED = Number(process.env.MCP_EDGE_DIFF_SEED ?? 20261130)
 const RUNS = Number(process.env.MCP_EDGE_DIFF_RUNS ?? 2000)
 const SERVERS = ['app', 'trusted'] as const
 type Server = (typeof SERVERS)[number]
@@ -54,6 +55,7 @@ const POLICY = `rules:
     servers: [app, trusted]
     deny:
       tools: ["get_secret*"]
+      resources: ["*.env"]
 `
 
 /** The policy above, applied to what a backend may act on (readers.ts actedNames/actedUris). */
@@ -62,7 +64,9 @@ function allowed(t: Target): boolean {
     return actedNames(t.value).every((n) => n.startsWith('get_') && !n.startsWith('get_secret'))
   }
   if (t.kind === 'prompt') return actedNames(t.value).every((n) => n === 'greet')
-  return actedUris(t.value).every((u) => u.startsWith('file:///projects/app/'))
+  return actedUris(t.value).every(
+    (u) => u.startsWith('file:///projects/app/') && !u.endsWith('.env'),
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -85,7 +89,12 @@ const TOOLS_TRICKY = [
 ]
 const PROMPTS = ['greet', 'admin', 'Greet', 'greet\u0000', 'gr\u200eeet']
 const URIS_OK = ['file:///projects/app/readme.md', 'file:///projects/app/src/main.ts']
-const URIS_DENIED = ['file:///etc/passwd', 'file:///projects/other/x', 'FILE:///projects/app/x']
+const URIS_DENIED = [
+  'file:///etc/passwd',
+  'file:///projects/other/x',
+  'FILE:///projects/app/x',
+  'file:///projects/app/.env',
+]
 const URIS_TRICKY = [
   'file:///projects/app/../../etc/passwd',
   'file:///projects/app/%2e%2e/%2e%2e/etc/passwd',
@@ -99,6 +108,8 @@ const URIS_TRICKY = [
   'file:///projects/app/sub/../readme.md',
   'file:///projects/app/%252e%252e/secret',
   'file:///projects/app/..;/..;/etc/passwd',
+  'file:///projects/app/.env\u0000.txt',
+  'file:///projects/app/.env%00.txt',
 ]
 const TEMPLATE = 'file:///projects/app/{path}'
 
@@ -156,8 +167,9 @@ const SLOTS: readonly (readonly [At, string])[] = [
 /** One change to the body's JSON text at a position a backend decides on. */
 interface Mutation {
   /** case: a case-variant key; dup: the same key again; escape: the key spelt with \u escapes;
-   *  proto: a `__proto__` member carrying the key. Each carries a value naming a denied target. */
-  readonly op: 'case' | 'dup' | 'escape' | 'proto'
+   *  nul: the key followed by NUL (a C string equal to it); proto: a `__proto__` member carrying
+   *  the key. Each carries a value naming a denied target. */
+  readonly op: 'case' | 'dup' | 'escape' | 'nul' | 'proto'
   readonly at: At
   readonly key: string
   /** Picks the spelling (which case variant, which character escaped). */
@@ -191,6 +203,8 @@ interface Case {
   readonly connection: string | undefined
   readonly contentType: string
   readonly encoding: Encoding
+  /** Headers spelt with `_` for `-` (one name for CGI and WSGI servers), naming other values. */
+  readonly aliases: boolean
   /** Client copies of the header the config sets upstream: [name, value, …]. */
   readonly apiKeys: readonly string[]
   /** String values written with \u escapes for `_`, `e`, and `\/` for `/`. */
@@ -261,13 +275,20 @@ const deviationArb = fc.record({
     ['x-api-key', 'attacker'],
     ['X-API-KEY', 'attacker', 'x-api-key', 'attacker2'],
   ),
+  aliases: fc.constant(true),
   escapeValues: fc.constant(true),
   batch: fc.constant(true),
   trailing: fc.constant(true),
   mutations: fc.array(
     fc
       .record({
-        op: one('case' as const, 'dup' as const, 'escape' as const, 'proto' as const),
+        op: one(
+          'case' as const,
+          'dup' as const,
+          'escape' as const,
+          'nul' as const,
+          'proto' as const,
+        ),
         slot: one(...SLOTS),
         spelling: fc.nat(7),
         where: one('before' as const, 'after' as const, 'replace' as const),
@@ -288,6 +309,7 @@ const DEVIATIONS: readonly (keyof Deviations)[] = [
   'contentType',
   'encoding',
   'apiKeys',
+  'aliases',
   'escapeValues',
   'batch',
   'trailing',
@@ -323,6 +345,7 @@ function plain(overrides: Partial<Case>): Case {
     contentType: 'application/json',
     encoding: 'utf8',
     apiKeys: [],
+    aliases: false,
     escapeValues: false,
     batch: false,
     trailing: false,
@@ -395,6 +418,7 @@ function isPlain(c: Case): boolean {
     c.contentType === 'application/json' &&
     c.encoding === 'utf8' &&
     c.apiKeys.length === 0 &&
+    !c.aliases &&
     !c.escapeValues &&
     !c.batch &&
     !c.trailing &&
@@ -628,7 +652,9 @@ function mutate(root: Ast & { k: 'obj' }, m: Mutation, c: Case): void {
         ? escapedKey(m.key, m.spelling)
         : m.op === 'dup'
           ? JSON.stringify(m.key)
-          : '"__proto__"'
+          : m.op === 'nul'
+            ? JSON.stringify(`${m.key}\u0000${m.spelling % 2 === 0 ? '' : 'x'}`)
+            : '"__proto__"'
   const added: Entry = {
     text,
     key: undefined,
@@ -750,6 +776,10 @@ function build(c: Case, host: string): Built {
   }
   for (const value of c.connection?.split('|') ?? []) h.push('Connection', value)
   h.push(...c.apiKeys, 'X-Custom', '1', 'Mcp-Param-Region', 'north')
+  if (c.aliases) {
+    h.push('Mcp_Name', 'delete_station', 'MCP_PROTOCOL_VERSION', '2025-11-25')
+    h.push('Mcp_Method', 'tools/call', 'X_Api_Key', 'attacker')
+  }
   h.push('Content-Length', String(body.length))
   return { headers: h, body }
 }
@@ -763,6 +793,9 @@ const UNCLEAN_NAME = /[\p{Cc}\p{Cs}\p{Bidi_Control}]/u
 const UNNORMAL_URI = /(^|[/\\])\.\.?([/\\?#]|$)|%2[eEfF]|%5[cC]|\\/
 
 const show = (v: unknown): string => JSON.stringify(v)
+
+/** Headers the gateway judged: the backend must get exactly the client's copies. */
+const OWNED = ['mcp-protocol-version', 'mcp-method', 'mcp-name', 'content-type']
 
 /** What a reading acts on: method, targets, and the version (the body's claim, else the header). */
 function signature(r: Reading, version: string | undefined): string {
@@ -778,7 +811,7 @@ function violations(server: Server, sent: Built, got: readonly ReceivedRequest[]
   const sentH = headerView(sent.headers)
   for (const r of got) {
     const fwd = headerView(r.rawHeaders)
-    for (const name of ['mcp-protocol-version', 'mcp-method', 'mcp-name', 'content-type']) {
+    for (const name of OWNED) {
       const before = sentH.all(name)
       const after = fwd.all(name)
       if (show(before) !== show(after)) {
@@ -789,51 +822,68 @@ function violations(server: Server, sent: Built, got: readonly ReceivedRequest[]
     if (show(key) !== show(['gateway-secret'])) {
       out.push(`configured-header: backend got x-api-key ${show(key)}`)
     }
+    // A CGI or WSGI backend reads `Mcp_Name` as `Mcp-Name`: no alias may reach it.
+    const cgi = cgiHeaderView(r.rawHeaders)
+    for (const name of [...OWNED, 'x-api-key']) {
+      if (show(cgi.all(name)) !== show(fwd.all(name))) {
+        out.push(`header-aliased: ${name} reads ${show(cgi.all(name))} through a CGI server`)
+      }
+    }
     if (!r.body.equals(sent.body)) out.push('body-changed')
     const readings = readAll(r, { backendValidates: server === 'trusted' })
     const version = fwd.first('mcp-protocol-version')
     const method = fwd.first('mcp-method')
     const name = fwd.first('mcp-name')
+    // Each finding once, with the readers it holds for: `class: detail (sdk, go, …)`.
+    const found = new Map<string, string[]>()
+    const note = (finding: string, who: string): void => {
+      found.set(finding, [...(found.get(finding) ?? []), who])
+    }
     for (const reading of readings) {
       if (reading.refused !== undefined) continue
       const who = reading.reader
-      if (reading.batch) out.push(`batch-forwarded: ${who}`)
+      if (reading.batch) note('batch-forwarded: read as several messages', who)
       for (const m of reading.messages) {
         if (m.method !== undefined && !KNOWN_METHODS.has(m.method)) {
-          out.push(`unknown-method: ${who} acts on ${show(m.method)}`)
+          note(`unknown-method: acts on ${show(m.method)}`, who)
         }
         for (const t of m.targets) {
-          if (!allowed(t)) out.push(`denied-target: ${who} acts on ${t.kind} ${show(t.value)}`)
+          if (!allowed(t)) note(`denied-target: acts on ${t.kind} ${show(t.value)}`, who)
           if (t.kind !== 'resource' && UNCLEAN_NAME.test(t.value)) {
-            out.push(`unclean-name: ${who} acts on ${t.kind} ${show(t.value)}`)
+            note(`unclean-name: acts on ${t.kind} ${show(t.value)}`, who)
           }
           if (t.kind === 'resource' && UNNORMAL_URI.test(t.value)) {
-            out.push(`uri-not-normal: ${who} acts on ${show(t.value)}`)
+            note(`uri-not-normal: acts on ${show(t.value)}`, who)
           }
         }
         if (method !== undefined && method !== m.method) {
-          out.push(`mcp-method-disagrees: header ${show(method)}, ${who} reads ${show(m.method)}`)
+          note(`mcp-method-disagrees: header ${show(method)}, body read as ${show(m.method)}`, who)
         }
         // A body without the name runs nothing; with one, it must be the name the header mirrors.
         if (m.named !== undefined && NAMED[m.method ?? ''] !== undefined && name !== undefined) {
           const decoded = decodeMcpName(name.trim())
           if (decoded !== m.named) {
-            out.push(`mcp-name-disagrees: header ${show(decoded)}, ${who} reads ${show(m.named)}`)
+            note(`mcp-name-disagrees: header ${show(decoded)}, body read as ${show(m.named)}`, who)
           }
         }
         if (m.hasClaim) {
           const claimModern = m.claim !== undefined && m.claim >= MODERN
           if (version === MODERN ? m.claim !== MODERN : claimModern) {
-            out.push(`version-disagrees: header ${show(version)}, ${who} reads ${show(m.claim)}`)
+            note(`version-disagrees: header ${show(version)}, body read as ${show(m.claim)}`, who)
           }
         }
       }
     }
+    for (const [finding, who] of found) out.push(`${finding} (${who.join(', ')})`)
     const acting = readings.filter((x) => x.refused === undefined)
-    const distinct = new Set(acting.map((x) => signature(x, version)))
-    if (distinct.size > 1) {
-      const each = acting.map((x) => `${x.reader}=${signature(x, version)}`)
-      out.push(`readers-disagree: ${each.join(' ')}`)
+    const bySignature = new Map<string, string[]>()
+    for (const x of acting) {
+      const sig = signature(x, version)
+      bySignature.set(sig, [...(bySignature.get(sig) ?? []), x.reader])
+    }
+    if (bySignature.size > 1) {
+      const each = [...bySignature].map(([sig, who]) => `${who.join(', ')}: ${sig}`)
+      out.push(`readers-disagree: ${each.join(' | ')}`)
     }
   }
   return out
