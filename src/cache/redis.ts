@@ -1,6 +1,11 @@
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { Breaker, BREAKER_DEFAULTS, type BreakerOptions } from './breaker.js'
 import type { SharedTier, SharedValue } from './shared.js'
+import type { Clock } from './store.js'
+
+/** Shared-tier events counted in the cache metrics. */
+export type RedisEvent = 'shared_error' | 'shared_bypass'
 
 /** Options of {@link RedisTier}. */
 export interface RedisTierOptions {
@@ -12,21 +17,36 @@ export interface RedisTierOptions {
   readonly prefix?: string
   /** Longest wait for one command; past it the request carries on memory-only. */
   readonly commandTimeoutMs?: number
+  /** When Redis is bypassed after failures (defaults: BREAKER_DEFAULTS). */
+  readonly breaker?: Partial<Omit<BreakerOptions, 'now'>>
+  readonly now?: Clock
+  readonly onEvent?: (event: RedisEvent) => void
 }
+
+/** Prefix drops remembered while Redis cannot take them; past this many, everything is dropped. */
+const MAX_PENDING_DROPS = 1024
+const SKIPPED = Symbol('skipped')
 
 /**
  * Redis as the shared tier (ioredis). Same keys as the memory tier under a prefix, expiry by PX.
  * SECURITY/availability: Redis is never on the critical path: no offline queue, no per-request
- * retries, a short command timeout. When it is down, requests go on memory-only and one log line
- * says so; another says when it is back.
+ * retries, a short command timeout, and a circuit breaker: a Redis that stops answering (paused,
+ * black-holed) is bypassed for a while instead of costing every miss its command timeout. Drops
+ * that could not reach it are replayed before it is read again, so an invalidated entry is never
+ * served from it afterwards (docs/cache.md §Shared tier).
  */
 export class RedisTier implements SharedTier {
   private readonly client: Redis
   private readonly prefix: string
+  private readonly breaker: Breaker
   private degraded = false
+  /** Key prefixes whose drop has not reached Redis yet ('' = all of ours). */
+  private readonly pending = new Set<string>()
+  private replaying = false
 
   constructor(private readonly opts: RedisTierOptions) {
     this.prefix = opts.prefix ?? 'mcp-edge:c1:'
+    this.breaker = new Breaker({ ...BREAKER_DEFAULTS, ...opts.breaker, now: opts.now ?? Date.now })
     this.client = new Redis(opts.url, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -40,46 +60,50 @@ export class RedisTier implements SharedTier {
       if (this.degraded) this.opts.log.info('cache: redis is back; shared tier active again')
       else this.opts.log.debug('cache: redis connected')
       this.degraded = false
+      void this.replay()
     })
   }
 
   async get(key: string): Promise<SharedValue | undefined> {
-    if (this.client.status !== 'ready') return undefined
-    try {
-      const k = this.prefix + key
-      const res = await this.client.pipeline().getBuffer(k).pttl(k).exec()
-      const value = res?.[0]?.[1]
-      const pttl = res?.[1]?.[1]
-      if (!Buffer.isBuffer(value) || typeof pttl !== 'number') return undefined
-      // SECURITY: bounded on the way in too, whoever wrote it.
-      if (value.length > this.opts.maxValueBytes) return undefined
-      return { value, pttl }
-    } catch (err) {
-      this.degrade(err)
+    // SECURITY: not read while drops it missed are outstanding; it may hold invalidated entries.
+    if (this.pending.size > 0 || this.replaying) {
+      void this.replay()
+      if (this.client.status === 'ready') this.opts.onEvent?.('shared_bypass')
       return undefined
     }
+    const k = this.prefix + key
+    const res = await this.run(async () => {
+      const replies = await this.client.pipeline().getBuffer(k).pttl(k).exec()
+      // A pipeline resolves with each command's error in its reply (a timeout among them).
+      const failed = replies?.find(([err]) => err !== null)?.[0]
+      if (failed !== undefined) throw failed
+      return replies
+    })
+    if (res === SKIPPED) return undefined
+    const value = res?.[0]?.[1]
+    const pttl = res?.[1]?.[1]
+    if (!Buffer.isBuffer(value) || typeof pttl !== 'number') return undefined
+    // SECURITY: bounded on the way in too, whoever wrote it.
+    if (value.length > this.opts.maxValueBytes) return undefined
+    return { value, pttl }
   }
 
   set(key: string, value: Buffer, pxMs: number): void {
-    if (this.client.status !== 'ready' || value.length > this.opts.maxValueBytes || pxMs <= 0)
-      return
-    this.client
-      .set(this.prefix + key, value, 'PX', Math.ceil(pxMs))
-      .catch((err: unknown) => this.degrade(err))
+    if (value.length > this.opts.maxValueBytes || pxMs <= 0) return
+    void this.run(() => this.client.set(this.prefix + key, value, 'PX', Math.ceil(pxMs)))
   }
 
   delete(key: string): void {
-    if (this.client.status !== 'ready') return
-    this.client.unlink(this.prefix + key).catch((err: unknown) => this.degrade(err))
+    void this.run(() => this.client.unlink(this.prefix + key))
   }
 
   async dropPrefixes(prefixes: readonly string[]): Promise<void> {
-    if (this.client.status !== 'ready') return
-    try {
-      for (const p of prefixes) await this.dropMatching(`${escapeGlob(this.prefix + p)}*`)
-    } catch (err) {
-      this.degrade(err)
-    }
+    const done = await this.run(() => this.dropAll(prefixes))
+    if (done === SKIPPED) this.remember(prefixes)
+  }
+
+  private async dropAll(prefixes: readonly string[]): Promise<void> {
+    for (const p of prefixes) await this.dropMatching(`${escapeGlob(this.prefix + p)}*`)
   }
 
   /** SCAN + UNLINK: never KEYS, which blocks Redis for the whole keyspace. */
@@ -90,6 +114,65 @@ export class RedisTier implements SharedTier {
       if (keys.length > 0) await this.client.unlink(...keys)
       cursor = next
     } while (cursor !== '0')
+  }
+
+  private remember(prefixes: readonly string[]): void {
+    if (this.pending.has('')) return
+    for (const p of prefixes) this.pending.add(p)
+    if (this.pending.size > MAX_PENDING_DROPS) {
+      this.pending.clear()
+      this.pending.add('')
+    }
+  }
+
+  /** Sends the drops Redis missed, once it answers again; reads resume when they are through. */
+  private async replay(): Promise<void> {
+    if (this.replaying || this.pending.size === 0) return
+    const prefixes = [...this.pending]
+    this.replaying = true
+    this.pending.clear()
+    try {
+      const done = await this.run(() => this.dropAll(prefixes))
+      if (done === SKIPPED) this.remember(prefixes)
+    } finally {
+      this.replaying = false
+    }
+  }
+
+  /**
+   * Runs one command through the breaker: SKIPPED when Redis is not connected, bypassed, or the
+   * command failed (each failure counted; enough in a row open the circuit).
+   */
+  private async run<T>(command: () => Promise<T>): Promise<T | typeof SKIPPED> {
+    if (this.client.status !== 'ready') return SKIPPED
+    const pass = this.breaker.allow()
+    if (pass === undefined) {
+      this.opts.onEvent?.('shared_bypass')
+      return SKIPPED
+    }
+    try {
+      const value = await command()
+      if (this.breaker.succeeded()) {
+        this.opts.log.info('cache: redis answers again; shared tier active again')
+        void this.replay()
+      }
+      return value
+    } catch (err) {
+      this.opts.onEvent?.('shared_error')
+      const change = this.breaker.failedWith(pass === 'probe')
+      if (change === 'opened') {
+        this.opts.log.warn(
+          { err: String(err), bypassMs: this.breaker.openMs },
+          'cache: redis is not answering; bypassing it',
+        )
+      } else if (change === 'reopened') {
+        this.opts.log.debug(
+          { err: String(err), bypassMs: this.breaker.openMs },
+          'cache: redis still not answering',
+        )
+      }
+      return SKIPPED
+    }
   }
 
   async close(): Promise<void> {

@@ -4,7 +4,7 @@ import type { CacheConfig } from '../config/schema.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { EdgeCache } from './edge-cache.js'
 import { Invalidator, type InvalidatorOptions, type WatchedServer } from './invalidator.js'
-import { RedisTier } from './redis.js'
+import { RedisTier, type RedisTierOptions } from './redis.js'
 import type { Clock } from './store.js'
 
 /** The cache of a running gateway: the store and the listen streams that keep it honest. */
@@ -16,10 +16,11 @@ export interface GatewayCache {
   close(): Promise<void>
 }
 
-/** Test hooks: a clock and faster reconnects. */
+/** Test hooks: a clock, faster reconnects, a shorter Redis bypass. */
 export interface CacheSetupOptions {
   readonly now?: Clock
   readonly invalidator?: Omit<InvalidatorOptions, 'log'>
+  readonly redis?: Pick<RedisTierOptions, 'breaker' | 'commandTimeoutMs'>
 }
 
 /** Builds the cache from `cache:` config, or undefined when the section is absent. */
@@ -33,9 +34,11 @@ export function startCache(
     config.redis === undefined
       ? undefined
       : new RedisTier({
+          ...opts.redis,
           url: config.redis,
           maxValueBytes: config.maxEntryBytes + 4096,
           log: deps.log,
+          onEvent: (event) => deps.metrics.cacheEvents.inc({ event }),
         })
   const cache = new EdgeCache(config, {
     metrics: deps.metrics,

@@ -97,5 +97,44 @@ describe.skipIf(!HAVE_REDIS)(
         'the degraded log line',
       )
     })
+
+    it('bypasses a Redis that stops answering instead of waiting out every command, then uses it again', async () => {
+      const redis = await startRedis()
+      const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
+      const gw = await cacheGateway(backend.url, { redis: redis.url })
+      await waitFor(() => redisConnected(gw), 'the Redis connection')
+      redis.pause() // SIGSTOP: the connection stays open, nothing is answered
+      const misses = 20
+      const started = performance.now()
+      for (let i = 0; i < misses; i++) {
+        const res = await post(gw.app, String(i), 'tools/list', { cursor: `page-${i}` })
+        expect(res.status).toBe(200)
+      }
+      // Without a breaker each miss waits 250 ms for Redis: at least 5 s for these 20.
+      expect(performance.now() - started).toBeLessThan(misses * 250)
+      expect(await cacheEvents(gw, 'shared_bypass')).toBeGreaterThanOrEqual(misses - 5)
+      expect(await cacheEvents(gw, 'shared_error')).toBeGreaterThanOrEqual(3)
+      expect(backend.calls('tools/list')).toHaveLength(misses)
+      expect(gw.logs.some((l) => l.msg === 'cache: redis is not answering; bypassing it')).toBe(
+        true,
+      )
+
+      redis.resume()
+      let probes = 0
+      // After the bypass period one probe finds it again, and the shared tier is used once more.
+      await expect
+        .poll(
+          async () => {
+            const res = await post(gw.app, '"probe"', 'tools/list', { cursor: `p${probes++}` })
+            expect(res.status).toBe(200)
+            return gw.logs.some(
+              (l) => l.msg === 'cache: redis answers again; shared tier active again',
+            )
+          },
+          { timeout: 15_000, interval: 200 },
+        )
+        .toBe(true)
+      await waitFor(async () => (await redis.client.dbsize()) > 0, 'an entry written again')
+    })
   },
 )
