@@ -136,5 +136,43 @@ describe.skipIf(!HAVE_REDIS)(
         .toBe(true)
       await waitFor(async () => (await redis.client.dbsize()) > 0, 'an entry written again')
     })
+
+    it('sends the drops a bypassed Redis missed before reading it again', async () => {
+      const redis = await startRedis()
+      const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
+      const gw = await cacheGateway(backend.url, { redis: redis.url })
+      await waitFor(
+        () => redisConnected(gw) && gw.cache?.invalidator.isConnected('app') === true,
+        'the listen stream and the Redis connection',
+      )
+      await post(gw.app, '1')
+      await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+      redis.pause()
+      for (let i = 0; i < 3; i++)
+        await post(gw.app, String(10 + i), 'prompts/list', { cursor: `c${i}` })
+      expect(gw.logs.some((l) => l.msg === 'cache: redis is not answering; bypassing it')).toBe(
+        true,
+      )
+      backend.notify.toolsChanged() // the drop cannot reach Redis now
+      await waitFor(() => gw.cache?.cache.stats.entries === 0, 'the memory tier dropped')
+      redis.resume()
+      let probes = 0
+      await expect
+        .poll(
+          async () => {
+            await post(gw.app, String(100 + probes), 'prompts/list', { cursor: `p${probes++}` })
+            return gw.logs.some(
+              (l) => l.msg === 'cache: redis answers again; shared tier active again',
+            )
+          },
+          { timeout: 15_000, interval: 200 },
+        )
+        .toBe(true)
+      const hits = await cacheEvents(gw, 'shared_hit')
+      await post(gw.app, '2')
+      // The entry stored before the notification was dropped from Redis, not served from it.
+      expect(await cacheEvents(gw, 'shared_hit')).toBe(hits)
+      expect(backend.calls('tools/list')).toHaveLength(2)
+    })
   },
 )
