@@ -364,17 +364,31 @@ const SEEN: Case[] = [
     mcpName: 'decoy',
     connection: 'MCP-Protocol-Version',
   }),
+  // Connection: close, Mcp-Name forwarded the request without the header it was judged on.
   plain({ connection: 'close, Mcp-Name' }),
+  // params.Ref naming a denied prompt: no decision here, Go's encoding/json reads it.
   plain({
     method: 'completion/complete',
     mutations: [{ op: 'case', at: 'params', key: 'ref', spelling: 0, where: 'replace' }],
   }),
+  // Methods no conformant server knows, forwarded.
   plain({ method: 'TOOLS/CALL' }),
   plain({ method: 'tools//call' }),
   plain({ method: 'x-vendor/exec', tool: 'delete_station' }),
+  // The backend received `x-api-key: attacker, gateway-secret`.
   plain({ apiKeys: ['x-api-key', 'attacker'] }),
   plain({ method: 'resources/read', uri: 'file:///projects/app/../../etc/passwd' }),
   plain({ tool: 'get_\u200fsecret' }),
+  // Found by this test: on trustHeaders, a batch went through unparsed and the SDK serves batches
+  // on its 2025 path, without header validation.
+  plain({ batch: true, tool: 'delete_station', claim: 'none', mcpName: 'decoy' }),
+  // Found by this test: a deciding key followed by NUL is the key itself to cJSON-style readers,
+  // and a URI with a NUL (raw or %00) is cut there by C file servers.
+  plain({
+    method: 'completion/complete',
+    mutations: [{ op: 'nul', at: 'params', key: 'ref', spelling: 0, where: 'before' }],
+  }),
+  plain({ method: 'resources/read', uri: 'file:///projects/app/.env%00.txt' }),
   plain({
     method: 'subscriptions/listen',
     mutations: [
