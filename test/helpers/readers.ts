@@ -125,13 +125,7 @@ export function readAll(req: ForwardedRequest, opts: ReadOptions): Reading[] {
       () => JSON.parse(new TextDecoder().decode(req.body)) as unknown,
       fromJs,
       LAST,
-      (m, batch) =>
-        // The SDK serves a batch on the 2025 path unless an element claims 2026-07-28.
-        batch
-          ? m.hasClaim
-            ? 'sdk: 2026-07-28 element in a batch'
-            : undefined
-          : validateSdk(m, headers),
+      (m, batch) => validateSdk(m, headers, batch),
     ),
     read(
       'go',
@@ -621,12 +615,14 @@ function validateModern(m: MessageReading, headers: HeaderView): string | undefi
 }
 
 /** The official SDK server's ladder (`classifyInboundRequest`, `validateStandardRequestHeaders`). */
-function validateSdk(m: MessageReading, headers: HeaderView): string | undefined {
+function validateSdk(m: MessageReading, headers: HeaderView, batch: boolean): string | undefined {
   if (m.method === undefined) return 'sdk: no method'
   if (m.jsonrpc !== '2.0') return 'sdk: not JSON-RPC 2.0'
   if (m.id === 'invalid') return 'sdk: invalid id'
   const header = headers.first('mcp-protocol-version')?.trim()
   const headerModern = header !== undefined && header >= MODERN
+  // A batch takes the 2025 path, whose transport refuses a 2026-07-28 header or element.
+  if (batch) return m.hasClaim || headerModern ? 'sdk: 2026-07-28 batch' : undefined
   const method = headers.first('mcp-method')?.trim()
   if (m.id === 'absent') {
     // Notifications go to notification handlers only: `prompts/get` without an id runs nothing.

@@ -379,8 +379,8 @@ const SEEN: Case[] = [
   plain({ apiKeys: ['x-api-key', 'attacker'] }),
   plain({ method: 'resources/read', uri: 'file:///projects/app/../../etc/passwd' }),
   plain({ tool: 'get_\u200fsecret' }),
-  // Found by this test: on trustHeaders, a batch went through unparsed and the SDK serves batches
-  // on its 2025 path, without header validation.
+  // Found by this test: on trustHeaders a batch went through unparsed, and a backend cannot check
+  // one set of headers against several messages.
   plain({ batch: true, tool: 'delete_station', claim: 'none', mcpName: 'decoy' }),
   // Found by this test: a deciding key followed by NUL is the key itself to cJSON-style readers,
   // and a URI with a NUL (raw or %00) is cut there by C file servers.
