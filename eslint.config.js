@@ -23,7 +23,10 @@ export default tseslint.config(
       // A proxy that forgets a promise turns a failed upstream into an unhandled rejection.
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       eqeqeq: ['error', 'always'],
       'no-console': 'error',
     },
@@ -34,8 +37,17 @@ export default tseslint.config(
       // hono's `c.var` getter copies every variable into a new object on each access; use c.get().
       'no-restricted-properties': [
         'error',
-        { object: 'c', property: 'var', message: 'use c.get(): c.var copies the variable map per access' },
-        { object: 'Readable', property: 'toWeb', message: 'web streams on upstream bodies crash on client disconnect (docs/design/hot-path.md)' },
+        {
+          object: 'c',
+          property: 'var',
+          message: 'use c.get(): c.var copies the variable map per access',
+        },
+        {
+          object: 'Readable',
+          property: 'toWeb',
+          message:
+            'web streams on upstream bodies crash on client disconnect (docs/design/hot-path.md)',
+        },
       ],
     },
   },
@@ -45,12 +57,14 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [
-            { name: 'hono', message: 'the pure core does not import hono' },
-          ],
+          paths: [{ name: 'hono', message: 'the pure core does not import hono' }],
           patterns: [
             { group: ['hono/*', '@hono/*'], message: 'the pure core does not import hono' },
-            { group: ['**/pipeline/*', '**/env.js', '**/app.js', '**/server.js'], message: 'the pure core does not import the hono app or its stages; move the type to its owner' },
+            {
+              group: ['**/pipeline/*', '**/env.js', '**/app.js', '**/server.js'],
+              message:
+                'the pure core does not import the hono app or its stages; move the type to its owner',
+            },
           ],
         },
       ],
@@ -62,8 +76,14 @@ export default tseslint.config(
       // docs/design/hot-path.md: fetch costs 5-10x undici's pool API; web Responses ~1.5x.
       'no-restricted-globals': [
         'error',
-        { name: 'fetch', message: 'use an undici Pool/Agent on the data path (docs/design/hot-path.md)' },
-        { name: 'Response', message: 'write to Node\'s ServerResponse on the data path (docs/design/hot-path.md)' },
+        {
+          name: 'fetch',
+          message: 'use an undici Pool/Agent on the data path (docs/design/hot-path.md)',
+        },
+        {
+          name: 'Response',
+          message: "write to Node's ServerResponse on the data path (docs/design/hot-path.md)",
+        },
         { name: 'Request', message: 'no web Request on the data path (docs/design/hot-path.md)' },
       ],
     },

@@ -52,7 +52,10 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     // failing readiness on them would turn one bad edit or one dead backend into a full outage.
     const warnings = deps.warnings()
     const upstreamsOut = deps.replicasOut?.() ?? []
-    return c.json({ ready: problems.length === 0, problems, warnings, upstreamsOut }, problems.length === 0 ? 200 : 503)
+    return c.json(
+      { ready: problems.length === 0, problems, warnings, upstreamsOut },
+      problems.length === 0 ? 200 : 503,
+    )
   })
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
@@ -69,7 +72,9 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward
   ]
-  const [first, ...rest] = stages.filter((s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function')
+  const [first, ...rest] = stages.filter(
+    (s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function',
+  )
   app.all('/mcp/:server', first as MiddlewareHandler<GatewayEnv>, ...rest)
   return app
 }

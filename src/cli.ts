@@ -71,7 +71,9 @@ function check(file: string): number {
     return 0
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    process.stderr.write(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    process.stderr.write(
+      `${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`,
+    )
     return 1
   }
 }
@@ -82,7 +84,9 @@ async function serve(file: string): Promise<number> {
     loaded = loadConfigFile(file)
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    process.stderr.write(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    process.stderr.write(
+      `${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`,
+    )
     return 1
   }
   const gw = await startGateway(loaded)

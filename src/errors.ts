@@ -136,7 +136,10 @@ export class GatewayError extends Error {
     readonly data?: Readonly<Record<string, unknown>>,
     options?: GatewayErrorOptions,
   ) {
-    super(detail === undefined ? ERRORS[code].message : `${ERRORS[code].message}: ${detail}`, options)
+    super(
+      detail === undefined ? ERRORS[code].message : `${ERRORS[code].message}: ${detail}`,
+      options,
+    )
     this.headers = options?.headers
   }
 }

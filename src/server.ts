@@ -58,19 +58,37 @@ export interface StartOptions {
 }
 
 /** Starts the gateway on the configured (or given) port. */
-export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}): Promise<RunningGateway> {
+export async function startGateway(
+  loaded: LoadedConfig,
+  opts: StartOptions = {},
+): Promise<RunningGateway> {
   const config = loaded.config
   const log = createLogger(config.log.level, opts.logDestination)
   const metrics = createMetrics()
   // Drain state and metrics outlive config reloads (issue 5).
-  const shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics, auth: new AuthCarryOver(opts.auth) }
-  const ref: RuntimeRef = { current: createRuntime(config, log, loaded.dir, loaded.policy, shared), draining: false }
+  const shared: RuntimeShared = {
+    lifecycle: new Lifecycle(),
+    metrics,
+    auth: new AuthCarryOver(opts.auth),
+  }
+  const ref: RuntimeRef = {
+    current: createRuntime(config, log, loaded.dir, loaded.policy, shared),
+    draining: false,
+  }
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
   const access = createAccessWriter(log, { batch: opts.logDestination === undefined })
-  const deps = { ref, log, metrics, access, warnings: () => watcher?.warnings() ?? [], replicasOut: () => replicasOut(ref.current), cache: cache?.cache }
+  const deps = {
+    ref,
+    log,
+    metrics,
+    access,
+    warnings: () => watcher?.warnings() ?? [],
+    replicasOut: () => replicasOut(ref.current),
+    cache: cache?.cache,
+  }
   // One app per runtime, built on first use: a reload (or a policy swap, which makes a new runtime
   // object) gets a pipeline with exactly the stages its config needs.
   const apps = new WeakMap<GatewayRuntime, ReturnType<typeof buildApp>>()
@@ -118,8 +136,11 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
   log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
   const admin =
-    config.admin === undefined ? undefined : await startAdmin(metrics.registry, config.admin.host, config.admin.port)
-  if (admin !== undefined) log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
+    config.admin === undefined
+      ? undefined
+      : await startAdmin(metrics.registry, config.admin.host, config.admin.port)
+  if (admin !== undefined)
+    log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
   const reload = async (next: LoadedConfig): Promise<void> => {
     const old = ref.current
     ref.current = createRuntime(next.config, log, next.dir, next.policy, shared)
@@ -156,7 +177,8 @@ export async function startGateway(loaded: LoadedConfig, opts: StartOptions = {}
       // In-flight requests finish (up to drainMs); listen and 2025-era GET streams end after their
       // last complete event; then whatever is left, idle keep-alive sockets included, is closed.
       const finished = await shared.lifecycle.drain(drainMs)
-      if (!finished) log.warn({ drainMs }, 'drain deadline reached; closing the remaining connections')
+      if (!finished)
+        log.warn({ drainMs }, 'drain deadline reached; closing the remaining connections')
       server.closeAllConnections()
       await closed
       await cache?.close() // listen streams first: they hold upstream connections

@@ -7,7 +7,8 @@ import { ConfigError, loadConfigFile } from '../../src/config/load.js'
 import { startGateway } from '../../src/server.js'
 import { startDemoServers } from './servers.js'
 
-const configFile = process.env.MCP_EDGE_CONFIG ?? fileURLToPath(new URL('../gateway.demo.yaml', import.meta.url))
+const configFile =
+  process.env.MCP_EDGE_CONFIG ?? fileURLToPath(new URL('../gateway.demo.yaml', import.meta.url))
 
 async function main(): Promise<void> {
   let loaded

@@ -57,7 +57,12 @@ export function parseConfigText(
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /** Replaces `${NAME}` (or `${NAME:-default}`) in every string; a missing variable is an error. */
-function substituteEnv(v: unknown, env: NodeJS.ProcessEnv, path: string, problems: string[]): unknown {
+function substituteEnv(
+  v: unknown,
+  env: NodeJS.ProcessEnv,
+  path: string,
+  problems: string[],
+): unknown {
   if (typeof v === 'string') {
     return v.replace(ENV_REF, (_m, name: string, fallback: string | undefined) => {
       const value = env[name]
@@ -70,7 +75,8 @@ function substituteEnv(v: unknown, env: NodeJS.ProcessEnv, path: string, problem
   if (Array.isArray(v)) return v.map((x, i) => substituteEnv(x, env, `${path}[${i}]`, problems))
   if (typeof v === 'object' && v !== null) {
     const out: Record<string, unknown> = {}
-    for (const [k, x] of Object.entries(v)) out[k] = substituteEnv(x, env, path ? `${path}.${k}` : k, problems)
+    for (const [k, x] of Object.entries(v))
+      out[k] = substituteEnv(x, env, path ? `${path}.${k}` : k, problems)
     return out
   }
   return v
@@ -107,15 +113,18 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
   const problems: string[] = []
   if (c.policies !== undefined) {
     const p = resolvePath(dir, c.policies)
-    if (!existsSync(p) || !statSync(p).isDirectory()) problems.push(`policies: folder ${c.policies} not found`)
+    if (!existsSync(p) || !statSync(p).isDirectory())
+      problems.push(`policies: folder ${c.policies} not found`)
   }
   if (c.auth !== undefined) {
     const j = c.auth.jwt
     const sources = [j.jwksUrl, j.jwksFile, j.publicKeyFile].filter((s) => s !== undefined)
-    if (sources.length !== 1) problems.push('auth.jwt: set exactly one of jwksUrl, jwksFile, publicKeyFile')
+    if (sources.length !== 1)
+      problems.push('auth.jwt: set exactly one of jwksUrl, jwksFile, publicKeyFile')
     for (const key of ['jwksFile', 'publicKeyFile'] as const) {
       const f = j[key]
-      if (f !== undefined && !existsSync(resolvePath(dir, f))) problems.push(`auth.jwt.${key}: file ${f} not found`)
+      if (f !== undefined && !existsSync(resolvePath(dir, f)))
+        problems.push(`auth.jwt.${key}: file ${f} not found`)
     }
   }
   problems.push(...checkAuthConfig(c, dir)) // key files, publicUrl shape, token exchange
@@ -124,12 +133,18 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
     if (s.requiredScopes.length > 0 && c.auth === undefined) {
       problems.push(`servers.${name}.requiredScopes: needs auth to be configured`)
     }
-    if (typeof s.balance === 'object' && s.balance.hash.startsWith('claim:') && c.auth === undefined) {
+    if (
+      typeof s.balance === 'object' &&
+      s.balance.hash.startsWith('claim:') &&
+      c.auth === undefined
+    ) {
       problems.push(`servers.${name}.balance: hashing on a claim needs auth to be configured`)
     }
     s.routes.forEach((r, i) => {
       if (r.tools === undefined && r.prompts === undefined && r.resources === undefined) {
-        problems.push(`servers.${name}.routes[${i}]: name at least one of tools, prompts, resources`)
+        problems.push(
+          `servers.${name}.routes[${i}]: name at least one of tools, prompts, resources`,
+        )
       }
     })
   }

@@ -65,7 +65,9 @@ const outlier = z.strictObject({
 })
 
 /** RFC 6749 §3.3 scope-token: it goes into a quoted `WWW-Authenticate` parameter as is. */
-const scopeToken = z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'invalid scope (RFC 6749 scope-token)')
+const scopeToken = z
+  .string()
+  .regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'invalid scope (RFC 6749 scope-token)')
 
 /** RFC 8693 token exchange: the caller's token is traded for one meant for this backend. */
 const tokenExchange = z.strictObject({
@@ -92,7 +94,9 @@ const server = z.strictObject({
    */
   extraMethods: patterns.default([]),
   /** Sent upstream on every request; the client's own credentials never are. */
-  headers: z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'invalid header name'), z.string()).default({}),
+  headers: z
+    .record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'invalid header name'), z.string())
+    .default({}),
   timeouts: timeouts.default(timeouts.parse({})),
   requiredScopes: z.array(scopeToken).default([]),
   origins: z.array(z.string().min(1)).optional(),
@@ -114,7 +118,20 @@ const jwt = z.strictObject({
   jwksFile: z.string().min(1).optional(),
   publicKeyFile: z.string().min(1).optional(),
   algorithms: z
-    .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']))
+    .array(
+      z.enum([
+        'RS256',
+        'RS384',
+        'RS512',
+        'PS256',
+        'PS384',
+        'PS512',
+        'ES256',
+        'ES384',
+        'ES512',
+        'EdDSA',
+      ]),
+    )
     .min(1)
     .default(['RS256', 'ES256', 'EdDSA']),
   clockToleranceSec: z.int().min(0).max(300).default(30),
@@ -139,50 +156,78 @@ const auth = z.strictObject({
 })
 
 const cache = z.strictObject({
-  maxBytes: z.int().positive().default(64 * 1024 * 1024),
-  maxEntryBytes: z.int().positive().default(1024 * 1024),
+  maxBytes: z
+    .int()
+    .positive()
+    .default(64 * 1024 * 1024),
+  maxEntryBytes: z
+    .int()
+    .positive()
+    .default(1024 * 1024),
   maxTtlMs: positiveMs.default(300_000),
   private: z.boolean().default(false),
   staleIfErrorMs: nonNegativeMs.default(0),
-  redis: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
+  redis: z
+    .string()
+    .regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL')
+    .optional(),
 })
 
 const limits = z.strictObject({
-  maxBodyBytes: z.int().positive().default(1024 * 1024),
+  maxBodyBytes: z
+    .int()
+    .positive()
+    .default(1024 * 1024),
   maxHeaderCount: z.int().positive().default(100),
-  maxHeaderBytes: z.int().positive().default(16 * 1024),
+  maxHeaderBytes: z
+    .int()
+    .positive()
+    .default(16 * 1024),
   headersTimeoutMs: positiveMs.default(10_000),
   bodyTimeoutMs: positiveMs.default(30_000),
   maxJsonDepth: z.int().min(2).max(1000).default(64),
   maxTokenBytes: z.int().positive().default(8192),
   /** Largest upstream answer the gateway will parse to filter or cache (larger ones get 502). */
-  maxInspectBytes: z.int().positive().default(8 * 1024 * 1024),
+  maxInspectBytes: z
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
   /** Open long-lived streams per caller (issuer + subject, else client address), all servers. */
   maxStreamsPerPrincipal: z.int().min(1).default(20),
 })
 
 export const configSchema = z.strictObject({
   listen: z
-    .strictObject({ host: z.string().min(1).default('127.0.0.1'), port: z.int().min(0).max(65535).default(8080) })
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: z.int().min(0).max(65535).default(8080),
+    })
     .default({ host: '127.0.0.1', port: 8080 }),
   /** Allowed `Origin` values for every server; a request without Origin is always allowed. */
   origins: z.array(z.string().min(1)).default([]),
   /** When set, `Host` must be one of these (DNS-rebinding guard for local deployments). */
   allowedHosts: z.array(z.string().min(1)).optional(),
   limits: limits.default(limits.parse({})),
-  log: z.strictObject({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).default({ level: 'info' }),
+  log: z
+    .strictObject({
+      level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+    })
+    .default({ level: 'info' }),
   /** Loopback-only listener for /metrics (Prometheus); never on the data-plane port. */
-  admin: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.int().min(0).max(65535) }).optional(),
+  admin: z
+    .strictObject({ host: z.string().default('127.0.0.1'), port: z.int().min(0).max(65535) })
+    .optional(),
   shutdown: z.strictObject({ drainMs: nonNegativeMs.default(30_000) }).default({ drainMs: 30_000 }),
   policies: z.string().min(1).optional(),
   policyMode: z.enum(['enforce', 'dry-run']).default('enforce'),
   auth: auth.optional(),
   cache: cache.optional(),
-  legacySessions: z.strictObject({ key: z.string().min(16, 'use at least 16 characters') }).optional(),
-  servers: z.record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'), server).refine(
-    (s) => Object.keys(s).length > 0,
-    'at least one server is required',
-  ),
+  legacySessions: z
+    .strictObject({ key: z.string().min(16, 'use at least 16 characters') })
+    .optional(),
+  servers: z
+    .record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'), server)
+    .refine((s) => Object.keys(s).length > 0, 'at least one server is required'),
 })
 
 export type GatewayConfig = z.infer<typeof configSchema>

@@ -33,11 +33,40 @@ export function createMetrics(defaults = true): GatewayMetrics {
   return {
     registry,
     requests: createRequestMetrics(registry),
-    upstreamFailures: new Counter({ name: 'mcp_edge_upstream_failures_total', help: 'Failed upstream attempts', labelNames: ['server', 'upstream', 'kind'], registers }),
-    retries: new Counter({ name: 'mcp_edge_retries_total', help: 'Retry decisions', labelNames: ['server', 'result'], registers }),
-    policyDecisions: new Counter({ name: 'mcp_edge_policy_decisions_total', help: 'Policy decisions on named targets', labelNames: ['server', 'decision'], registers }),
-    cacheEvents: new Counter({ name: 'mcp_edge_cache_events_total', help: 'Cache hits, misses, stores, evictions', labelNames: ['event'], registers }),
-    cacheBytes: new Gauge({ name: 'mcp_edge_cache_bytes', help: 'Bytes held by the in-memory cache', registers }),
-    upstreamHealthy: new Gauge({ name: 'mcp_edge_upstream_healthy', help: '1 when a replica takes traffic', labelNames: ['server', 'upstream'], registers }),
+    upstreamFailures: new Counter({
+      name: 'mcp_edge_upstream_failures_total',
+      help: 'Failed upstream attempts',
+      labelNames: ['server', 'upstream', 'kind'],
+      registers,
+    }),
+    retries: new Counter({
+      name: 'mcp_edge_retries_total',
+      help: 'Retry decisions',
+      labelNames: ['server', 'result'],
+      registers,
+    }),
+    policyDecisions: new Counter({
+      name: 'mcp_edge_policy_decisions_total',
+      help: 'Policy decisions on named targets',
+      labelNames: ['server', 'decision'],
+      registers,
+    }),
+    cacheEvents: new Counter({
+      name: 'mcp_edge_cache_events_total',
+      help: 'Cache hits, misses, stores, evictions',
+      labelNames: ['event'],
+      registers,
+    }),
+    cacheBytes: new Gauge({
+      name: 'mcp_edge_cache_bytes',
+      help: 'Bytes held by the in-memory cache',
+      registers,
+    }),
+    upstreamHealthy: new Gauge({
+      name: 'mcp_edge_upstream_healthy',
+      help: '1 when a replica takes traffic',
+      labelNames: ['server', 'upstream'],
+      registers,
+    }),
   }
 }

@@ -75,15 +75,29 @@ export function createRequestMetrics(registry: Registry): RequestMetrics {
 }
 
 /** Cumulative buckets, +Inf, sum and count, as prom-client's text format expects them. */
-function histogramValues(s: TimeSlot): { metricName: string; labels: Record<string, string | number>; value: number }[] {
+function histogramValues(
+  s: TimeSlot,
+): { metricName: string; labels: Record<string, string | number>; value: number }[] {
   const out: { metricName: string; labels: Record<string, string | number>; value: number }[] = []
   let cumulative = 0
   BUCKETS.forEach((le, i) => {
     cumulative += s.buckets[i] as number
-    out.push({ metricName: 'mcp_edge_request_duration_seconds_bucket', labels: { ...s.labels, le }, value: cumulative })
+    out.push({
+      metricName: 'mcp_edge_request_duration_seconds_bucket',
+      labels: { ...s.labels, le },
+      value: cumulative,
+    })
   })
-  out.push({ metricName: 'mcp_edge_request_duration_seconds_bucket', labels: { ...s.labels, le: '+Inf' }, value: s.count })
+  out.push({
+    metricName: 'mcp_edge_request_duration_seconds_bucket',
+    labels: { ...s.labels, le: '+Inf' },
+    value: s.count,
+  })
   out.push({ metricName: 'mcp_edge_request_duration_seconds_sum', labels: s.labels, value: s.sum })
-  out.push({ metricName: 'mcp_edge_request_duration_seconds_count', labels: s.labels, value: s.count })
+  out.push({
+    metricName: 'mcp_edge_request_duration_seconds_count',
+    labels: s.labels,
+    value: s.count,
+  })
   return out
 }

@@ -7,7 +7,10 @@ import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
  * Outermost stage: one JSON line per request once the response is over (streams included).
  * Only values from closed sets or verified fields are logged; never tokens or bodies.
  */
-export const accessLog = (access: AccessWriter, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
+export const accessLog = (
+  access: AccessWriter,
+  metrics: GatewayMetrics,
+): MiddlewareHandler<GatewayEnv> => {
   const write = access.write
   return async function accessLog(c, next) {
     const start = performance.now()
@@ -26,7 +29,12 @@ export const accessLog = (access: AccessWriter, metrics: GatewayMetrics): Middle
         write({
           server: c.get('server')?.name,
           method: mcp?.method ?? c.get('head')?.method,
-          name: target === undefined ? undefined : target.kind === 'resource' ? target.uri : target.name,
+          name:
+            target === undefined
+              ? undefined
+              : target.kind === 'resource'
+                ? target.uri
+                : target.name,
           era: mcp?.era,
           status,
           upstream: c.get('upstreamId'),

@@ -78,7 +78,13 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
         ? undefined
         : (status: number, h: HeaderMap): BodyTransform | undefined =>
             status === 200
-              ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks, rewrite ? 'rewrite' : 'observe', mcp.message?.rawId)
+              ? resultTransform(
+                  String(h['content-type'] ?? ''),
+                  maxInspect,
+                  hooks,
+                  rewrite ? 'rewrite' : 'observe',
+                  mcp.message?.rawId,
+                )
               : undefined
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
     // 2025-era sessions live on one replica; the id the client holds says which (issue 5 §7).
@@ -97,14 +103,17 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     let forwardBody = body
     if (tasks !== undefined && isTaskMethod(mcp.method)) {
       const message = mcp.message ?? parseMessage(body, server.classify.maxDepth)
-      if (message.kind !== 'request') throw new GatewayError('invalid_request', `${mcp.method} is a request`)
+      if (message.kind !== 'request')
+        throw new GatewayError('invalid_request', `${mcp.method} is a request`)
       // SECURITY: the backend's list is per server, not per principal; it would hand the caller
       // other principals' tasks. Without auth everyone is one principal, and the list is relayed.
-      if (mcp.method === 'tasks/list' && owner !== undefined) return inBand(c, 'tasks_list_local', ownTasksListAnswer(message.rawId))
+      if (mcp.method === 'tasks/list' && owner !== undefined)
+        return inBand(c, 'tasks_list_local', ownTasksListAnswer(message.rawId))
       if (mcp.method !== 'tasks/list') {
         const opened = openTaskRequest(message, body, head.name, tasks)
         // SECURITY: a task id this caller was not given is unknown; nothing is forwarded.
-        if (opened === undefined) return inBand(c, 'task_not_found', unknownTaskAnswer(message.rawId))
+        if (opened === undefined)
+          return inBand(c, 'task_not_found', unknownTaskAnswer(message.rawId))
         forwardBody = opened.body
         if (head.name !== undefined || !legacy) {
           if (head.name === undefined) headers.push('mcp-name', opened.mcpName)

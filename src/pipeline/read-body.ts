@@ -23,7 +23,8 @@ export function readBody(
     const timer = setTimeout(() => done(new GatewayError('body_timeout')), timeoutMs)
     const onData = (chunk: Buffer): void => {
       size += chunk.length
-      if (size > maxBytes) return done(new GatewayError('body_too_large', `limit is ${maxBytes} bytes`))
+      if (size > maxBytes)
+        return done(new GatewayError('body_too_large', `limit is ${maxBytes} bytes`))
       chunks.push(chunk)
     }
     const onEnd = (): void => done(undefined)

@@ -27,6 +27,9 @@ export const readRequest = (): MiddlewareHandler<GatewayEnv> =>
     // SECURITY: a CORS-simple text/plain POST skips preflight (hono GHSA-2234-fmw7-43wr).
     if (!isJsonMediaType(head.contentType)) throw new GatewayError('unsupported_media_type')
     const limits = c.get('runtime').config.limits
-    c.set('body', await readBody(incoming, head.contentLength, limits.maxBodyBytes, limits.bodyTimeoutMs))
+    c.set(
+      'body',
+      await readBody(incoming, head.contentLength, limits.maxBodyBytes, limits.bodyTimeoutMs),
+    )
     await next()
   }

@@ -65,7 +65,11 @@ export class PolicySet {
       return { ...v, allow: true, dryRun: !v.allow }
     }
     if (!rules.hasDryRun) return { ...evaluate(applicable, kind, value), dryRun: false }
-    const enforced = evaluate(applicable.filter((r) => !r.dryRun), kind, value)
+    const enforced = evaluate(
+      applicable.filter((r) => !r.dryRun),
+      kind,
+      value,
+    )
     if (!enforced.allow) return { ...enforced, dryRun: false }
     // A dry-run rule never changes the outcome; it only says what it would have done.
     const full = evaluate(applicable, kind, value)
@@ -82,8 +86,10 @@ export class PolicySet {
     const matched = rules.enforced.filter((r) => appliesTo(r, caller))
     // Equal keys filter identically: same server, same rules (ids change with rule content).
     const key = JSON.stringify([server, ...matched.map((r) => r.id)])
-    return new RuleListFilter(key, rules.identityDependent, (kind, value) =>
-      evaluate(matched, kind, value).allow,
+    return new RuleListFilter(
+      key,
+      rules.identityDependent,
+      (kind, value) => evaluate(matched, kind, value).allow,
     )
   }
 

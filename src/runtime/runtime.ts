@@ -70,9 +70,16 @@ export function createRuntime(
   const servers = new Map<string, ServerRuntime>()
   const key = sessionKey(config.legacySessions?.key)
   if (key.generated && Object.values(config.servers).some((s) => s.legacyClients === 'allow')) {
-    log.warn('legacySessions.key is not set: 2025-era session ids and task ids are sealed with a random per-process key, so several gateway instances cannot share them; set one for multi-gateway setups')
+    log.warn(
+      'legacySessions.key is not set: 2025-era session ids and task ids are sealed with a random per-process key, so several gateway instances cannot share them; set one for multi-gateway setups',
+    )
   }
-  const balancingContext = { log, metrics: shared.metrics, lifecycle: shared.lifecycle, sessionKey: key.key }
+  const balancingContext = {
+    log,
+    metrics: shared.metrics,
+    lifecycle: shared.lifecycle,
+    sessionKey: key.key,
+  }
   for (const [name, cfg] of Object.entries(config.servers)) {
     const upstreamHeaders: string[] = []
     for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
@@ -116,6 +123,7 @@ export function retireRuntime(rt: GatewayRuntime): void {
 /** Replicas taking no traffic right now, and why, for /readyz. */
 export function replicasOut(rt: GatewayRuntime): (ReplicaOut & { readonly server: string })[] {
   const out: (ReplicaOut & { readonly server: string })[] = []
-  for (const s of rt.servers.values()) for (const o of s.balancing.out()) out.push({ server: s.name, ...o })
+  for (const s of rt.servers.values())
+    for (const o of s.balancing.out()) out.push({ server: s.name, ...o })
   return out
 }

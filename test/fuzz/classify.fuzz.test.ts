@@ -9,11 +9,31 @@ import { readRequestHead } from '../../src/mcp/request-head.js'
  * it lets through (with body verification on) is one whose headers agree with what a JavaScript
  * backend would read from the body — the property header-spoofing attacks try to break.
  */
-const verify: ClassifyPolicy = { parseAlways: true, parseMethods: new Set(), allowLegacy: true, maxDepth: 64 }
-const NAMED: Record<string, string> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
+const verify: ClassifyPolicy = {
+  parseAlways: true,
+  parseMethods: new Set(),
+  allowLegacy: true,
+  maxDepth: 64,
+}
+const NAMED: Record<string, string> = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+}
 
-const method = fc.constantFrom('tools/call', 'tools/list', 'prompts/get', 'resources/read', 'Tools/Call', 'x/y', '')
-const name = fc.oneof(fc.constantFrom('echo', 'delete_all', 'Echo', 'echo ', 'ｅcho', 'docs://a'), fc.string({ maxLength: 12 }))
+const method = fc.constantFrom(
+  'tools/call',
+  'tools/list',
+  'prompts/get',
+  'resources/read',
+  'Tools/Call',
+  'x/y',
+  '',
+)
+const name = fc.oneof(
+  fc.constantFrom('echo', 'delete_all', 'Echo', 'echo ', 'ｅcho', 'docs://a'),
+  fc.string({ maxLength: 12 }),
+)
 const version = fc.constantFrom('2026-07-28', '2025-11-25', '2099-01-01', undefined)
 
 /** A request whose body and headers are generated independently, so they often disagree. */
@@ -24,9 +44,22 @@ const request = fc.record({
   bodyMethod: method,
   bodyName: fc.option(name, { nil: undefined }),
   bodyVersion: version,
-  id: fc.oneof(fc.integer(), fc.string({ maxLength: 5 }), fc.constant(null), fc.constant(undefined)),
+  id: fc.oneof(
+    fc.integer(),
+    fc.string({ maxLength: 5 }),
+    fc.constant(null),
+    fc.constant(undefined),
+  ),
   // Textual mutations applied to the serialised body: duplicates, truncation, junk.
-  mutation: fc.constantFrom('none', 'dup-name', 'dup-method', 'case-key', 'truncate', 'append', 'proto'),
+  mutation: fc.constantFrom(
+    'none',
+    'dup-name',
+    'dup-method',
+    'case-key',
+    'truncate',
+    'append',
+    'proto',
+  ),
 })
 
 type GeneratedRequest = typeof request extends fc.Arbitrary<infer T> ? T : never
@@ -35,14 +68,25 @@ function build(r: GeneratedRequest): { headers: string[]; body: Buffer } {
   const params: Record<string, unknown> = { arguments: {} }
   const field = NAMED[r.bodyMethod] ?? 'name'
   if (r.bodyName !== undefined) params[field] = r.bodyName
-  if (r.bodyVersion !== undefined) params._meta = { 'io.modelcontextprotocol/protocolVersion': r.bodyVersion, 'io.modelcontextprotocol/clientCapabilities': {} }
-  let text = JSON.stringify({ jsonrpc: '2.0', ...(r.id === undefined ? {} : { id: r.id }), method: r.bodyMethod, params })
-  if (r.mutation === 'dup-name') text = text.replace('"arguments"', '"name":"delete_all","arguments"')
+  if (r.bodyVersion !== undefined)
+    params._meta = {
+      'io.modelcontextprotocol/protocolVersion': r.bodyVersion,
+      'io.modelcontextprotocol/clientCapabilities': {},
+    }
+  let text = JSON.stringify({
+    jsonrpc: '2.0',
+    ...(r.id === undefined ? {} : { id: r.id }),
+    method: r.bodyMethod,
+    params,
+  })
+  if (r.mutation === 'dup-name')
+    text = text.replace('"arguments"', '"name":"delete_all","arguments"')
   if (r.mutation === 'dup-method') text = text.replace('"params"', '"method":"tools/list","params"')
   if (r.mutation === 'case-key') text = text.replace('"arguments"', '"Name":"x","arguments"')
   if (r.mutation === 'truncate') text = text.slice(0, Math.floor(text.length / 2))
   if (r.mutation === 'append') text += '{"x":1}'
-  if (r.mutation === 'proto') text = text.replace('"arguments"', '"__proto__":{"name":"x"},"arguments"')
+  if (r.mutation === 'proto')
+    text = text.replace('"arguments"', '"__proto__":{"name":"x"},"arguments"')
   const headers: string[] = []
   if (r.headerVersion !== undefined) headers.push('MCP-Protocol-Version', r.headerVersion)
   if (r.headerMethod !== undefined) headers.push('Mcp-Method', r.headerMethod)
@@ -62,7 +106,10 @@ describe('classify under mutation', () => {
           expect(err).toBeInstanceOf(GatewayError)
           return
         }
-        const parsed = JSON.parse(body.toString()) as { method?: string; params?: Record<string, unknown> }
+        const parsed = JSON.parse(body.toString()) as {
+          method?: string
+          params?: Record<string, unknown>
+        }
         expect(info.verified).toBe(true)
         expect(info.method).toBe(parsed.method)
         const head = readRequestHead(headers)
@@ -72,7 +119,9 @@ describe('classify under mutation', () => {
           const value = parsed.params?.[field]
           // What policy sees is exactly what the backend will execute.
           const target = info.targets[0]
-          expect(target === undefined ? undefined : 'uri' in target ? target.uri : target.name).toBe(value)
+          expect(
+            target === undefined ? undefined : 'uri' in target ? target.uri : target.name,
+          ).toBe(value)
           if (head.name !== undefined) expect(head.name).toBe(value)
         }
       }),
@@ -81,7 +130,17 @@ describe('classify under mutation', () => {
   })
 
   it('survives arbitrary bytes as a body', () => {
-    const heads = [readRequestHead(['MCP-Protocol-Version', '2026-07-28', 'Mcp-Method', 'tools/call', 'Mcp-Name', 'a']), readRequestHead([])]
+    const heads = [
+      readRequestHead([
+        'MCP-Protocol-Version',
+        '2026-07-28',
+        'Mcp-Method',
+        'tools/call',
+        'Mcp-Name',
+        'a',
+      ]),
+      readRequestHead([]),
+    ]
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), fc.nat(1), (bytes, h) => {
         try {

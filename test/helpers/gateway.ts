@@ -20,7 +20,11 @@ export async function startTestGateway(
   opts: { dir?: string; env?: NodeJS.ProcessEnv; autoClose?: boolean } = {},
 ): Promise<TestGateway> {
   const logs: Record<string, unknown>[] = []
-  const text = stringify({ listen: { host: '127.0.0.1', port: 0 }, log: { level: 'info' }, ...config })
+  const text = stringify({
+    listen: { host: '127.0.0.1', port: 0 },
+    log: { level: 'info' },
+    ...config,
+  })
   const loaded = parseConfigText(text, { dir: opts.dir ?? process.cwd(), env: opts.env ?? {} })
   const gw = await startGateway(loaded, {
     logDestination: {
@@ -34,6 +38,10 @@ export async function startTestGateway(
 }
 
 /** Config for one server named `name` in front of `url`. */
-export function oneServer(url: string, server: Record<string, unknown> = {}, name = 'app'): Record<string, unknown> {
+export function oneServer(
+  url: string,
+  server: Record<string, unknown> = {},
+  name = 'app',
+): Record<string, unknown> {
   return { servers: { [name]: { upstreams: [{ url }], ...server } } }
 }

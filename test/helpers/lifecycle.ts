@@ -1,7 +1,9 @@
 import { onTestFinished } from 'vitest'
 
 /** Awaits `start` and closes what it resolves to when the test ends, pass or fail. */
-export async function closing<T extends { close(): Promise<unknown> }>(start: Promise<T>): Promise<T> {
+export async function closing<T extends { close(): Promise<unknown> }>(
+  start: Promise<T>,
+): Promise<T> {
   const value = await start
   onTestFinished(async () => {
     await value.close()

@@ -29,7 +29,8 @@ export function sendRaw(
       socket.destroy()
       const text = Buffer.concat(chunks).toString('utf8')
       const split = text.indexOf('\r\n\r\n')
-      if (split === -1) return reject(new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`))
+      if (split === -1)
+        return reject(new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`))
       const [statusLine, ...lines] = text.slice(0, split).split('\r\n')
       const headers: Record<string, string> = {}
       for (const line of lines) {
@@ -51,7 +52,8 @@ export function sendRaw(
     socket.on('error', () => undefined)
     socket.on('connect', async () => {
       for (const [i, part] of parts.entries()) {
-        if (i > 0 && opts.delayMs !== undefined) await new Promise((r) => setTimeout(r, opts.delayMs))
+        if (i > 0 && opts.delayMs !== undefined)
+          await new Promise((r) => setTimeout(r, opts.delayMs))
         if (socket.destroyed) return
         socket.write(part)
       }
@@ -84,6 +86,10 @@ function dechunk(body: string): string {
 }
 
 /** A request line plus headers, CRLF-joined, ready for sendRaw. */
-export function httpHead(method: string, path: string, headers: readonly (readonly [string, string])[]): string {
+export function httpHead(
+  method: string,
+  path: string,
+  headers: readonly (readonly [string, string])[],
+): string {
   return `${method} ${path} HTTP/1.1\r\n${headers.map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`
 }

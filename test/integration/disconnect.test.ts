@@ -11,13 +11,27 @@ import { startSdkServer } from '../helpers/sdk-servers.js'
  */
 
 const fdCount = (): number => readdirSync('/proc/self/fd').length
-const sockets = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length
+const sockets = (): number =>
+  process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length
 
 /** Starts a slow SSE tool call and resolves once its first progress event arrived. */
 async function startStream(url: string, id: number): Promise<AbortController> {
   const abort = new AbortController()
-  const body = mcpBody('tools/call', { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 100 }, _meta: { progressToken: id } }, id)
-  const res = await request(url, { method: 'POST', headers: mcpHeaders('tools/call', 'slow_forecast'), body: JSON.stringify(body), signal: abort.signal })
+  const body = mcpBody(
+    'tools/call',
+    {
+      name: 'slow_forecast',
+      arguments: { city: 'Oslo', steps: 100 },
+      _meta: { progressToken: id },
+    },
+    id,
+  )
+  const res = await request(url, {
+    method: 'POST',
+    headers: mcpHeaders('tools/call', 'slow_forecast'),
+    body: JSON.stringify(body),
+    signal: abort.signal,
+  })
   expect(res.headers['content-type']).toBe('text/event-stream')
   const reader = res.body[Symbol.asyncIterator]()
   await reader.next() // the first progress frame: the stream is live end to end
@@ -35,7 +49,9 @@ describe('client disconnects', () => {
     abort.abort()
     await server.waitForAborts(1, 1000)
     expect(performance.now() - t0).toBeLessThan(1000)
-    const line = await waitFor(() => gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/call'))
+    const line = await waitFor(() =>
+      gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/call'),
+    )
     expect(line).toMatchObject({ outcome: 'client_closed', name: 'slow_forecast' })
   })
 
@@ -47,19 +63,23 @@ describe('client disconnects', () => {
     await (await startStream(gw.mcpUrl('app'), 0)).abort()
     await server.waitForAborts(1)
     const pool0 = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
-    for (let i = 0; i < 100 && (pool0?.stats.connected ?? 0) > 1; i++) await new Promise((r) => setTimeout(r, 100))
+    for (let i = 0; i < 100 && (pool0?.stats.connected ?? 0) > 1; i++)
+      await new Promise((r) => setTimeout(r, 100))
     await settle()
     const fds = fdCount()
     const socks = sockets()
     for (let batch = 0; batch < 10; batch++) {
-      const streams = await Promise.all(Array.from({ length: 20 }, (_, i) => startStream(gw.mcpUrl('app'), 1 + batch * 20 + i)))
+      const streams = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => startStream(gw.mcpUrl('app'), 1 + batch * 20 + i)),
+      )
       for (const s of streams) s.abort()
     }
     await server.waitForAborts(201, 10_000)
     // The upstream pool may keep up to 20 idle keep-alive sockets for reuse; they are not leaks,
     // and they close after the keep-alive timeout (4 s). Wait for that, then compare.
     const pool = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
-    for (let i = 0; i < 100 && (pool?.stats.connected ?? 0) > 1; i++) await new Promise((r) => setTimeout(r, 100))
+    for (let i = 0; i < 100 && (pool?.stats.connected ?? 0) > 1; i++)
+      await new Promise((r) => setTimeout(r, 100))
     await settle()
     expect(fdCount()).toBeLessThanOrEqual(fds + 4)
     expect(sockets()).toBeLessThanOrEqual(socks + 4)

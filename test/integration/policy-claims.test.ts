@@ -5,7 +5,13 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { connectClient, mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
-import { claimsFor, generateTestKey, mintToken, mintedTokens, startJwks } from '../helpers/tokens.js'
+import {
+  claimsFor,
+  generateTestKey,
+  mintToken,
+  mintedTokens,
+  startJwks,
+} from '../helpers/tokens.js'
 import { closing } from '../helpers/lifecycle.js'
 
 const ISS = 'https://idp.example.com'
@@ -27,7 +33,7 @@ rules:
 `
 
 describe('claim-based policies with verified tokens', () => {
-  it('shows and allows what the caller\'s claims allow, keeps the filtered list private, audits sub and iss only', async () => {
+  it("shows and allows what the caller's claims allow, keeps the filtered list private, audits sub and iss only", async () => {
     const key = await generateTestKey('ES256')
     const jwks = await closing(startJwks([key]))
     const server = await closing(
@@ -46,21 +52,31 @@ describe('claim-based policies with verified tokens', () => {
     )
     const url = gw.mcpUrl('weather')
     const alice = await mintToken(claimsFor(ISS, AUD, { sub: 'alice', groups: ['eng'] }), { key })
-    const root = await mintToken(claimsFor(ISS, AUD, { sub: 'root', groups: ['eng', 'admin'] }), { key })
+    const root = await mintToken(claimsFor(ISS, AUD, { sub: 'root', groups: ['eng', 'admin'] }), {
+      key,
+    })
 
     const eng = await closing(connectClient(url, { auth: alice }))
     const admin = await closing(connectClient(url, { auth: root }))
     expect((await eng.listTools()).tools.map((t) => t.name)).toEqual(['get_forecast', 'get_alerts'])
     expect((await admin.listTools()).tools.map((t) => t.name)).toEqual([
-      'get_forecast', 'get_alerts', 'slow_forecast', 'confirm_action', 'whoami',
+      'get_forecast',
+      'get_alerts',
+      'slow_forecast',
+      'confirm_action',
+      'whoami',
     ])
-    await expect(eng.callTool({ name: 'whoami', arguments: {} })).rejects.toMatchObject({ code: -32602 })
+    await expect(eng.callTool({ name: 'whoami', arguments: {} })).rejects.toMatchObject({
+      code: -32602,
+    })
     await admin.callTool({ name: 'whoami', arguments: {} })
     await expect(admin.callTool({ name: 'delete_station', arguments: {} })).rejects.toMatchObject({
       code: -32602,
       message: expect.stringContaining('Unknown tool: delete_station'),
     })
-    const called = server.calls('tools/call').map((r) => (r.json() as { params: { name: string } }).params.name)
+    const called = server
+      .calls('tools/call')
+      .map((r) => (r.json() as { params: { name: string } }).params.name)
     expect(called).toEqual(['whoami'])
 
     // caching.mdx: a list filtered per identity must not stay public
@@ -69,10 +85,19 @@ describe('claim-based policies with verified tokens', () => {
 
     const audit = gw.logs.filter((l) => l.audit === true)
     expect(audit.find((a) => a.target === 'whoami' && a.decision === 'deny')).toMatchObject({
-      sub: 'alice', iss: ISS, rule: null, reason: 'default_deny',
+      sub: 'alice',
+      iss: ISS,
+      rule: null,
+      reason: 'default_deny',
     })
-    expect(audit.find((a) => a.target === 'whoami' && a.decision === 'allow')).toMatchObject({ sub: 'root', rule: 'admins' })
-    expect(audit.find((a) => a.target === 'delete_station')).toMatchObject({ sub: 'root', rule: 'no-deletes' })
+    expect(audit.find((a) => a.target === 'whoami' && a.decision === 'allow')).toMatchObject({
+      sub: 'root',
+      rule: 'admins',
+    })
+    expect(audit.find((a) => a.target === 'delete_station')).toMatchObject({
+      sub: 'root',
+      rule: 'no-deletes',
+    })
     // S-21: tokens never reach the log
     const logged = JSON.stringify(gw.logs)
     for (const t of mintedTokens) expect(logged.includes(t)).toBe(false)

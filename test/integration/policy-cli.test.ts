@@ -16,8 +16,17 @@ function mcpEdge(...args: string[]): { code: number | null; stdout: string; stde
 
 describe('mcp-edge explain (the binary)', () => {
   it('explains a denial of the embedded default and exits 3', () => {
-    const r = mcpEdge('explain', '--config', 'deploy/gateway.demo.yaml', '--claims', '{"sub":"alice","groups":["eng"]}',
-      '--server', 'weather', '--tool', 'delete_station')
+    const r = mcpEdge(
+      'explain',
+      '--config',
+      'deploy/gateway.demo.yaml',
+      '--claims',
+      '{"sub":"alice","groups":["eng"]}',
+      '--server',
+      'weather',
+      '--tool',
+      'delete_station',
+    )
     expect(r.stderr).toBe('')
     expect(r.code).toBe(3)
     expect(r.stdout).toContain('decision: deny\n')
@@ -25,9 +34,19 @@ describe('mcp-edge explain (the binary)', () => {
   })
 
   it('explains an allow and exits 0; a usage error exits 2', () => {
-    const ok = mcpEdge('explain', '--config', 'deploy/gateway.demo.yaml', '--server', 'docs', '--resource', 'docs://readme')
+    const ok = mcpEdge(
+      'explain',
+      '--config',
+      'deploy/gateway.demo.yaml',
+      '--server',
+      'docs',
+      '--resource',
+      'docs://readme',
+    )
     expect(ok.code).toBe(0)
     expect(ok.stdout).toContain('rule: everyone-uses-docs')
-    expect(mcpEdge('explain', '--config', 'deploy/gateway.demo.yaml', '--server', 'docs').code).toBe(2)
+    expect(
+      mcpEdge('explain', '--config', 'deploy/gateway.demo.yaml', '--server', 'docs').code,
+    ).toBe(2)
   })
 })

@@ -2,7 +2,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { connectClient, connectLegacyClient, mcpBody, mcpHeaders, mcpPost, rawPost } from '../helpers/clients.js'
+import {
+  connectClient,
+  connectLegacyClient,
+  mcpBody,
+  mcpHeaders,
+  mcpPost,
+  rawPost,
+} from '../helpers/clients.js'
 import { oneServer, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startSdkServer, type RecordedRequest } from '../helpers/sdk-servers.js'
 import { closing } from '../helpers/lifecycle.js'
@@ -32,7 +39,11 @@ function policyDir(rules: string): string {
 /** What the backend was asked to run: the body's params.name / params.uri of each request. */
 function namesSeen(requests: readonly RecordedRequest[]): string[] {
   return requests.map((r) => {
-    const params = (r.json() as { params?: { name?: string; uri?: string; ref?: { name?: string; uri?: string } } }).params
+    const params = (
+      r.json() as {
+        params?: { name?: string; uri?: string; ref?: { name?: string; uri?: string } }
+      }
+    ).params
     return params?.name ?? params?.uri ?? params?.ref?.name ?? params?.ref?.uri ?? ''
   })
 }
@@ -50,7 +61,10 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
   async function setup(rules = POLICY, extra: Record<string, unknown> = {}) {
     const server = await closing(startSdkServer())
     const dir = policyDir(rules)
-    const gw = await startTestGateway({ ...oneServer(server.url, { trustHeaders }), policies: '.', ...extra }, { dir })
+    const gw = await startTestGateway(
+      { ...oneServer(server.url, { trustHeaders }), policies: '.', ...extra },
+      { dir },
+    )
     const client = await closing(connectClient(gw.mcpUrl('app')))
     return { server, gw, client }
   }
@@ -74,10 +88,27 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
       ['whoami', null],
       ['GET_forecast', null],
     ])
-    expect(denied[0]).toMatchObject({ sub: null, iss: null, server: 'app', method: 'tools/call', kind: 'tool', dryRun: false, reason: 'deny_rule' })
-    expect(audits(gw).find((a) => a.target === 'get_forecast')).toMatchObject({ decision: 'allow', rule: 'reads' })
+    expect(denied[0]).toMatchObject({
+      sub: null,
+      iss: null,
+      server: 'app',
+      method: 'tools/call',
+      kind: 'tool',
+      dryRun: false,
+      reason: 'deny_rule',
+    })
+    expect(audits(gw).find((a) => a.target === 'get_forecast')).toMatchObject({
+      decision: 'allow',
+      rule: 'reads',
+    })
     const access = gw.logs.filter((l) => l.msg === 'request' && l.method === 'tools/call')
-    expect(access.map((l) => l.outcome)).toEqual(['ok', 'policy_denied', 'policy_denied', 'policy_denied', 'policy_denied'])
+    expect(access.map((l) => l.outcome)).toEqual([
+      'ok',
+      'policy_denied',
+      'policy_denied',
+      'policy_denied',
+      'policy_denied',
+    ])
   })
 
   it('filters prompts and refuses a denied prompt, also as a completion ref', async () => {
@@ -90,10 +121,19 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
       message: expect.stringContaining('Unknown prompt: review'),
     })
     expect(namesSeen(server.calls('prompts/get'))).toEqual(['summarize'])
-    await client.complete({ ref: { type: 'ref/prompt', name: 'summarize' }, argument: { name: 'topic', value: 'c' } })
+    await client.complete({
+      ref: { type: 'ref/prompt', name: 'summarize' },
+      argument: { name: 'topic', value: 'c' },
+    })
     await expect(
-      client.complete({ ref: { type: 'ref/prompt', name: 'review' }, argument: { name: 'x', value: 'c' } }),
-    ).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown prompt: review') })
+      client.complete({
+        ref: { type: 'ref/prompt', name: 'review' },
+        argument: { name: 'x', value: 'c' },
+      }),
+    ).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining('Unknown prompt: review'),
+    })
     expect(namesSeen(server.calls('completion/complete'))).toEqual(['summarize'])
   })
 
@@ -114,19 +154,33 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
       message: expect.stringContaining('Resource not found: docs://changelog'),
       data: { uri: 'docs://changelog' },
     })
-    expect(namesSeen(server.calls('resources/read'))).toEqual(['docs://readme', 'docs://pages/install'])
+    expect(namesSeen(server.calls('resources/read'))).toEqual([
+      'docs://readme',
+      'docs://pages/install',
+    ])
     const denyTemplates = POLICY.replace('"docs://pages/*"', '"docs://readme"')
     const second = await setup(denyTemplates)
     expect((await second.client.listResourceTemplates()).resourceTemplates).toEqual([])
     await expect(
-      second.client.complete({ ref: { type: 'ref/resource', uri: 'docs://pages/{name}' }, argument: { name: 'name', value: 'i' } }),
-    ).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Resource not found: docs://pages/{name}') })
+      second.client.complete({
+        ref: { type: 'ref/resource', uri: 'docs://pages/{name}' },
+        argument: { name: 'name', value: 'i' },
+      }),
+    ).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining('Resource not found: docs://pages/{name}'),
+    })
     expect(second.server.calls('completion/complete')).toHaveLength(0)
   })
 
   it('refuses a listen stream that subscribes to a denied resource; the backend sees nothing', async () => {
     const { server, gw } = await setup()
-    const params = { notifications: { toolsListChanged: true, resourceSubscriptions: ['docs://readme', 'docs://changelog'] } }
+    const params = {
+      notifications: {
+        toolsListChanged: true,
+        resourceSubscriptions: ['docs://readme', 'docs://changelog'],
+      },
+    }
     const res = await mcpPost(gw.mcpUrl('app'), 'subscriptions/listen', params, { id: 'listen-1' })
     expect(res.status).toBe(200)
     expect(res.text).toBe(
@@ -138,7 +192,12 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
       ['docs://changelog', 'deny'],
     ])
     // an allowed subscription passes through
-    const ok = await mcpPost(gw.mcpUrl('app'), 'subscriptions/listen', { notifications: { resourceSubscriptions: ['docs://readme'] } }, { timeoutMs: 500 })
+    const ok = await mcpPost(
+      gw.mcpUrl('app'),
+      'subscriptions/listen',
+      { notifications: { resourceSubscriptions: ['docs://readme'] } },
+      { timeoutMs: 500 },
+    )
     expect(ok.status).toBe(200)
     expect(server.calls('subscriptions/listen')).toHaveLength(1)
   })
@@ -147,14 +206,27 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
     const { server, gw } = await setup()
     // an id beyond 2^53, which a JSON.parse/stringify round trip would corrupt
     const body = (name: string) =>
-      JSON.stringify(mcpBody('tools/call', { name, arguments: {} })).replace('"id":1', '"id":12345678901234567890')
-    const res = await rawPost(gw.mcpUrl('app'), body('delete_station'), mcpHeaders('tools/call', 'delete_station'))
+      JSON.stringify(mcpBody('tools/call', { name, arguments: {} })).replace(
+        '"id":1',
+        '"id":12345678901234567890',
+      )
+    const res = await rawPost(
+      gw.mcpUrl('app'),
+      body('delete_station'),
+      mcpHeaders('tools/call', 'delete_station'),
+    )
     expect(res.status).toBe(200)
-    expect(res.text).toBe('{"jsonrpc":"2.0","id":12345678901234567890,"error":{"code":-32602,"message":"Unknown tool: delete_station"}}')
+    expect(res.text).toBe(
+      '{"jsonrpc":"2.0","id":12345678901234567890,"error":{"code":-32602,"message":"Unknown tool: delete_station"}}',
+    )
     expect(res.headers['x-mcp-gateway-error']).toBeUndefined()
     expect(res.headers['content-type']).toBe('application/json')
     // a denied tool that exists and one that does not get the same answer
-    const ghost = await rawPost(gw.mcpUrl('app'), body('delete_nothing'), mcpHeaders('tools/call', 'delete_nothing'))
+    const ghost = await rawPost(
+      gw.mcpUrl('app'),
+      body('delete_nothing'),
+      mcpHeaders('tools/call', 'delete_nothing'),
+    )
     expect(ghost.text).toBe(res.text.replace('delete_station', 'delete_nothing'))
     expect(server.calls('tools/call')).toHaveLength(0)
   })
@@ -178,13 +250,17 @@ describe.each(MODES)('policies with the official client, %s', (_label, trustHead
 describe('policies and 2025-era clients', () => {
   it('judges a legacy client without headers on its body', async () => {
     const server = await closing(startSdkServer())
-    const gw = await startTestGateway({ ...oneServer(server.url), policies: '.' }, { dir: policyDir(POLICY) })
+    const gw = await startTestGateway(
+      { ...oneServer(server.url), policies: '.' },
+      { dir: policyDir(POLICY) },
+    )
     const client = await closing(connectLegacyClient(gw.mcpUrl('app')))
     const { tools } = await client.listTools()
     expect(tools.map((t) => t.name)).toEqual(['get_forecast', 'get_alerts'])
-    await expect(client.callTool({ name: 'delete_station', arguments: {} })).rejects.toMatchObject({ code: -32602 })
+    await expect(client.callTool({ name: 'delete_station', arguments: {} })).rejects.toMatchObject({
+      code: -32602,
+    })
     expect(server.calls('tools/call')).toHaveLength(0)
     expect(audits(gw).at(-1)).toMatchObject({ target: 'delete_station', decision: 'deny' })
   })
 })
-

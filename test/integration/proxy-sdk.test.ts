@@ -35,7 +35,14 @@ describe.each(MODES)('the official v2 client through the gateway, %s', (_label, 
     expect(call?.header('x-forwarded-for')).toBe('127.0.0.1')
     expect(server.calls('tools/list')).toHaveLength(3)
     const lines = gw.logs.filter((l) => l.msg === 'request')
-    expect(lines.at(-1)).toMatchObject({ server: 'app', method: 'tools/call', name: 'get_forecast', status: 200, outcome: 'ok', upstream: 'app#0' })
+    expect(lines.at(-1)).toMatchObject({
+      server: 'app',
+      method: 'tools/call',
+      name: 'get_forecast',
+      status: 200,
+      outcome: 'ok',
+      upstream: 'app#0',
+    })
   })
 
   it('streams progress while the tool runs, not all at the end', async () => {
@@ -63,8 +70,14 @@ describe.each(MODES)('the official v2 client through the gateway, %s', (_label, 
 
   it('completes an input_required round trip', async () => {
     const { server, client } = await setup()
-    client.setRequestHandler('elicitation/create', () => ({ action: 'accept', content: { confirm: true } }))
-    const result = await client.callTool({ name: 'confirm_action', arguments: { action: 'deploy' } })
+    client.setRequestHandler('elicitation/create', () => ({
+      action: 'accept',
+      content: { confirm: true },
+    }))
+    const result = await client.callTool({
+      name: 'confirm_action',
+      arguments: { action: 'deploy' },
+    })
     expect(textOf(result)).toBe('confirmed: deploy')
     expect(server.calls('tools/call')).toHaveLength(2)
   })
@@ -72,12 +85,19 @@ describe.each(MODES)('the official v2 client through the gateway, %s', (_label, 
   it('serves resources, templates, prompts and completion', async () => {
     const { client } = await setup()
     expect((await client.listResources()).resources.map((r) => r.uri)).toContain('docs://readme')
-    expect((await client.readResource({ uri: 'docs://readme' })).contents[0]).toMatchObject({ text: '# demo-docs\n' })
-    expect((await client.listResourceTemplates()).resourceTemplates[0]?.uriTemplate).toBe('docs://pages/{name}')
+    expect((await client.readResource({ uri: 'docs://readme' })).contents[0]).toMatchObject({
+      text: '# demo-docs\n',
+    })
+    expect((await client.listResourceTemplates()).resourceTemplates[0]?.uriTemplate).toBe(
+      'docs://pages/{name}',
+    )
     expect((await client.listPrompts()).prompts.map((p) => p.name)).toEqual(['summarize', 'review'])
     const prompt = await client.getPrompt({ name: 'summarize', arguments: { topic: 'caching' } })
     expect(prompt.messages[0]?.content).toMatchObject({ text: 'Summarize the docs on caching.' })
-    const done = await client.complete({ ref: { type: 'ref/prompt', name: 'summarize' }, argument: { name: 'topic', value: 's' } })
+    const done = await client.complete({
+      ref: { type: 'ref/prompt', name: 'summarize' },
+      argument: { name: 'topic', value: 's' },
+    })
     expect(done.completion.values).toEqual(['security', 'sessions'])
   })
 
@@ -97,7 +117,10 @@ describe.each(MODES)('the official v2 client through the gateway, %s', (_label, 
   it('cancels the upstream call when the client aborts', async () => {
     const { server, client } = await setup()
     const abort = new AbortController()
-    const call = client.callTool({ name: 'slow_forecast', arguments: { city: 'Oslo', steps: 50 } }, { signal: abort.signal })
+    const call = client.callTool(
+      { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 50 } },
+      { signal: abort.signal },
+    )
     setTimeout(() => abort.abort(), 300)
     await expect(call).rejects.toThrow()
     await server.waitForAborts(1, 2000)
@@ -113,18 +136,23 @@ describe('2025-era clients and servers through the gateway', () => {
     expect((await client.listTools()).tools).toHaveLength(SDK_SERVER_TOOLS.length)
     const result = await client.callTool({ name: 'get_forecast', arguments: { city: 'Oslo' } })
     expect(textOf(result)).toBe(forecastFor('Oslo'))
-    expect(gw.logs.filter((l) => l.msg === 'request' && l.method === 'tools/call').at(-1)).toMatchObject({ era: 'legacy', name: 'get_forecast' })
+    expect(
+      gw.logs.filter((l) => l.msg === 'request' && l.method === 'tools/call').at(-1),
+    ).toMatchObject({ era: 'legacy', name: 'get_forecast' })
   })
 
   it('keeps a v1 stateful session (initialize, session id, GET stream, DELETE) working', async () => {
     const server = await closing(startLegacyV1Server())
     const gw = await startTestGateway(oneServer(server.url))
     const client = await closing(connectLegacyClient(gw.mcpUrl('app')))
-    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'hi' } }))).toBe('echo: hi')
+    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'hi' } }))).toBe(
+      'echo: hi',
+    )
     const changed = new Promise<void>((resolve) => {
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve())
     })
-    for (let i = 0; i < 50 && !server.requests.some((r) => r.method === 'GET'); i++) await new Promise((r) => setTimeout(r, 20))
+    for (let i = 0; i < 50 && !server.requests.some((r) => r.method === 'GET'); i++)
+      await new Promise((r) => setTimeout(r, 20))
     server.notify.toolsChanged()
     await changed
   })
@@ -134,7 +162,9 @@ describe('2025-era clients and servers through the gateway', () => {
     const gw = await startTestGateway(oneServer(server.url))
     const client = await closing(connectClient(gw.mcpUrl('app')))
     expect(client.getProtocolEra()).toBe('legacy')
-    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'x' } }))).toBe('echo: x')
+    expect(textOf(await client.callTool({ name: 'echo', arguments: { text: 'x' } }))).toBe(
+      'echo: x',
+    )
     const probe = gw.logs.find((l) => l.msg === 'request' && l.method === 'server/discover')
     expect(probe?.status).toBe(400)
   })

@@ -21,13 +21,24 @@ describe('a reload rebuilds the pipeline', () => {
     const base = oneServer(backend.url)
     const gw = await startTestGateway(base, { autoClose: true })
     expect((await mcpPost(gw.mcpUrl('app'), 'tools/call', { name: 'echo' })).status).toBe(200)
-    const withAuth = { listen: { host: '127.0.0.1', port: 0 }, ...base, auth: { publicUrl: 'https://mcp.example.test', jwt: { issuer: 'https://idp.example.test', jwksUrl: jwks.url } } }
+    const withAuth = {
+      listen: { host: '127.0.0.1', port: 0 },
+      ...base,
+      auth: {
+        publicUrl: 'https://mcp.example.test',
+        jwt: { issuer: 'https://idp.example.test', jwksUrl: jwks.url },
+      },
+    }
     await gw.reload(parseConfigText(stringify(withAuth), { dir: process.cwd() }))
     const res = await mcpPost(gw.mcpUrl('app'), 'tools/call', { name: 'echo' })
     expect(res.status).toBe(401)
     expect(backend.requests).toHaveLength(1)
     // And back: without auth the stage is gone again.
-    await gw.reload(parseConfigText(stringify({ listen: { host: '127.0.0.1', port: 0 }, ...base }), { dir: process.cwd() }))
+    await gw.reload(
+      parseConfigText(stringify({ listen: { host: '127.0.0.1', port: 0 }, ...base }), {
+        dir: process.cwd(),
+      }),
+    )
     expect((await mcpPost(gw.mcpUrl('app'), 'tools/call', { name: 'echo' })).status).toBe(200)
   })
 })

@@ -8,7 +8,11 @@ import { watchConfig } from '../../src/config/watch.js'
 import type { PolicySet } from '../../src/policy/policy.js'
 import { startGateway, type RunningGateway } from '../../src/server.js'
 import { connectClient, mcpBody, mcpHeaders, rawPost, rawRequest } from '../helpers/clients.js'
-import { startNonValidatingBackend, startSdkServer, type TestServer } from '../helpers/sdk-servers.js'
+import {
+  startNonValidatingBackend,
+  startSdkServer,
+  type TestServer,
+} from '../helpers/sdk-servers.js'
 
 /** Hot reload (issue 3 item 6): policy and config edits apply within 2 s; broken ones are refused. */
 
@@ -34,7 +38,9 @@ async function start(backend: TestServer, rules: string, extra = ''): Promise<Se
   write('policies/main.yaml', rules)
   const logs: Record<string, unknown>[] = []
   const gw = await startGateway(loadConfigFile(join(dir, 'gateway.yaml')), {
-    logDestination: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+    logDestination: {
+      write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
+    },
   })
   onTestFinished(() => gw.close(200))
   return { dir, gw, logs, write }
@@ -42,7 +48,11 @@ async function start(backend: TestServer, rules: string, extra = ''): Promise<Se
 
 /** Status of a tools/call through the gateway: 'allowed' when the backend answered, 'denied' when policy did. */
 async function attempt(gw: RunningGateway, name: string): Promise<'allowed' | 'denied'> {
-  const res = await rawPost(`${gw.url}/mcp/app`, mcpBody('tools/call', { name, arguments: {} }), mcpHeaders('tools/call', name))
+  const res = await rawPost(
+    `${gw.url}/mcp/app`,
+    mcpBody('tools/call', { name, arguments: {} }),
+    mcpHeaders('tools/call', name),
+  )
   const body = res.json() as { error?: { message: string } }
   return body.error?.message === `Unknown tool: ${name}` ? 'denied' : 'allowed'
 }
@@ -77,19 +87,29 @@ describe('hot reload', () => {
     write('policies/main.yaml', allowing('search', 'echo'))
     const took = await within(2000, 'allowed', () => attempt(gw, 'echo'))
     expect(took).toBeLessThan(2000)
-    write('policies/new.yaml', 'rules: [{ name: no-echo, servers: ["*"], deny: { tools: [echo] } }]\n')
+    write(
+      'policies/new.yaml',
+      'rules: [{ name: no-echo, servers: ["*"], deny: { tools: [echo] } }]\n',
+    )
     await within(2000, 'denied', () => attempt(gw, 'echo'))
   })
 
   it('keeps the previous policy on a broken edit, shows it on /readyz, and recovers on a fix', async () => {
     const { gw, write, logs } = await start(await backend(), allowing('search', 'echo'))
     expect(await readyz(gw)).toEqual({ status: 200, problems: [] })
-    write('policies/main.yaml', 'rules:\n  - name: oops\n    servers: ["*"]\n    alow: { tools: ["*"] }\n')
+    write(
+      'policies/main.yaml',
+      'rules:\n  - name: oops\n    servers: ["*"]\n    alow: { tools: ["*"] }\n',
+    )
     await within(2000, 1, async () => (await readyz(gw)).problems.length)
     const { problems } = await readyz(gw)
     expect(problems).toHaveLength(1)
     expect(problems[0]).toContain('./policies/main.yaml: rules[0].alow: unknown key')
-    expect(logs.some((l) => l.msg === 'config reload rejected; keeping the previous config and policies')).toBe(true)
+    expect(
+      logs.some(
+        (l) => l.msg === 'config reload rejected; keeping the previous config and policies',
+      ),
+    ).toBe(true)
     // the old rules are still in force
     expect(await attempt(gw, 'echo')).toBe('allowed')
     expect(await attempt(gw, 'delete_repo')).toBe('denied')

@@ -31,7 +31,11 @@ async function setup() {
 describe('check order', () => {
   it('no token + header/body mismatch → 401, not -32020 (authentication before the body is read)', async () => {
     const { backend, url, jwks } = await setup()
-    const res = await rawPost(url, mcpBody('tools/call', { name: 'delete_all' }), mcpHeaders('tools/call', 'read_file'))
+    const res = await rawPost(
+      url,
+      mcpBody('tools/call', { name: 'delete_all' }),
+      mcpHeaders('tools/call', 'read_file'),
+    )
     expect(res.status).toBe(401)
     expect(res.headers['www-authenticate']).toContain('resource_metadata=')
     expect(backend.requests).toHaveLength(0)
@@ -40,7 +44,11 @@ describe('check order', () => {
 
   it('bad Origin + bad token → 403 for the Origin, before any token work', async () => {
     const { backend, url, jwks } = await setup()
-    const res = await rawPost(url, mcpBody('tools/list'), { ...mcpHeaders('tools/list'), origin: 'https://evil.example', authorization: 'Bearer not.a.jwt' })
+    const res = await rawPost(url, mcpBody('tools/list'), {
+      ...mcpHeaders('tools/list'),
+      origin: 'https://evil.example',
+      authorization: 'Bearer not.a.jwt',
+    })
     expect(res.status).toBe(403)
     expect(res.headers['x-mcp-gateway-error']).toBe('origin_not_allowed')
     expect(backend.requests).toHaveLength(0)
@@ -50,7 +58,11 @@ describe('check order', () => {
   it('oversized Content-Length + no token → 413 without reading the body', async () => {
     const { gw, backend } = await setup()
     const res = await sendRaw(gw.port, [
-      httpHead('POST', '/mcp/weather', [['host', 'x'], ['content-type', 'application/json'], ['content-length', '10737418240']]),
+      httpHead('POST', '/mcp/weather', [
+        ['host', 'x'],
+        ['content-type', 'application/json'],
+        ['content-length', '10737418240'],
+      ]),
     ])
     expect(res.status).toBe(413)
     expect(res.headers.connection).toBe('close')
@@ -59,7 +71,10 @@ describe('check order', () => {
 
   it('a valid token + header/body mismatch → 400 / -32020 and nothing forwarded', async () => {
     const { backend, url, valid } = await setup()
-    const res = await rawPost(url, mcpBody('tools/call', { name: 'delete_all' }, 5), { ...mcpHeaders('tools/call', 'read_file'), authorization: `Bearer ${valid}` })
+    const res = await rawPost(url, mcpBody('tools/call', { name: 'delete_all' }, 5), {
+      ...mcpHeaders('tools/call', 'read_file'),
+      authorization: `Bearer ${valid}`,
+    })
     expect(res.status).toBe(400)
     expect(res.response()).toMatchObject({ id: 5, error: { code: -32020 } })
     expect(backend.requests).toHaveLength(0)

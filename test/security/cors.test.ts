@@ -7,14 +7,21 @@ import { startNonValidatingBackend } from '../helpers/sdk-servers.js'
 async function setup() {
   const backend = await startNonValidatingBackend()
   onTestFinished(() => backend.close())
-  const gw = await startTestGateway({ ...oneServer(backend.url), origins: ['https://app.example.test'] })
+  const gw = await startTestGateway({
+    ...oneServer(backend.url),
+    origins: ['https://app.example.test'],
+  })
   return { backend, url: gw.mcpUrl('app') }
 }
 
 describe('CORS', () => {
   it('answers a preflight from an allowed origin with that origin, the MCP headers and Vary', async () => {
     const { backend, url } = await setup()
-    const pre = await fetchOptions(url, 'https://app.example.test', 'content-type, mcp-protocol-version, mcp-method, mcp-name, Mcp-Param-Region, authorization')
+    const pre = await fetchOptions(
+      url,
+      'https://app.example.test',
+      'content-type, mcp-protocol-version, mcp-method, mcp-name, Mcp-Param-Region, authorization',
+    )
     expect(pre.status).toBe(204)
     expect(pre.headers.get('access-control-allow-origin')).toBe('https://app.example.test')
     expect(pre.headers.get('access-control-allow-headers')).toContain('mcp-param-region')
@@ -28,7 +35,11 @@ describe('CORS', () => {
     const { backend, url } = await setup()
     expect((await fetchOptions(url, 'https://evil.example', 'content-type')).status).toBe(403)
     expect((await fetchOptions(url, undefined, 'content-type')).status).toBe(403)
-    const odd = await fetchOptions(url, 'https://app.example.test', 'content-type, x-internal-admin')
+    const odd = await fetchOptions(
+      url,
+      'https://app.example.test',
+      'content-type, x-internal-admin',
+    )
     expect(odd.status).toBe(403)
     expect(odd.headers.get('access-control-allow-origin')).toBeNull()
     expect(backend.requests).toHaveLength(0)
@@ -36,20 +47,37 @@ describe('CORS', () => {
 
   it('marks proxied answers and gateway errors for the allowed origin, and nothing for others', async () => {
     const { url } = await setup()
-    const ok = await rawPost(url, mcpBody('tools/call', { name: 'echo' }), { ...mcpHeaders('tools/call', 'echo'), origin: 'https://app.example.test' })
+    const ok = await rawPost(url, mcpBody('tools/call', { name: 'echo' }), {
+      ...mcpHeaders('tools/call', 'echo'),
+      origin: 'https://app.example.test',
+    })
     expect(ok.status).toBe(200)
     expect(ok.headers['access-control-allow-origin']).toBe('https://app.example.test')
     expect(ok.headers['access-control-expose-headers']).toContain('mcp-session-id')
-    const err = await rawPost(url, mcpBody('tools/call', { name: 'echo' }), { ...mcpHeaders('tools/call', 'other'), origin: 'https://app.example.test' })
+    const err = await rawPost(url, mcpBody('tools/call', { name: 'echo' }), {
+      ...mcpHeaders('tools/call', 'other'),
+      origin: 'https://app.example.test',
+    })
     expect(err.status).toBe(400)
     expect(err.headers['access-control-allow-origin']).toBe('https://app.example.test')
-    const plain = await rawPost(url, mcpBody('tools/call', { name: 'echo' }), mcpHeaders('tools/call', 'echo'))
+    const plain = await rawPost(
+      url,
+      mcpBody('tools/call', { name: 'echo' }),
+      mcpHeaders('tools/call', 'echo'),
+    )
     expect(plain.headers['access-control-allow-origin']).toBeUndefined()
   })
 })
 
-async function fetchOptions(url: string, origin: string | undefined, requested: string): Promise<Response> {
-  const headers: Record<string, string> = { 'access-control-request-method': 'POST', 'access-control-request-headers': requested }
+async function fetchOptions(
+  url: string,
+  origin: string | undefined,
+  requested: string,
+): Promise<Response> {
+  const headers: Record<string, string> = {
+    'access-control-request-method': 'POST',
+    'access-control-request-headers': requested,
+  }
   if (origin !== undefined) headers.origin = origin
   return fetch(url, { method: 'OPTIONS', headers })
 }

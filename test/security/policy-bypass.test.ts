@@ -2,7 +2,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { encodeHeaderValue, mcpBody, mcpHeaders, rawPost, type RawResponse } from '../helpers/clients.js'
+import {
+  encodeHeaderValue,
+  mcpBody,
+  mcpHeaders,
+  rawPost,
+  type RawResponse,
+} from '../helpers/clients.js'
 import { oneServer, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { startNonValidatingBackend, type NonValidatingBackend } from '../helpers/sdk-servers.js'
 
@@ -31,7 +37,10 @@ async function setup(server: Record<string, unknown> = {}, extra: Record<string,
   const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-bypass-'))
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(join(dir, 'main.yaml'), POLICY)
-  const gw: TestGateway = await startTestGateway({ ...oneServer(backend.url, server), policies: '.', ...extra }, { dir })
+  const gw: TestGateway = await startTestGateway(
+    { ...oneServer(backend.url, server), policies: '.', ...extra },
+    { dir },
+  )
   return { backend, url: gw.mcpUrl('app'), gw }
 }
 
@@ -49,12 +58,21 @@ const LEGACY_HEADERS = {
   accept: 'application/json, text/event-stream',
   'mcp-protocol-version': '2025-06-18',
 }
-const legacyCall = (name: string) => ({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name, arguments: {} } })
+const legacyCall = (name: string) => ({
+  jsonrpc: '2.0',
+  id: 3,
+  method: 'tools/call',
+  params: { name, arguments: {} },
+})
 
 describe('policy bypass attempts against a backend that does not check headers', () => {
   it('A-55: Mcp-Name names an allowed tool, the body calls a denied one → 400 -32020, nothing forwarded', async () => {
     const { backend, url } = await setup()
-    const res = await rawPost(url, mcpBody('tools/call', { name: 'delete_repo', arguments: {} }), mcpHeaders('tools/call', 'search'))
+    const res = await rawPost(
+      url,
+      mcpBody('tools/call', { name: 'delete_repo', arguments: {} }),
+      mcpHeaders('tools/call', 'search'),
+    )
     expect(res.status).toBe(400)
     expect(rpcError(res)?.code).toBe(-32020)
     expect(backend.requests).toHaveLength(0)
@@ -62,7 +80,11 @@ describe('policy bypass attempts against a backend that does not check headers',
 
   it('A-54: Mcp-Method says tools/list, the body calls a denied tool → 400 -32020, nothing forwarded', async () => {
     const { backend, url } = await setup()
-    const res = await rawPost(url, mcpBody('tools/call', { name: 'delete_repo', arguments: {} }), mcpHeaders('tools/list'))
+    const res = await rawPost(
+      url,
+      mcpBody('tools/call', { name: 'delete_repo', arguments: {} }),
+      mcpHeaders('tools/list'),
+    )
     expect(res.status).toBe(400)
     expect(rpcError(res)?.code).toBe(-32020)
     expect(backend.requests).toHaveLength(0)
@@ -71,10 +93,14 @@ describe('policy bypass attempts against a backend that does not check headers',
   it('A-58: a base64-sentinel Mcp-Name is decoded before the decision', async () => {
     const { backend, url, gw } = await setup()
     const sentinel = `=?base64?${Buffer.from('delete_repo').toString('base64')}?=`
-    const denied = await rawPost(url, mcpBody('tools/call', { name: 'delete_repo', arguments: {} }), {
-      ...mcpHeaders('tools/call'),
-      'mcp-name': sentinel,
-    })
+    const denied = await rawPost(
+      url,
+      mcpBody('tools/call', { name: 'delete_repo', arguments: {} }),
+      {
+        ...mcpHeaders('tools/call'),
+        'mcp-name': sentinel,
+      },
+    )
     expectUnknownTool(denied, 'delete_repo')
     // the raw sentinel text is never what policy judges
     expect(gw.logs.filter((l) => l.audit === true).map((l) => l.target)).toEqual(['delete_repo'])
@@ -103,7 +129,11 @@ describe('policy bypass attempts against a backend that does not check headers',
     'A-70: the variant %j of an allowed name is denied (exact match, no normalisation)',
     async (name) => {
       const { backend, url } = await setup()
-      const res = await rawPost(url, mcpBody('tools/call', { name, arguments: {} }), mcpHeaders('tools/call', name))
+      const res = await rawPost(
+        url,
+        mcpBody('tools/call', { name, arguments: {} }),
+        mcpHeaders('tools/call', name),
+      )
       expectUnknownTool(res, name)
       expect(backend.requests).toHaveLength(0)
     },
@@ -129,7 +159,11 @@ describe('policy bypass attempts against a backend that does not check headers',
     expect(res.json()).toEqual({
       jsonrpc: '2.0',
       id: 4,
-      error: { code: -32602, message: 'Resource not found: docs://secret', data: { uri: 'docs://secret' } },
+      error: {
+        code: -32602,
+        message: 'Resource not found: docs://secret',
+        data: { uri: 'docs://secret' },
+      },
     })
     expect(backend.requests).toHaveLength(0)
   })
@@ -147,16 +181,25 @@ describe('policy bypass attempts against a backend that does not check headers',
     const { backend, url } = await setup({ trustHeaders: true })
     const complete = await rawPost(
       url,
-      mcpBody('completion/complete', { ref: { type: 'ref/prompt', name: 'review' }, argument: { name: 'a', value: 'b' } }),
+      mcpBody('completion/complete', {
+        ref: { type: 'ref/prompt', name: 'review' },
+        argument: { name: 'a', value: 'b' },
+      }),
       mcpHeaders('completion/complete'),
     )
-    expect(complete.json()).toMatchObject({ error: { code: -32602, message: 'Unknown prompt: review' } })
+    expect(complete.json()).toMatchObject({
+      error: { code: -32602, message: 'Unknown prompt: review' },
+    })
     const listen = await rawPost(
       url,
-      mcpBody('subscriptions/listen', { notifications: { resourceSubscriptions: ['docs://readme', 'file:///etc/shadow'] } }),
+      mcpBody('subscriptions/listen', {
+        notifications: { resourceSubscriptions: ['docs://readme', 'file:///etc/shadow'] },
+      }),
       mcpHeaders('subscriptions/listen'),
     )
-    expect(listen.json()).toMatchObject({ error: { code: -32602, message: 'Resource not found: file:///etc/shadow' } })
+    expect(listen.json()).toMatchObject({
+      error: { code: -32602, message: 'Resource not found: file:///etc/shadow' },
+    })
     // 2026-07-28 has no resources/subscribe: answered as an unknown method; a 2025 one is judged.
     const modernSubscribe = await rawPost(
       url,
@@ -164,13 +207,22 @@ describe('policy bypass attempts against a backend that does not check headers',
       mcpHeaders('resources/subscribe'),
     )
     expect(modernSubscribe.status).toBe(404)
-    expect(modernSubscribe.json()).toMatchObject({ error: { code: -32601, message: 'Method not found' } })
+    expect(modernSubscribe.json()).toMatchObject({
+      error: { code: -32601, message: 'Method not found' },
+    })
     const subscribe = await rawPost(
       url,
-      { jsonrpc: '2.0', id: 2, method: 'resources/subscribe', params: { uri: 'file:///etc/shadow' } },
+      {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'resources/subscribe',
+        params: { uri: 'file:///etc/shadow' },
+      },
       LEGACY_HEADERS,
     )
-    expect(subscribe.json()).toMatchObject({ error: { code: -32602, message: 'Resource not found: file:///etc/shadow' } })
+    expect(subscribe.json()).toMatchObject({
+      error: { code: -32602, message: 'Resource not found: file:///etc/shadow' },
+    })
     expect(backend.requests).toHaveLength(0)
   })
 
@@ -180,7 +232,11 @@ describe('policy bypass attempts against a backend that does not check headers',
     const tools = (list.response().result as { tools: { name: string }[] }).tools.map((t) => t.name)
     expect(tools).toEqual(['echo', 'search'])
     expectUnknownTool(
-      await rawPost(url, mcpBody('tools/call', { name: 'delete_repo', arguments: {} }), mcpHeaders('tools/call', 'delete_repo')),
+      await rawPost(
+        url,
+        mcpBody('tools/call', { name: 'delete_repo', arguments: {} }),
+        mcpHeaders('tools/call', 'delete_repo'),
+      ),
       'delete_repo',
     )
     expect(backend.calls('tools/call')).toHaveLength(0)
@@ -199,10 +255,19 @@ describe('policy bypass attempts against a backend that does not check headers',
 
   it('dry run forwards a would-be denial and audits it', async () => {
     const { backend, url, gw } = await setup({}, { policyMode: 'dry-run' })
-    const res = await rawPost(url, mcpBody('tools/call', { name: 'delete_repo', arguments: {} }), mcpHeaders('tools/call', 'delete_repo'))
+    const res = await rawPost(
+      url,
+      mcpBody('tools/call', { name: 'delete_repo', arguments: {} }),
+      mcpHeaders('tools/call', 'delete_repo'),
+    )
     expect(res.status).toBe(200)
     expect(res.json()).toMatchObject({ result: { content: [{ text: 'ran delete_repo' }] } })
     expect(backend.calls('tools/call')).toHaveLength(1)
-    expect(gw.logs.find((l) => l.audit === true)).toMatchObject({ target: 'delete_repo', decision: 'deny', dryRun: true, rule: 'no-deletes' })
+    expect(gw.logs.find((l) => l.audit === true)).toMatchObject({
+      target: 'delete_repo',
+      decision: 'deny',
+      dryRun: true,
+      rule: 'no-deletes',
+    })
   })
 })

@@ -6,7 +6,9 @@ import { JSON_SCHEMAS, jsonSchemaText, type SchemaName } from '../../../src/conf
 describe('shipped JSON Schemas', () => {
   it.each(Object.keys(JSON_SCHEMAS) as SchemaName[])('%s schema matches the zod schema', (name) => {
     const shipped = readFileSync(JSON_SCHEMAS[name].file, 'utf8')
-    expect(shipped, `run "npm run schema": ${JSON_SCHEMAS[name].file} is out of date`).toBe(jsonSchemaText(name))
+    expect(shipped, `run "npm run schema": ${JSON_SCHEMAS[name].file} is out of date`).toBe(
+      jsonSchemaText(name),
+    )
   })
 
   it('refuses unknown keys, as the loader does, so editors flag typos', () => {

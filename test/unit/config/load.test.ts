@@ -18,10 +18,17 @@ function problems(text: string, env: NodeJS.ProcessEnv = {}): readonly string[] 
 
 describe('config loading', () => {
   it('fills defaults and freezes the result', () => {
-    const { config } = parseConfigText('servers:\n  weather:\n    upstreams: [{url: "http://127.0.0.1:9101/mcp"}]\n', { dir })
+    const { config } = parseConfigText(
+      'servers:\n  weather:\n    upstreams: [{url: "http://127.0.0.1:9101/mcp"}]\n',
+      { dir },
+    )
     expect(config.listen).toEqual({ host: '127.0.0.1', port: 8080 })
     expect(config.servers.weather?.trustHeaders).toBe(false)
-    expect(config.servers.weather?.timeouts).toEqual({ connectMs: 2000, responseHeadersMs: 30000, streamIdleMs: 300000 })
+    expect(config.servers.weather?.timeouts).toEqual({
+      connectMs: 2000,
+      responseHeadersMs: 30000,
+      streamIdleMs: 300000,
+    })
     expect(config.limits.maxBodyBytes).toBe(1048576)
     expect(Object.isFrozen(config.servers.weather?.upstreams)).toBe(true)
   })
@@ -49,22 +56,32 @@ describe('config loading', () => {
   })
 
   it('substitutes ${ENV} and reports a missing variable with its path', () => {
-    const text = 'servers:\n  w:\n    upstreams: [{url: "http://x/mcp"}]\n    headers: {Authorization: "Bearer ${TOKEN}"}\n'
+    const text =
+      'servers:\n  w:\n    upstreams: [{url: "http://x/mcp"}]\n    headers: {Authorization: "Bearer ${TOKEN}"}\n'
     const { config } = parseConfigText(text, { dir, env: { TOKEN: 's3cret' } })
     expect(config.servers.w?.headers).toEqual({ Authorization: 'Bearer s3cret' })
-    expect(problems(text)).toEqual(['servers.w.headers.Authorization: environment variable TOKEN is not set'])
-    expect(parseConfigText(text.replace('${TOKEN}', '${TOKEN:-dev}'), { dir, env: {} }).config.servers.w?.headers).toEqual({
+    expect(problems(text)).toEqual([
+      'servers.w.headers.Authorization: environment variable TOKEN is not set',
+    ])
+    expect(
+      parseConfigText(text.replace('${TOKEN}', '${TOKEN:-dev}'), { dir, env: {} }).config.servers.w
+        ?.headers,
+    ).toEqual({
       Authorization: 'Bearer dev',
     })
   })
 
   it('rejects duplicate YAML keys, dangling references and empty server lists', () => {
-    expect(problems('servers:\n  a:\n    upstreams: [{url: "http://x"}]\n  a:\n    upstreams: []\n')[0]).toMatch(/^yaml: /)
-    expect(problems('policies: ./nowhere\nservers:\n  a:\n    upstreams: [{url: "http://x"}]\n')).toEqual(['policies: folder ./nowhere not found'])
+    expect(
+      problems('servers:\n  a:\n    upstreams: [{url: "http://x"}]\n  a:\n    upstreams: []\n')[0],
+    ).toMatch(/^yaml: /)
+    expect(
+      problems('policies: ./nowhere\nservers:\n  a:\n    upstreams: [{url: "http://x"}]\n'),
+    ).toEqual(['policies: folder ./nowhere not found'])
     expect(problems('servers: {}\n')).toEqual(['servers: at least one server is required'])
-    expect(problems('servers:\n  a:\n    upstreams: [{url: "http://x"}]\n    requiredScopes: [s]\n')).toEqual([
-      'servers.a.requiredScopes: needs auth to be configured',
-    ])
+    expect(
+      problems('servers:\n  a:\n    upstreams: [{url: "http://x"}]\n    requiredScopes: [s]\n'),
+    ).toEqual(['servers.a.requiredScopes: needs auth to be configured'])
   })
 
   it('reads a file and reports an unreadable one', () => {

@@ -7,7 +7,10 @@ import { loadConfigFile, parseConfigText } from '../../../src/config/load.js'
 
 /** A policy folder for the production-shaped examples (they front only `weather`). */
 const policies = mkdtempSync(join(tmpdir(), 'mcp-edge-policies-'))
-writeFileSync(join(policies, 'main.yaml'), 'rules:\n  - { name: reads, servers: [weather], allow: { tools: ["get_*"] } }\n')
+writeFileSync(
+  join(policies, 'main.yaml'),
+  'rules:\n  - { name: reads, servers: [weather], allow: { tools: ["get_*"] } }\n',
+)
 
 /** Every config the repository ships must load, so the docs and deploy examples never rot. */
 describe('shipped configs', () => {
@@ -18,15 +21,25 @@ describe('shipped configs', () => {
   })
 
   it('the production example loads once its secrets and paths exist', () => {
-    const text = readFileSync('deploy/gateway.example.yaml', 'utf8').replace('/etc/mcp-edge/policies', policies)
-    const { config } = parseConfigText(text, { dir: resolve('deploy'), env: { WEATHER_TOKEN: 't' } })
+    const text = readFileSync('deploy/gateway.example.yaml', 'utf8').replace(
+      '/etc/mcp-edge/policies',
+      policies,
+    )
+    const { config } = parseConfigText(text, {
+      dir: resolve('deploy'),
+      env: { WEATHER_TOKEN: 't' },
+    })
     expect(config.servers.weather?.headers).toEqual({ Authorization: 'Bearer t' })
   })
 
   it('the Kubernetes ConfigMap carries a valid config', () => {
-    const docs = parseAllDocuments(readFileSync('deploy/kubernetes/mcp-edge.yaml', 'utf8')).map((d) => d.toJS() as Record<string, unknown>)
+    const docs = parseAllDocuments(readFileSync('deploy/kubernetes/mcp-edge.yaml', 'utf8')).map(
+      (d) => d.toJS() as Record<string, unknown>,
+    )
     const map = docs.find((d) => d.kind === 'ConfigMap') as { data: Record<string, string> }
     const text = (map.data['gateway.yaml'] as string).replace('/etc/mcp-edge/policies', policies)
-    expect(() => parseConfigText(text, { dir: resolve('deploy'), env: { WEATHER_TOKEN: 't' } })).not.toThrow()
+    expect(() =>
+      parseConfigText(text, { dir: resolve('deploy'), env: { WEATHER_TOKEN: 't' } }),
+    ).not.toThrow()
   })
 })

@@ -3,8 +3,16 @@ import { renderDenial } from '../../../src/policy/denial.js'
 
 describe('denials look like unknown targets', () => {
   it.each([
-    [{ kind: 'tool', name: 'delete_station' } as const, '7', '{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: delete_station"}}'],
-    [{ kind: 'prompt', name: 'review' } as const, '"a-1"', '{"jsonrpc":"2.0","id":"a-1","error":{"code":-32602,"message":"Unknown prompt: review"}}'],
+    [
+      { kind: 'tool', name: 'delete_station' } as const,
+      '7',
+      '{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Unknown tool: delete_station"}}',
+    ],
+    [
+      { kind: 'prompt', name: 'review' } as const,
+      '"a-1"',
+      '{"jsonrpc":"2.0","id":"a-1","error":{"code":-32602,"message":"Unknown prompt: review"}}',
+    ],
     [
       { kind: 'resource', uri: 'docs://secret' } as const,
       '12345678901234567890',

@@ -13,7 +13,8 @@ describe('shipped policies', () => {
     const loaded = loadConfigFile(root('deploy/gateway.demo.yaml'))
     const policy = loaded.policy
     expect(policy).toBeDefined()
-    const visible = (server: string, t: McpTarget): boolean => policy!.check(undefined, server, t).allow
+    const visible = (server: string, t: McpTarget): boolean =>
+      policy!.check(undefined, server, t).allow
     for (const t of ['get_forecast', 'get_alerts', 'slow_forecast', 'confirm_action']) {
       expect(visible('weather', tool(t))).toBe(true)
     }
@@ -49,12 +50,21 @@ describe('shipped policies', () => {
       allow: false,
       rule: { name: 'contractors-no-review' },
     })
-    expect(policy.check(undefined, 'docs', { kind: 'resource', uri: 'docs://pages/draft-plan' })).toMatchObject({
+    expect(
+      policy.check(undefined, 'docs', { kind: 'resource', uri: 'docs://pages/draft-plan' }),
+    ).toMatchObject({
       allow: false,
       rule: { name: 'docs-hide-drafts' },
     })
-    expect(policy.check(undefined, 'internal-wiki', { kind: 'resource', uri: 'https://wiki.example.com/x' }).allow).toBe(true)
-    expect(policy.check(caller({ tenant: 'acme' }), 'acme-billing', tool('invoice')).allow).toBe(true)
+    expect(
+      policy.check(undefined, 'internal-wiki', {
+        kind: 'resource',
+        uri: 'https://wiki.example.com/x',
+      }).allow,
+    ).toBe(true)
+    expect(policy.check(caller({ tenant: 'acme' }), 'acme-billing', tool('invoice')).allow).toBe(
+      true,
+    )
     expect(policy.check(undefined, 'weather', tool('slow_forecast'))).toMatchObject({
       allow: true,
       dryRun: true,

@@ -27,7 +27,11 @@ rules:
     deny: { tools: [get_slow] }
 `
 
-function run(args: string[], config = CONFIG, rules = RULES): { code: number; out: string; err: string } {
+function run(
+  args: string[],
+  config = CONFIG,
+  rules = RULES,
+): { code: number; out: string; err: string } {
   const dir = tempFolder({ 'gateway.yaml': config, 'policies/main.yaml': rules })
   let out = ''
   let err = ''
@@ -49,7 +53,14 @@ describe('mcp-edge explain', () => {
   })
 
   it('prints a deny with the deny rule and exits 3', () => {
-    const r = run(['--server', 'weather', '--tool', 'delete_station', '--claims', '{"sub":"alice","groups":["eng"]}'])
+    const r = run([
+      '--server',
+      'weather',
+      '--tool',
+      'delete_station',
+      '--claims',
+      '{"sub":"alice","groups":["eng"]}',
+    ])
     expect(r.code).toBe(3)
     expect(r.out).toContain('decision: deny\n')
     expect(r.out).toContain('rule: no-deletes-anywhere')
@@ -103,13 +114,20 @@ describe('mcp-edge explain', () => {
   })
 
   it('reports global dry run', () => {
-    const r = run(['--server', 'weather', '--tool', 'delete_station'], `policyMode: dry-run\n${CONFIG}`)
+    const r = run(
+      ['--server', 'weather', '--tool', 'delete_station'],
+      `policyMode: dry-run\n${CONFIG}`,
+    )
     expect(r.code).toBe(0)
     expect(r.out).toContain('dry run: yes (policyMode: dry-run)')
   })
 
   it('exits 1 listing policy problems, 2 on usage errors', () => {
-    const bad = run(['--server', 'weather', '--tool', 'x'], CONFIG, 'rules: [{ name: a, servers: [weather], alow: {} }]')
+    const bad = run(
+      ['--server', 'weather', '--tool', 'x'],
+      CONFIG,
+      'rules: [{ name: a, servers: [weather], alow: {} }]',
+    )
     expect(bad.code).toBe(1)
     expect(bad.err).toContain('./policies/main.yaml: rules[0].alow: unknown key')
     expect(run(['--server', 'weather']).code).toBe(2)
@@ -120,7 +138,10 @@ describe('mcp-edge explain', () => {
   })
 
   it('allows everything when the config has no policies', () => {
-    const r = run(['--server', 'weather', '--tool', 'delete_station'], CONFIG.replace('policies: ./policies\n', ''))
+    const r = run(
+      ['--server', 'weather', '--tool', 'delete_station'],
+      CONFIG.replace('policies: ./policies\n', ''),
+    )
     expect(r.code).toBe(0)
     expect(r.out).toContain('no policies configured')
   })

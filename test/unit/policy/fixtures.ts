@@ -8,7 +8,11 @@ import { PolicySet, type PolicyMode } from '../../../src/policy/policy.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
 
 /** Compiles policy YAML in memory (schema-checked, like the loader). */
-export function policyOf(yaml: string, mode: PolicyMode = 'enforce', servers = ['weather', 'docs']): PolicySet {
+export function policyOf(
+  yaml: string,
+  mode: PolicyMode = 'enforce',
+  servers = ['weather', 'docs'],
+): PolicySet {
   const file = policyFileSchema.parse(parse(yaml))
   const rules = file.rules.map((rule, i) => compileRule({ rule, source: `test.yaml rules[${i}]` }))
   return new PolicySet(rules, mode, 'test', servers)

@@ -25,17 +25,28 @@ describe('list filters', () => {
     const f = policy.listFilter(undefined, 'weather')
     expect(f).toBeDefined()
     const tools = f!.apply('tools/list', {
-      tools: [{ name: 'get_forecast' }, { name: 'delete_station' }, { name: 'slow_forecast' }, { name: 'Get_alerts' }],
+      tools: [
+        { name: 'get_forecast' },
+        { name: 'delete_station' },
+        { name: 'slow_forecast' },
+        { name: 'Get_alerts' },
+      ],
       nextCursor: 'abc',
       ttlMs: 1000,
       cacheScope: 'public',
     })
     expect(names(tools, 'tools')).toEqual(['get_forecast'])
     expect(tools).toMatchObject({ nextCursor: 'abc', ttlMs: 1000, cacheScope: 'public' })
-    const prompts = f!.apply('prompts/list', { prompts: [{ name: 'summarize' }, { name: 'review' }] })
+    const prompts = f!.apply('prompts/list', {
+      prompts: [{ name: 'summarize' }, { name: 'review' }],
+    })
     expect(names(prompts, 'prompts')).toEqual(['summarize'])
     const resources = f!.apply('resources/list', {
-      resources: [{ uri: 'docs://readme' }, { uri: 'docs://pages/secret-plan' }, { uri: 'file:///etc/passwd' }],
+      resources: [
+        { uri: 'docs://readme' },
+        { uri: 'docs://pages/secret-plan' },
+        { uri: 'file:///etc/passwd' },
+      ],
     })
     expect(names(resources, 'resources', 'uri')).toEqual(['docs://readme'])
   })
@@ -55,12 +66,19 @@ rules:
         { uriTemplate: 'docs://readme' },
       ],
     })
-    expect(names(out, 'resourceTemplates', 'uriTemplate')).toEqual(['docs://pages/{name}', 'docs://readme'])
+    expect(names(out, 'resourceTemplates', 'uriTemplate')).toEqual([
+      'docs://pages/{name}',
+      'docs://readme',
+    ])
   })
 
   it('drops items without a string name instead of showing them unjudged', () => {
-    const f = policyOf('rules: [{ name: all, servers: ["*"], allow: { tools: ["*"] } }]').listFilter(undefined, 'docs')!
-    const out = f.apply('tools/list', { tools: [{ name: 'ok' }, { name: 7 }, {}, 'bare', null, { name: 'fine' }] })
+    const f = policyOf(
+      'rules: [{ name: all, servers: ["*"], allow: { tools: ["*"] } }]',
+    ).listFilter(undefined, 'docs')!
+    const out = f.apply('tools/list', {
+      tools: [{ name: 'ok' }, { name: 7 }, {}, 'bare', null, { name: 'fine' }],
+    })
     expect(names(out, 'tools')).toEqual(['ok', 'fine'])
   })
 
@@ -75,7 +93,11 @@ rules:
   it('is identity-independent (stays public) when no rule for the server has `when`', () => {
     const f = policy.listFilter(caller(), 'weather')!
     expect(f.identityDependent).toBe(false)
-    const msg = filterMessage(f, 'tools/list', { jsonrpc: '2.0', id: 1, result: { tools: [], cacheScope: 'public' } })
+    const msg = filterMessage(f, 'tools/list', {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { tools: [], cacheScope: 'public' },
+    })
     expect(msg?.result).toMatchObject({ cacheScope: 'public' })
   })
 
@@ -88,7 +110,11 @@ rules:
 `)
     const anon = p.listFilter(undefined, 'weather')!
     expect(anon.identityDependent).toBe(true)
-    const msg = filterMessage(anon, 'tools/list', { jsonrpc: '2.0', id: 1, result: { tools: [], cacheScope: 'public' } })
+    const msg = filterMessage(anon, 'tools/list', {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { tools: [], cacheScope: 'public' },
+    })
     expect(msg?.result).toMatchObject({ cacheScope: 'private' })
     // the docs server has no `when` rule: its lists stay shareable
     expect(p.listFilter(caller({ groups: 'admin' }), 'docs')!.identityDependent).toBe(false)
@@ -109,13 +135,23 @@ rules:
     expect(admin.key).toBe(otherAdmin.key)
     expect(admin.key).not.toBe(anon.key)
     expect(p.listFilter(undefined, 'docs')!.key).not.toBe(anon.key)
-    expect(names(admin.apply('tools/list', { tools: [{ name: 'slow_forecast' }] }), 'tools')).toEqual(['slow_forecast'])
-    expect(names(anon.apply('tools/list', { tools: [{ name: 'slow_forecast' }] }), 'tools')).toEqual([])
+    expect(
+      names(admin.apply('tools/list', { tools: [{ name: 'slow_forecast' }] }), 'tools'),
+    ).toEqual(['slow_forecast'])
+    expect(
+      names(anon.apply('tools/list', { tools: [{ name: 'slow_forecast' }] }), 'tools'),
+    ).toEqual([])
   })
 
   it('changes the key when a rule with the same name changes', () => {
-    const a = policyOf('rules: [{ name: r, servers: ["*"], allow: { tools: [a] } }]').listFilter(undefined, 'docs')!
-    const b = policyOf('rules: [{ name: r, servers: ["*"], allow: { tools: [b] } }]').listFilter(undefined, 'docs')!
+    const a = policyOf('rules: [{ name: r, servers: ["*"], allow: { tools: [a] } }]').listFilter(
+      undefined,
+      'docs',
+    )!
+    const b = policyOf('rules: [{ name: r, servers: ["*"], allow: { tools: [b] } }]').listFilter(
+      undefined,
+      'docs',
+    )!
     expect(a.key).not.toBe(b.key)
   })
 
@@ -127,6 +163,8 @@ rules:
   - { name: soon, mode: dry-run, servers: ["*"], deny: { tools: [slow_forecast] } }
 `)
     const f = p.listFilter(undefined, 'weather')!
-    expect(names(f.apply('tools/list', { tools: [{ name: 'slow_forecast' }] }), 'tools')).toEqual(['slow_forecast'])
+    expect(names(f.apply('tools/list', { tools: [{ name: 'slow_forecast' }] }), 'tools')).toEqual([
+      'slow_forecast',
+    ])
   })
 })

@@ -71,8 +71,16 @@ describe('policy folder loading', () => {
       'rules:\n  - { name: a, servers: [weather], allow: { tools: [""] } }\n',
       'policies/x.yaml: rules[0].allow.tools[0]: a pattern cannot be empty',
     ],
-    ['rule without allow or deny', 'rules:\n  - { name: a, servers: [weather] }\n', 'policies/x.yaml: rules[0]: a rule needs allow or deny'],
-    ['rule without servers', 'rules:\n  - { name: a, allow: { tools: [x] } }\n', 'policies/x.yaml: rules[0].servers: Invalid input: expected array, received undefined'],
+    [
+      'rule without allow or deny',
+      'rules:\n  - { name: a, servers: [weather] }\n',
+      'policies/x.yaml: rules[0]: a rule needs allow or deny',
+    ],
+    [
+      'rule without servers',
+      'rules:\n  - { name: a, allow: { tools: [x] } }\n',
+      'policies/x.yaml: rules[0].servers: Invalid input: expected array, received undefined',
+    ],
     [
       'bad mode',
       'rules:\n  - { name: a, mode: audit, servers: [weather], allow: { tools: [x] } }\n',
@@ -84,7 +92,11 @@ describe('policy folder loading', () => {
       'policies/x.yaml: rules[0].when.claims: name at least one claim',
     ],
     ['empty file', '', 'policies/x.yaml: the file is empty (expected rules: [...])'],
-    ['not a mapping', '- a\n- b\n', 'policies/x.yaml: (root): Invalid input: expected object, received array'],
+    [
+      'not a mapping',
+      '- a\n- b\n',
+      'policies/x.yaml: (root): Invalid input: expected object, received array',
+    ],
     [
       'misspelt server',
       'rules:\n  - { name: a, servers: [wether], deny: { tools: ["delete_*"] } }\n',
@@ -95,7 +107,10 @@ describe('policy folder loading', () => {
   })
 
   it('rejects duplicate YAML keys', () => {
-    const p = problems({ 'x.yaml': 'rules:\n  - name: a\n    name: b\n    servers: [weather]\n    allow: { tools: [x] }\n' })
+    const p = problems({
+      'x.yaml':
+        'rules:\n  - name: a\n    name: b\n    servers: [weather]\n    allow: { tools: [x] }\n',
+    })
     expect(p).toHaveLength(1)
     expect(p[0]).toMatch(/^policies\/x\.yaml: yaml: Map keys must be unique/)
   })
@@ -113,7 +128,9 @@ describe('policy folder loading', () => {
       'c.yaml': OK,
     })
     expect(p.some((x) => x.startsWith('policies/a.yaml: rules[0].alow: unknown key'))).toBe(true)
-    expect(p.some((x) => x.startsWith('policies/a.yaml: rules[0]: a rule needs allow or deny'))).toBe(true)
+    expect(
+      p.some((x) => x.startsWith('policies/a.yaml: rules[0]: a rule needs allow or deny')),
+    ).toBe(true)
     expect(p.some((x) => x.startsWith('policies/b.yaml: yaml:'))).toBe(true)
   })
 
@@ -134,8 +151,13 @@ describe('policy folder loading', () => {
   })
 
   it('reports a missing folder', () => {
-    expect(() => loadPolicySet({ folder: '/nonexistent/policies', label: 'policies', mode: 'enforce', servers: SERVERS })).toThrow(
-      /policies: ENOENT/,
-    )
+    expect(() =>
+      loadPolicySet({
+        folder: '/nonexistent/policies',
+        label: 'policies',
+        mode: 'enforce',
+        servers: SERVERS,
+      }),
+    ).toThrow(/policies: ENOENT/)
   })
 })

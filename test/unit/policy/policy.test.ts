@@ -54,7 +54,9 @@ describe('policy decisions (issue 3 semantics)', () => {
     expect(d.allow).toBe(allowed)
     expect(d.rule?.name).toBe(rule)
     expect(d.dryRun).toBe(false)
-    expect(d.reason).toBe(rule === undefined ? 'default_deny' : allowed ? 'allow_rule' : 'deny_rule')
+    expect(d.reason).toBe(
+      rule === undefined ? 'default_deny' : allowed ? 'allow_rule' : 'deny_rule',
+    )
   })
 
   it.each(['Search', 'SEARCH', 'search ', ' search', 'ｓearch', 'search\u0000', 'searc'])(
@@ -62,13 +64,19 @@ describe('policy decisions (issue 3 semantics)', () => {
     (name) => {
       const p = policyOf('rules: [{ name: s, servers: ["*"], allow: { tools: [search] } }]')
       expect(p.check(admin, 'docs', tool('search')).allow).toBe(true)
-      expect(p.check(admin, 'docs', tool(name))).toMatchObject({ allow: false, reason: 'default_deny' })
+      expect(p.check(admin, 'docs', tool(name))).toMatchObject({
+        allow: false,
+        reason: 'default_deny',
+      })
     },
   )
 
   it('denies everything when no rule allows anything (default deny)', () => {
     const empty = policyOf('rules: []')
-    expect(empty.check(admin, 'weather', tool('get_forecast'))).toMatchObject({ allow: false, reason: 'default_deny' })
+    expect(empty.check(admin, 'weather', tool('get_forecast'))).toMatchObject({
+      allow: false,
+      reason: 'default_deny',
+    })
   })
 
   it('lets a deny in any rule win over an allow in any other, whatever the order', () => {
@@ -82,8 +90,14 @@ rules:
   - { name: allow-first, servers: ["*"], allow: { tools: ["*"] } }
   - { name: deny-later, servers: ["*"], deny: { tools: [search] } }
 `)
-    expect(p.check(undefined, 'weather', tool('search'))).toMatchObject({ allow: false, reason: 'deny_rule' })
-    expect(q.check(undefined, 'weather', tool('search'))).toMatchObject({ allow: false, reason: 'deny_rule' })
+    expect(p.check(undefined, 'weather', tool('search'))).toMatchObject({
+      allow: false,
+      reason: 'deny_rule',
+    })
+    expect(q.check(undefined, 'weather', tool('search'))).toMatchObject({
+      allow: false,
+      reason: 'deny_rule',
+    })
     expect(q.check(undefined, 'weather', tool('searches'))).toMatchObject({ allow: true })
   })
 
@@ -104,14 +118,22 @@ rules:
     allow: { tools: [restart] }
 `)
   it.each([
-    ['all claims match (array contains)', { groups: ['dev', 'ops'], email_verified: true, level: 3 }, true],
+    [
+      'all claims match (array contains)',
+      { groups: ['dev', 'ops'], email_verified: true, level: 3 },
+      true,
+    ],
     ['all claims match (scalar equals)', { groups: 'ops', email_verified: true, level: 3 }, true],
     ['one claim missing', { groups: ['ops'], level: 3 }, false],
     ['boolean compared strictly', { groups: ['ops'], email_verified: 'true', level: 3 }, false],
     ['number compared strictly', { groups: ['ops'], email_verified: true, level: '3' }, false],
     ['case matters', { groups: ['Ops'], email_verified: true, level: 3 }, false],
     ['no substring match', { groups: 'ops-team', email_verified: true, level: 3 }, false],
-    ['nested arrays are not searched', { groups: [['ops']], email_verified: true, level: 3 }, false],
+    [
+      'nested arrays are not searched',
+      { groups: [['ops']], email_verified: true, level: 3 },
+      false,
+    ],
     ['array of the number', { groups: ['ops'], email_verified: true, level: [1, 3] }, true],
   ])('%s', (_name, claims, allowed) => {
     expect(p.check(caller(claims), 'weather', tool('restart')).allow).toBe(allowed)
@@ -139,8 +161,15 @@ describe('dry run', () => {
       reason: 'deny_rule',
       rule: { name: 'no-deletes-anywhere' },
     })
-    expect(p.check(undefined, 'weather', tool('slow_forecast'))).toMatchObject({ allow: true, dryRun: true, reason: 'default_deny' })
-    expect(p.check(undefined, 'weather', tool('get_forecast'))).toMatchObject({ allow: true, dryRun: false })
+    expect(p.check(undefined, 'weather', tool('slow_forecast'))).toMatchObject({
+      allow: true,
+      dryRun: true,
+      reason: 'default_deny',
+    })
+    expect(p.check(undefined, 'weather', tool('get_forecast'))).toMatchObject({
+      allow: true,
+      dryRun: false,
+    })
   })
 
   it('a dry-run deny rule reports "would deny" and never blocks', () => {
@@ -154,13 +183,25 @@ rules:
       dryRun: true,
       rule: { name: 'retire-slow' },
     })
-    expect(p.check(undefined, 'weather', tool('get_forecast'))).toMatchObject({ allow: true, dryRun: false, rule: { name: 'reads' } })
+    expect(p.check(undefined, 'weather', tool('get_forecast'))).toMatchObject({
+      allow: true,
+      dryRun: false,
+      rule: { name: 'reads' },
+    })
     // an enforced denial stays a denial
-    expect(p.check(undefined, 'weather', tool('delete_station'))).toMatchObject({ allow: false, dryRun: false })
+    expect(p.check(undefined, 'weather', tool('delete_station'))).toMatchObject({
+      allow: false,
+      dryRun: false,
+    })
   })
 
   it('a dry-run allow rule does not allow anything yet', () => {
-    const p = policyOf('rules: [{ name: soon, mode: dry-run, servers: ["*"], allow: { tools: ["*"] } }]')
-    expect(p.check(undefined, 'weather', tool('get_forecast'))).toMatchObject({ allow: false, dryRun: false })
+    const p = policyOf(
+      'rules: [{ name: soon, mode: dry-run, servers: ["*"], allow: { tools: ["*"] } }]',
+    )
+    expect(p.check(undefined, 'weather', tool('get_forecast'))).toMatchObject({
+      allow: false,
+      dryRun: false,
+    })
   })
 })
