@@ -120,7 +120,9 @@ function renderRow(cell: Report['cells'][number]): string {
     fmt(m.p99Ms, 3),
     m.gatewayCpuUsPerReq === null ? '–' : fmt(m.gatewayCpuUsPerReq, 0),
     fmt(m.backendCpuUsPerReq, 0),
-    r?.gatewayCpuVsBackend == null ? '–' : fmt(r.gatewayCpuVsBackend, 2),
+    r?.gatewayCpuVsBackend === undefined || r.gatewayCpuVsBackend === null
+      ? '–'
+      : fmt(r.gatewayCpuVsBackend, 2),
     r === undefined ? '–' : fmt(r.throughputVsDirect, 2),
     r === undefined ? '–' : (r.addedP50Ms >= 0 ? '+' : '') + fmt(r.addedP50Ms, 3),
     fmt(m.backendPerResponse, 2),

@@ -1,19 +1,10 @@
 import type { HttpBindings } from '@hono/node-server'
+import type { Principal } from './auth/principal.js'
 import type { McpRequestInfo } from './mcp/classify.js'
 import type { ListFilter } from './mcp/list-filter.js'
 import type { ResultHook } from './mcp/result-transform.js'
 import type { RequestHead } from './mcp/request-head.js'
 import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
-
-/** Verified identity of the caller (issue 3); absent when auth is not configured. */
-export interface Principal {
-  readonly subject: string
-  readonly issuer: string
-  readonly claims: Readonly<Record<string, unknown>>
-  readonly scopes: ReadonlySet<string>
-  /** Raw bearer token: used only for token exchange, never logged or forwarded. */
-  readonly token: string
-}
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
 export interface GatewayVariables {

@@ -1,7 +1,7 @@
 import { errors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose'
 import { LRUCache } from 'lru-cache'
 import type { AuthConfig } from '../config/schema.js'
-import type { Principal } from '../env.js'
+import type { Principal } from './principal.js'
 import type { Clock } from './clock.js'
 import { AuthFailure } from './failure.js'
 import { createKeySource, JwksUnavailable, type KeySource } from './key-source.js'

@@ -1,33 +1,8 @@
 import type { Logger } from 'pino'
 import { Agent } from 'undici'
 import type { EdgeCache } from './edge-cache.js'
-import { tagOf, type CachedServer } from './request.js'
-import { ServerWatch } from './server-watch.js'
-
-/** What the invalidator needs to know about a fronted server (a ServerRuntime fits). */
-export interface WatchedServer extends CachedServer {
-  readonly config: CachedServer['config'] & {
-    readonly timeouts: { readonly responseHeadersMs: number; readonly streamIdleMs: number }
-  }
-  /** The gateway's own upstream headers (static credentials); a client token never goes here. */
-  readonly upstreamHeaders: readonly string[]
-}
-
-/** Timing knobs; the defaults suit production, tests shorten them. */
-export interface InvalidatorOptions {
-  readonly log: Logger
-  /** First reconnect delay; doubles per failure up to maxDelayMs, with jitter (spec: MUST jitter). */
-  readonly baseDelayMs?: number
-  readonly maxDelayMs?: number
-  /** Next try against a backend that offers no listen (no capability, 2025-era, refusal). */
-  readonly unsupportedRetryMs?: number
-  /** A stream that stayed up this long resets the backoff. */
-  readonly stableAfterMs?: number
-  /** Most resource URIs one listen subscribes to; the others live by their ttl alone. */
-  readonly maxUris?: number
-  /** Wait before re-subscribing with newly cached URIs (batches several reads into one). */
-  readonly resubscribeDelayMs?: number
-}
+import { tagOf } from './request.js'
+import { ServerWatch, type InvalidatorOptions, type WatchedServer } from './server-watch.js'
 
 /**
  * Keeps one upstream `subscriptions/listen` per fronted server whose backend advertises change

@@ -1,6 +1,7 @@
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import type { Context, MiddlewareHandler } from 'hono'
-import type { GatewayEnv, Principal } from '../env.js'
+import type { Principal } from '../auth/principal.js'
+import type { GatewayEnv } from '../env.js'
 import { parseMessage } from '../mcp/jsonrpc.js'
 import { listFilterHook } from '../mcp/list-filter.js'
 import { resultTransform, type ResultHook } from '../mcp/result-transform.js'

@@ -41,7 +41,7 @@ export function listPolicyFiles(folder: string): string[] {
 /** Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. */
 export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   const problems: string[] = []
-  let files: string[] = []
+  let files: string[]
   try {
     files = listPolicyFiles(opts.folder)
   } catch (err) {

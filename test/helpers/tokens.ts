@@ -1,5 +1,5 @@
 import { createHmac, KeyObject, sign as signRaw } from 'node:crypto'
-import { createServer, type RequestListener, type Server } from 'node:http'
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import {
   exportJWK,
@@ -197,11 +197,7 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
  * Writes `head`, then whitespace up to HUGE_BYTES and a closing brace, honouring backpressure so
  * `sent` counts only what the reader let through (plus socket buffers). Stops when the reader goes.
  */
-export function streamHuge(
-  res: import('node:http').ServerResponse,
-  head: string,
-  sent: (n: number) => void,
-): void {
+export function streamHuge(res: ServerResponse, head: string, sent: (n: number) => void): void {
   const chunk = Buffer.alloc(64 * 1024, 0x20)
   let left = HUGE_BYTES - head.length - 1
   res.write(head)

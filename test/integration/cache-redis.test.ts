@@ -11,7 +11,6 @@ import {
   redisConnected,
   startRedis,
   waitFor,
-  type CacheGateway,
 } from './cache-helpers.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const

@@ -175,9 +175,10 @@ describe('resultTransform', () => {
         const events = out.split('\n\n').filter((e) => e.length > 0)
         expect(events).toHaveLength(2) // the progress, then the error; nothing after it
         expect(events[0]).toBe(progress.slice(0, -2))
-        const error = JSON.parse(
-          (events[1] as string).replace(/^event: message\ndata: /, ''),
-        ) as Record<string, any>
+        const error = JSON.parse((events[1] as string).replace(/^event: message\ndata: /, '')) as {
+          id: unknown
+          error: { code: number; data: unknown }
+        }
         expect(error.id).toBe('req-1')
         expect(error.error.code).toBe(-31502)
         expect(error.error.data).toEqual({ source: 'gateway', reason: 'upstream_id_mismatch' })
