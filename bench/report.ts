@@ -24,7 +24,7 @@ export interface Cell {
 }
 
 /** Gateway figures relative to the direct cell with the same method and concurrency. */
-export interface Ratios {
+interface Ratios {
   /** Gateway CPU per request ÷ the backend's CPU per request when answering directly. */
   readonly gatewayCpuVsBackend: number | null
   readonly throughputVsDirect: number

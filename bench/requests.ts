@@ -2,8 +2,8 @@
 
 export type BenchMethod = 'tools/call' | 'tools/list'
 
-export const PROTOCOL_VERSION = '2026-07-28'
-export const TOOL_NAME = 'get_forecast'
+const PROTOCOL_VERSION = '2026-07-28'
+const TOOL_NAME = 'get_forecast'
 
 /** One POST, ready for the load generator or a one-off check. */
 export interface McpRequest {

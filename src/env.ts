@@ -7,7 +7,7 @@ import type { RequestHead } from './mcp/request-head.js'
 import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
-export interface GatewayVariables {
+interface GatewayVariables {
   runtime: GatewayRuntime
   server: ServerRuntime
   head: RequestHead

@@ -16,7 +16,7 @@ import {
 } from './serve.js'
 
 /** The pages behind the docs://pages/{name} template. */
-export const DOC_PAGES: Readonly<Record<string, string>> = {
+const DOC_PAGES: Readonly<Record<string, string>> = {
   install: 'Install mcp-edge with npm and point it at a gateway.json.',
   routing: 'Routes map a path to a pool of upstream MCP servers.',
   policies: 'Policies allow or deny tools, prompts and resources per principal.',
@@ -89,7 +89,7 @@ export function registerDocsPrompts(server: McpServer): void {
 }
 
 /** Registers the search_docs tool. */
-export function registerDocsTools(server: McpServer): Record<string, RegisteredTool> {
+function registerDocsTools(server: McpServer): Record<string, RegisteredTool> {
   const search = server.registerTool(
     'search_docs',
     {
@@ -110,14 +110,14 @@ export function registerDocsTools(server: McpServer): Record<string, RegisteredT
 }
 
 /** Cache hints of the docs server: its lists are the same for everyone. */
-export const DOCS_CACHE_HINTS: CacheHints = {
+const DOCS_CACHE_HINTS: CacheHints = {
   'resources/list': { ttlMs: 30_000, cacheScope: 'public' },
   'resources/templates/list': { ttlMs: 30_000, cacheScope: 'public' },
   'prompts/list': { ttlMs: 30_000, cacheScope: 'public' },
 }
 
 /** The MCP handler of the demo-docs server (2025-era clients are served statelessly by default). */
-export function createDocsHandler(options: CreateMcpHandlerOptions = {}): McpHttpHandler {
+function createDocsHandler(options: CreateMcpHandlerOptions = {}): McpHttpHandler {
   return createMcpHandler(() => {
     const server = new McpServer(
       { name: 'demo-docs', version: '1.0.0' },

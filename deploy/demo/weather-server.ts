@@ -25,7 +25,7 @@ export interface WeatherHooks {
 }
 
 /** Milliseconds between two progress notifications of `slow_forecast`. */
-export const PROGRESS_INTERVAL_MS = 150
+const PROGRESS_INTERVAL_MS = 150
 
 const CONDITIONS = ['sunny', 'cloudy', 'rainy', 'windy', 'foggy', 'snowy'] as const
 
@@ -138,7 +138,7 @@ async function runSteps(steps: number, ctx: ServerContext): Promise<boolean> {
 }
 
 /** Resolves true after `ms`, or false as soon as `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   if (signal.aborted) return Promise.resolve(false)
   return new Promise((resolve) => {
     const onAbort = (): void => {
@@ -154,13 +154,13 @@ export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 }
 
 /** Cache hints of the weather server: its tool list is the same for everyone. */
-export const WEATHER_CACHE_HINTS: CacheHints = {
+const WEATHER_CACHE_HINTS: CacheHints = {
   'tools/list': { ttlMs: 60_000, cacheScope: 'public' },
   'server/discover': { ttlMs: 60_000, cacheScope: 'public' },
 }
 
 /** The MCP handler of demo-weather (2025-era clients are served statelessly by default). */
-export function createWeatherHandler(options: CreateMcpHandlerOptions = {}): McpHttpHandler {
+function createWeatherHandler(options: CreateMcpHandlerOptions = {}): McpHttpHandler {
   return createMcpHandler(() => {
     const server = new McpServer(
       { name: 'demo-weather', version: '1.0.0' },

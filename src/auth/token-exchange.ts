@@ -25,7 +25,7 @@ export interface TokenExchangeOptions {
 const GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange'
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token'
 /** A token answer is a few hundred bytes; anything past this is refused while it streams in. */
-export const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
+const MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
 // RFC 6750 §2.1 b64token: what may follow "Bearer " in a header we build.
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/
 

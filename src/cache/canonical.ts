@@ -22,7 +22,7 @@
  */
 
 /** The `_meta` member that carries the client's capabilities (basic/index.mdx, 2026-07-28). */
-export const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities'
+const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities'
 const CAPS_FOLDED = CLIENT_CAPABILITIES.toLowerCase()
 
 /** The parts of a request's params that a cache key covers, in canonical text. */

@@ -36,7 +36,7 @@ export function serverTag(name: string, upstreamUrls: readonly string[]): string
 }
 
 /** Tag of a resource URI inside keys, so `resources/updated` can find the entries of one URI. */
-export function uriTag(uri: string | undefined): string {
+function uriTag(uri: string | undefined): string {
   return uri === undefined ? '-' : digest(uri).slice(0, 22)
 }
 

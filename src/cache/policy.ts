@@ -1,9 +1,6 @@
 import { isRecord } from '../mcp/jsonrpc.js'
 import { CACHEABLE_METHODS } from '../mcp/methods.js'
 
-/** caching.mdx §Cacheable Results: the closed list of methods whose results carry cache hints. */
-export { CACHEABLE_METHODS }
-
 /** What the cache config allows beyond public results. */
 export interface StoreRules {
   /** `cache.private`: keep `private` results per authorization context. */

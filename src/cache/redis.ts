@@ -5,7 +5,7 @@ import type { SharedTier, SharedValue } from './shared.js'
 import type { Clock } from './store.js'
 
 /** Shared-tier events counted in the cache metrics. */
-export type RedisEvent = 'shared_error' | 'shared_bypass'
+type RedisEvent = 'shared_error' | 'shared_bypass'
 
 /** Options of {@link RedisTier}. */
 export interface RedisTierOptions {

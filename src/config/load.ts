@@ -152,7 +152,7 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
 }
 
 /** Resolves a config-relative path. */
-export function resolvePath(dir: string, p: string): string {
+function resolvePath(dir: string, p: string): string {
   return isAbsolute(p) ? p : resolve(dir, p)
 }
 

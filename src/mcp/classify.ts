@@ -6,9 +6,9 @@ import { hasForbiddenNameCharacter, printable } from './names.js'
 import type { RequestHead } from './request-head.js'
 
 /** The protocol revision whose clients mirror method and name into headers (SEP-2243). */
-export const MODERN_VERSION = '2026-07-28'
+const MODERN_VERSION = '2026-07-28'
 /** 2025-era revisions: no request-metadata headers, so their headers are never trusted. */
-export const LEGACY_VERSIONS: ReadonlySet<string> = new Set([
+const LEGACY_VERSIONS: ReadonlySet<string> = new Set([
   '2025-11-25',
   '2025-06-18',
   '2025-03-26',
@@ -252,7 +252,7 @@ function subscribeTargets(params: Readonly<Record<string, unknown>> | undefined)
  * Builds the target a named method designates. Tool and prompt names are checked here, whether
  * they come from a body or a decoded Mcp-Name, so no path skips the check.
  */
-export function targetOf(kind: NamedKind, value: string): McpTarget {
+function targetOf(kind: NamedKind, value: string): McpTarget {
   if (kind === 'resource') return { kind, uri: value }
   // SECURITY: a name with controls, lone surrogates or bidi controls reads differently to another
   // decoder, log viewer or person; it is never judged or forwarded (docs/policy.md §What is refused).

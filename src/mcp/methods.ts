@@ -18,7 +18,7 @@
 export type NamedKind = 'tool' | 'prompt' | 'resource'
 
 /** One method, as the gateway treats it. */
-export interface MethodSpec {
+interface MethodSpec {
   /** The revisions whose clients may send it. */
   readonly eras: 'both' | 'modern' | 'legacy'
   readonly notification?: true
@@ -72,9 +72,9 @@ const namesWhere = (test: (m: MethodSpec) => boolean): ReadonlySet<string> =>
   new Set(rows.filter(([, m]) => test(m)).map(([name]) => name))
 
 /** Methods a 2026-07-28 client may send. */
-export const MODERN_METHODS = namesWhere((m) => m.eras !== 'legacy')
+const MODERN_METHODS = namesWhere((m) => m.eras !== 'legacy')
 /** Methods a 2025-era client may send (responses carry no method). */
-export const LEGACY_METHODS = namesWhere((m) => m.eras !== 'modern')
+const LEGACY_METHODS = namesWhere((m) => m.eras !== 'modern')
 /** Every method in the table, for bounded metric labels. */
 export const ALL_METHODS = namesWhere(() => true)
 

@@ -24,7 +24,7 @@ const TASK_ID_METHODS: ReadonlySet<string> = new Set([
   'tasks/cancel',
   'tasks/update',
 ])
-export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 const CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities'
 const EXTENSION_BYTES = Buffer.from(TASKS_EXTENSION)

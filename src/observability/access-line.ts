@@ -1,7 +1,7 @@
 import { pino, type Logger } from 'pino'
 
 /** The fields of one access-log line. */
-export interface AccessFields {
+interface AccessFields {
   readonly server: string | undefined
   readonly method: string | undefined
   readonly name: string | undefined

@@ -8,7 +8,7 @@ const ALLOWED = 'policy allowed'
 const MAX_TARGET = 1024
 
 /** One policy decision on a named target, as the audit log records it. */
-export interface AuditEntry {
+interface AuditEntry {
   readonly caller: PolicyCaller | undefined
   readonly server: string
   readonly method: string | undefined

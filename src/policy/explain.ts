@@ -6,7 +6,7 @@ import type { PolicyCaller } from './compile.js'
 import type { Decision, PolicySet } from './policy.js'
 
 /** Exit codes of `mcp-edge explain`. */
-export const EXPLAIN_EXIT = { allow: 0, invalidConfig: 1, usage: 2, deny: 3 } as const
+const EXPLAIN_EXIT = { allow: 0, invalidConfig: 1, usage: 2, deny: 3 } as const
 
 /** Where explain writes. */
 export interface ExplainIo {
@@ -15,7 +15,7 @@ export interface ExplainIo {
 }
 
 /** Help text of the command. */
-export const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
+const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
                         (--tool NAME | --prompt NAME | --resource URI | --method NAME)
                         [--claims JSON] [--json]
   Prints the policy decision for a caller and the rule that made it.

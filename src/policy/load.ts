@@ -32,7 +32,7 @@ const POLICY_FILE = /^[^.].*\.ya?ml$/
  * subfolders, so `policies/examples/` is never loaded by accident; dotfiles such as editor swap
  * files are skipped). Symlinks are followed, as Kubernetes ConfigMap volumes need.
  */
-export function listPolicyFiles(folder: string): string[] {
+function listPolicyFiles(folder: string): string[] {
   return readdirSync(folder)
     .filter((name) => POLICY_FILE.test(name) && statSync(join(folder, name)).isFile())
     .sort()
@@ -63,7 +63,7 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
 }
 
 /** Parses one file; problems are appended as `label: path: message`. */
-export function readPolicyFile(path: string, label: string, problems: string[]): SourcedRule[] {
+function readPolicyFile(path: string, label: string, problems: string[]): SourcedRule[] {
   let text: string
   try {
     text = readFileSync(path, 'utf8')

@@ -12,7 +12,7 @@
 export type Matcher = (value: string) => boolean
 
 /** Matches nothing: a rule without patterns for a kind says nothing about that kind. */
-export const MATCH_NONE: Matcher = () => false
+const MATCH_NONE: Matcher = () => false
 
 /** Compiles one pattern. No RegExp: a plain scan has no escaping mistakes and no backtracking. */
 export function compilePattern(pattern: string): Matcher {

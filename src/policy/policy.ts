@@ -4,7 +4,7 @@ import type { CompiledRule, PolicyCaller, TargetKind } from './compile.js'
 import { RuleListFilter } from './list-view.js'
 
 /** Why a decision came out the way it did. */
-export type DecisionReason = 'allow_rule' | 'deny_rule' | 'default_deny'
+type DecisionReason = 'allow_rule' | 'deny_rule' | 'default_deny'
 
 /** The outcome of checking one named target. */
 export interface Decision {

@@ -42,7 +42,7 @@ const rule = z
 
 export const policyFileSchema = z.strictObject({ rules: z.array(rule) })
 
-export type PolicyFile = z.infer<typeof policyFileSchema>
+type PolicyFile = z.infer<typeof policyFileSchema>
 export type RuleConfig = z.infer<typeof rule>
 export type TargetPatterns = z.infer<typeof targets>
 

@@ -40,7 +40,7 @@ export interface GatewayRuntime {
 }
 
 /** Methods whose body a gateway feature needs to see even from a backend that checks headers. */
-export function parseMethodsFor(config: GatewayConfig): Set<string> {
+function parseMethodsFor(config: GatewayConfig): Set<string> {
   const methods = new Set<string>()
   // Policy names targets inside these bodies (completion refs, listen and 2025 subscribe URIs).
   if (config.policies !== undefined) for (const method of BODY_TARGET_METHODS) methods.add(method)

@@ -53,7 +53,7 @@ export function routeFor(
  * `*` matches any run of characters (including none); everything else matches byte for byte, with
  * no case folding or normalisation (tool names are case-sensitive, SEP-986).
  */
-export function compileMatcher(patterns: readonly string[] | undefined): Matcher | undefined {
+function compileMatcher(patterns: readonly string[] | undefined): Matcher | undefined {
   if (patterns === undefined || patterns.length === 0) return undefined
   const exact = new Set(patterns.filter((p) => !p.includes('*')))
   const globs = patterns

@@ -4,7 +4,7 @@ import type { Upstream } from './upstream.js'
 /** Longest id a client may present; anything longer is refused before any crypto runs. */
 const MAX_TOKEN = 1024
 /** Longest backend session or task id the gateway seals (its sealed form stays under MAX_TOKEN). */
-export const MAX_UPSTREAM_ID = 512
+const MAX_UPSTREAM_ID = 512
 const NONCE_BYTES = 12 // AES-GCM's native nonce size (NIST SP 800-38D §8.2.2: random 96-bit IVs)
 const TAG_BYTES = 16
 const B64URL = /^[A-Za-z0-9_-]+$/

@@ -55,7 +55,7 @@ export async function connectLegacyClient(
 }
 
 /** A JSON-RPC message as read off the wire, loosely typed for assertions. */
-export interface RpcMessage {
+interface RpcMessage {
   readonly jsonrpc?: string
   readonly id?: string | number | null
   readonly method?: string

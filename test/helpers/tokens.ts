@@ -36,7 +36,7 @@ export async function generateTestKey(alg: 'RS256' | 'ES256', kid?: string): Pro
 export const mintedTokens = new Set<string>()
 
 /** Ways {@link mintToken} can build a token no verifier should accept. */
-export type Attack =
+type Attack =
   /** `alg: none`, empty signature. */
   | 'alg-none'
   /** HS256 whose HMAC key is the victim's RSA public key PEM (algorithm confusion). */
