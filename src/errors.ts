@@ -59,7 +59,7 @@ export const ERRORS = {
   case_variant_key: {
     status: 400,
     rpc: -32600,
-    message: 'Invalid Request: a key differs from a protocol key only by case',
+    message: 'Invalid Request: other JSON readers may take a key for a protocol key',
   },
   prototype_key: { status: 400, rpc: -32600, message: 'Invalid Request: reserved JSON key' },
   invalid_id: {

@@ -15,14 +15,20 @@ export function hasForbiddenNameCharacter(name: string): boolean {
   return FORBIDDEN_IN_NAME.test(name)
 }
 
-// SECURITY: a `.` or `..` segment, a percent-encoded `.`, `/` or `\`, or a backslash: a backend
+// SECURITY: a `.` or `..` segment, a percent-encoded `.`, `/`, `\` or control (`%00` ends the path
+// for a C backend), or a backslash: a backend
 // that resolves the path (RFC 3986 §5.2.4 remove_dot_segments, a file system, a WHATWG URL parser
 // that reads `\` as `/`) acts on another resource than the text a pattern matched, so
 // `file:///projects/app/../../etc/passwd` would match `file:///projects/app/*`.
-const NOT_NORMAL = /(?:^|[/:])\.{1,2}(?:$|[/?#])|%(?:2e|2f|5c)|\\/i
+const NOT_NORMAL = /(?:^|[/:])\.{1,2}(?:$|[/?#])|%(?:2e|2f|5c|[01][0-9a-f]|7f)|\\/i
+
+const CONTROL = /[\p{Cc}]/u
 
 /** Why a resource URI is not in the normal form policy matches, or undefined when it is. */
 export function uriProblem(uri: string): string | undefined {
+  // SECURITY: a C reader ends the URI at NUL and a log or a consent screen hides controls, so a
+  // URI with one names something else to them than the text a rule matched.
+  if (CONTROL.test(uri)) return 'it contains a control character'
   const m = NOT_NORMAL.exec(uri)
   if (m === null) return undefined
   const found = m[0]

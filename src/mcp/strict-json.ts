@@ -225,14 +225,19 @@ class Scanner {
         // SECURITY: a backend that matches keys case-insensitively (Go's encoding/json) reads
         // `Params`, `URI` or `ſcope` as the key we judged, or as the only one; refused whether or
         // not the exact spelling is there too.
-        if (
-          deciding !== undefined &&
-          !deciding.exact.has(key) &&
-          deciding.lengths.has(key.length)
-        ) {
-          const meant = deciding.folded.get(fold(key))
+        if (deciding !== undefined && !deciding.exact.has(key)) {
+          // SECURITY: C readers (cJSON and its kin) end a key at U+0000, so `ref\u0000x` is `ref`
+          // to them; judged on what such a reader sees.
+          const nul = key.indexOf('\0')
+          const seen = nul === -1 ? key : key.slice(0, nul)
+          const meant = deciding.lengths.has(seen.length)
+            ? deciding.folded.get(fold(seen))
+            : undefined
           if (meant !== undefined)
-            this.fail('case_variant_key', `key "${key}" differs from "${meant}" only by case`)
+            this.fail(
+              'case_variant_key',
+              `key ${JSON.stringify(key)} reads as "${meant}" in readers that fold case or stop at NUL`,
+            )
         }
         if (checkProto && PROTO_KEYS.has(key))
           this.fail('prototype_key', `key "${key}" is not allowed`)

@@ -160,6 +160,11 @@ describe('names and URIs', () => {
     'file:///projects/app/..%5cetc',
     'file:///projects/app/..\\etc',
     'file:///projects/app/x?y=/../z',
+    'file:///projects/app/.env%00.txt',
+    'file:///projects/app/x%0a',
+    'file:///projects/app/x%7F',
+    'file:///projects/app/x\u0000y',
+    'file:///projects/app/x\ny',
   ])('refuses %s as not normal', (uri) => {
     expect(uriProblem(uri)).toBeDefined()
   })

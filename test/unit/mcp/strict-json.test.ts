@@ -86,6 +86,9 @@ describe('scanJson', () => {
     ['{"params":{"tasK":{}}}', 'Kelvin sign folds onto k in Go'],
     ['{"ıd":1}', 'dotless i folds onto i in Go'],
     ['{"params":{"na\\u004de":"x"}}', 'an escaped variant'],
+    ['{"params":{"ref\\u0000":{"type":"ref/prompt","name":"x"}}}', 'a key a C reader ends at NUL'],
+    ['{"params\\u0000x":{}}', 'NUL then anything'],
+    ['{"params":{"Name\\u0000":"x"}}', 'case and NUL together'],
   ])('rejects a case variant of a deciding key: %s (%s)', (text) => {
     expect(problem(text)).toBe('case_variant_key')
   })
