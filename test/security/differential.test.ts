@@ -1038,16 +1038,11 @@ async function survey(): Promise<void> {
     (s) =>
       `${s}: ${backend.requests.filter((r) => r.url === `/${s}`).length} of ${cases.length} forwarded`,
   )
-  const table = [
-    forwarded.join(', '),
-    [...answers.entries()]
-      .sort()
-      .map(([a, n]) => `${a}: ${n}`)
-      .join('\n'),
-    ...[...classes.entries()].map(
-      ([cls, { count, example, detail }]) =>
-        `## ${cls} (${count})\n${detail}\n${render(example)}\n${show(example)}`,
-    ),
-  ]
+  const answered = [...answers.entries()].sort().map(([a, n]) => `${a}: ${n}`)
+  console.info(`${forwarded.join(', ')}\n${answered.join('\n')}`)
+  const table = [...classes.entries()].map(
+    ([cls, { count, example, detail }]) =>
+      `## ${cls} (${count})\n${detail}\n${render(example)}\n${show(example)}`,
+  )
   expect(table.join('\n\n')).toBe('')
 }
