@@ -13,6 +13,7 @@ import { classifyRequest } from './pipeline/classify.js'
 import { exchangeToken } from './pipeline/exchange-token.js'
 import { frontDoor } from './pipeline/front-door.js'
 import { listCache } from './pipeline/list-cache.js'
+import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
 import { readRequest } from './pipeline/read-request.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
@@ -88,7 +89,7 @@ function respondWithError(c: Context<GatewayEnv>, err: unknown, log: Logger): Re
   if (outgoing.headersSent) {
     // Too late for a reply: break the connection so the client cannot take a partial answer.
     outgoing.destroy()
-    return new Response(null, { headers: { 'x-hono-already-sent': 'true' } })
+    return ALREADY_SENT
   }
   const rawId = c.get('mcp')?.message?.rawId ?? peekRawId(c.get('body'))
   const rendered = renderError(gerr, gerr.code === 'origin_not_allowed' ? undefined : rawId)

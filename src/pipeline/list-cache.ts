@@ -1,4 +1,3 @@
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import type { Context, MiddlewareHandler, Next } from 'hono'
 import type { Logger } from 'pino'
 import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
@@ -9,6 +8,7 @@ import type { Slot } from '../cache/store.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 import type { ResultHook } from '../mcp/result-transform.js'
+import { ALREADY_SENT, replaceResponse } from './node-response.js'
 
 /** Upstream failures a stale entry may stand in for (caching.mdx §ttlMs: MAY serve stale on errors). */
 const STALE_ON: ReadonlySet<ErrorCode> = new Set([
@@ -121,11 +121,8 @@ async function miss(
     },
     'cache: upstream failed; served a stale entry (stale-if-error)',
   )
-  const sent = serve(c, cache, stale, rawId, 'cache_stale')
-  // Replaces the rendered error. Cleared first: hono would otherwise merge the two into a new
-  // Response that @hono/node-server writes again instead of honouring the already-sent marker.
-  c.res = undefined
-  c.res = sent
+  // The error onError rendered is replaced by the stale answer (node-response.ts).
+  replaceResponse(c, serve(c, cache, stale, rawId, 'cache_stale'))
 }
 
 /** Writes a cache answer straight into Node's response (the proxy's fast path). */
@@ -146,5 +143,5 @@ function serve(
   out.end(hit.tail)
   c.set('outcome', outcome)
   cache.event(outcome === 'cache_hit' ? 'hit' : 'stale')
-  return RESPONSE_ALREADY_SENT
+  return ALREADY_SENT
 }

@@ -1,4 +1,3 @@
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import type { Context, MiddlewareHandler } from 'hono'
 import type { Principal } from '../auth/principal.js'
 import type { GatewayEnv } from '../env.js'
@@ -21,6 +20,7 @@ import type { BodyTransform, HeaderMap } from '../upstream/forward.js'
 import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { Upstream } from '../upstream/upstream.js'
+import { ALREADY_SENT } from './node-response.js'
 
 /**
  * Last stage: picks a replica and streams the request to it and the answer back, writing straight
@@ -160,7 +160,7 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
     try {
       const result = await sendWithRetries(c.env.outgoing, b, plan)
       c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
-      return RESPONSE_ALREADY_SENT
+      return ALREADY_SENT
     } finally {
       if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
       if (stop !== undefined) b.lifecycle.closeStream(stop)
