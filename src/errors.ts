@@ -111,6 +111,7 @@ export const ERRORS = {
   overloaded: { status: 503, rpc: -31503, message: 'Upstream at capacity' },
   streams_at_capacity: { status: 503, rpc: -31503, message: 'Upstream stream capacity reached' },
   too_many_streams: { status: 429, rpc: -31029, message: 'Too many open streams for this caller' },
+  rate_limited: { status: 429, rpc: -31029, message: 'Rate limit exceeded' },
   shutting_down: { status: 503, rpc: -31503, message: 'Gateway shutting down' },
   internal: { status: 500, rpc: -31500, message: 'Internal gateway error' },
 } as const satisfies Record<string, ErrorSpec>
@@ -120,27 +121,41 @@ export type ErrorCode = keyof typeof ERRORS
 /** Statuses that ask the client to come back later; they carry Retry-After. */
 const RETRY_AFTER_STATUSES: ReadonlySet<number> = new Set([429, 503])
 
-/** Options of a GatewayError: the cause, and response headers it needs (WWW-Authenticate …). */
+/**
+ * What a GatewayError carries besides its reason: `detail` (safe to show the client), `data`
+ * (merged into the JSON-RPC error's `data`), response `headers` it needs (WWW-Authenticate …), and
+ * the `cause` for the log.
+ */
 export interface GatewayErrorOptions extends ErrorOptions {
+  readonly detail?: string | undefined
+  readonly data?: Readonly<Record<string, unknown>>
   /** Gateway-built values only (never copied from a request or a backend). */
   readonly headers?: Readonly<Record<string, string>>
 }
 
-/** A failure the gateway answers itself; `detail` is safe to show the client. */
+/**
+ * A failure the gateway answers itself: `new GatewayError(code)`, `new GatewayError(code, detail)`,
+ * or `new GatewayError(code, { detail, data, headers, cause })`.
+ */
 export class GatewayError extends Error {
   override readonly name = 'GatewayError'
+  readonly detail: string | undefined
+  readonly data: Readonly<Record<string, unknown>> | undefined
   readonly headers: Readonly<Record<string, string>> | undefined
   constructor(
     readonly code: ErrorCode,
-    readonly detail?: string,
-    readonly data?: Readonly<Record<string, unknown>>,
-    options?: GatewayErrorOptions,
+    detailOrOptions?: string | GatewayErrorOptions,
   ) {
+    const options =
+      typeof detailOrOptions === 'string' ? { detail: detailOrOptions } : (detailOrOptions ?? {})
+    const detail = options.detail
     super(
       detail === undefined ? ERRORS[code].message : `${ERRORS[code].message}: ${detail}`,
-      options,
+      options.cause === undefined ? undefined : { cause: options.cause },
     )
-    this.headers = options?.headers
+    this.detail = detail
+    this.data = options.data
+    this.headers = options.headers
   }
 }
 
@@ -174,5 +189,5 @@ export function renderError(err: GatewayError, rawId: string | undefined): Rende
 /** Turns anything thrown into a GatewayError; unknown errors become `internal`, cause kept. */
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err
-  return new GatewayError('internal', undefined, undefined, { cause: err })
+  return new GatewayError('internal', { cause: err })
 }

@@ -66,9 +66,12 @@ export function classify(
   if (version === MODERN_VERSION) return classifyModern(head, body, policy)
   if (version === undefined || LEGACY_VERSIONS.has(version))
     return classifyLegacy(head, body, policy)
-  throw new GatewayError('unsupported_version', version, {
-    supported: policy.allowLegacy ? [MODERN_VERSION, ...LEGACY_VERSIONS] : [MODERN_VERSION],
-    requested: version,
+  throw new GatewayError('unsupported_version', {
+    detail: version,
+    data: {
+      supported: policy.allowLegacy ? [MODERN_VERSION, ...LEGACY_VERSIONS] : [MODERN_VERSION],
+      requested: version,
+    },
   })
 }
 
@@ -147,9 +150,11 @@ function classifyLegacy(
     )
   }
   if (!policy.allowLegacy) {
-    throw new GatewayError('legacy_not_allowed', undefined, {
-      supported: [MODERN_VERSION],
-      ...(head.version === undefined ? {} : { requested: head.version }),
+    throw new GatewayError('legacy_not_allowed', {
+      data: {
+        supported: [MODERN_VERSION],
+        ...(head.version === undefined ? {} : { requested: head.version }),
+      },
     })
   }
   // 2025-era clients send no routing headers; any that are present must still agree with the body.

@@ -92,7 +92,7 @@ function serialize(message: Record<string, unknown>, originalText: string): stri
 }
 
 function tooLarge(what: string): GatewayError {
-  return new GatewayError('upstream_bad_response', undefined, undefined, {
+  return new GatewayError('upstream_bad_response', {
     cause: new Error(`${what} too large to inspect`),
   })
 }
@@ -123,7 +123,7 @@ class JsonResult implements BodyTransform {
     try {
       parsed = JSON.parse(text)
     } catch (err) {
-      throw new GatewayError('upstream_bad_response', undefined, undefined, { cause: err })
+      throw new GatewayError('upstream_bad_response', { cause: err })
     }
     // SECURITY: what is not a response cannot be filtered, so it is not relayed either.
     if (!isResponse(parsed)) throw new GatewayError('upstream_bad_response')

@@ -104,12 +104,10 @@ function wrapField(o: Record<string, unknown>, sealer: TaskIdSealer): boolean {
   const sealed = typeof id === 'string' ? sealer.wrap(id) : undefined
   // SECURITY: a task id the gateway cannot seal is never relayed in the clear.
   if (sealed === undefined) {
-    throw new UpstreamFailure(
-      'upstream_bad_response',
-      true,
-      undefined,
-      new Error('task id not sealable'),
-    )
+    throw new UpstreamFailure('upstream_bad_response', {
+      sent: true,
+      cause: new Error('task id not sealable'),
+    })
   }
   o.taskId = sealed
   return true

@@ -27,7 +27,7 @@ export const authenticate = (): MiddlewareHandler<GatewayEnv> =>
     const close: Record<string, string> = unread ? { connection: 'close' } : {}
     const refuse = (code: ErrorCode, challenge: string, detail?: string): GatewayError => {
       const headers = { 'www-authenticate': challenge, ...close }
-      return new GatewayError(code, detail, undefined, { headers })
+      return new GatewayError(code, { detail, headers })
     }
     // SECURITY: spec §8: never a token in the URI. Refused even beside a good header token, so a
     // token that proxies on the way have logged never works.
@@ -47,7 +47,7 @@ export const authenticate = (): MiddlewareHandler<GatewayEnv> =>
       if (err.kind === 'unavailable') {
         // reliability.md B-20: 503 + Retry-After, not a 401 that makes clients drop good tokens.
         const headers = { 'retry-after': String(err.retryAfterSec), ...close }
-        throw new GatewayError('auth_unavailable', undefined, undefined, { cause: err, headers })
+        throw new GatewayError('auth_unavailable', { cause: err, headers })
       }
       throw refuse('invalid_token', server.challenges.invalid, err.reason)
     }

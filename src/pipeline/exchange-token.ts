@@ -21,7 +21,7 @@ export const exchangeToken = (): MiddlewareHandler<GatewayEnv> =>
       token = await exchanger.exchange(principal.token)
     } catch (err) {
       if (!(err instanceof TokenExchangeFailure)) throw err
-      throw new GatewayError('token_exchange_failed', undefined, undefined, { cause: err })
+      throw new GatewayError('token_exchange_failed', { cause: err })
     }
     c.set('upstreamAuthorization', `Bearer ${token}`)
     await next()

@@ -1,21 +1,37 @@
 import { GatewayError, type ErrorCode } from '../errors.js'
 
+/** How an attempt failed, beyond its reason. */
+export interface UpstreamFailureOptions {
+  /**
+   * The request may have reached the replica (PossiblyAccepted); false when it never left
+   * (NotSent). Decides whether it may go to another replica (docs/design/retries.md).
+   */
+  readonly sent: boolean
+  /** The replica's HTTP status, when it answered one. */
+  readonly status?: number | undefined
+  readonly cause?: unknown
+  /**
+   * The failure counts against the replica's health (connect failures, resets, timeouts, garbage,
+   * a 5xx without a JSON-RPC body), as opposed to an answer the gateway could not use (a
+   * redirect, too large to inspect …). Default false.
+   */
+  readonly replicaFault?: boolean
+}
+
 /**
  * An attempt that failed before a single byte went to the client, so it can still be answered
- * with a gateway error or retried. `sent` says whether the request may have reached the replica
- * (reliability.md §4.1: NotSent vs PossiblyAccepted); `replicaFault` whether the failure counts
- * against the replica's health (connect failures, resets, timeouts, garbage, a 5xx without a
- * JSON-RPC body), as opposed to an answer the gateway could not use (too large to inspect …).
+ * with a gateway error or retried.
  */
 export class UpstreamFailure extends GatewayError {
-  constructor(
-    code: ErrorCode,
-    readonly sent: boolean,
-    readonly status: number | undefined,
-    cause: unknown,
-    readonly replicaFault = false,
-  ) {
-    super(code, undefined, undefined, { cause })
+  readonly sent: boolean
+  readonly status: number | undefined
+  readonly replicaFault: boolean
+
+  constructor(code: ErrorCode, opts: UpstreamFailureOptions) {
+    super(code, { cause: opts.cause })
+    this.sent = opts.sent
+    this.status = opts.status
+    this.replicaFault = opts.replicaFault ?? false
   }
 }
 
@@ -37,17 +53,37 @@ export function classifyFailure(err: Error, status: number | undefined): Upstrea
   const code = (err as { code?: string }).code ?? ''
   const fault = !OWN_CODES.has(code)
   if (NOT_SENT_CODES.has(code)) {
-    return new UpstreamFailure('upstream_unavailable', false, status, err, fault)
+    return new UpstreamFailure('upstream_unavailable', {
+      sent: false,
+      status,
+      cause: err,
+      replicaFault: fault,
+    })
   }
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
-    return new UpstreamFailure('upstream_timeout', true, status, err, fault)
+    return new UpstreamFailure('upstream_timeout', {
+      sent: true,
+      status,
+      cause: err,
+      replicaFault: fault,
+    })
   }
   if (
     code === 'UND_ERR_RESPONSE_STATUS_CODE' ||
     code.startsWith('HPE_') ||
     err.name === 'HTTPParserError'
   ) {
-    return new UpstreamFailure('upstream_bad_response', true, status, err, fault)
+    return new UpstreamFailure('upstream_bad_response', {
+      sent: true,
+      status,
+      cause: err,
+      replicaFault: fault,
+    })
   }
-  return new UpstreamFailure('upstream_unavailable', true, status, err, fault)
+  return new UpstreamFailure('upstream_unavailable', {
+    sent: true,
+    status,
+    cause: err,
+    replicaFault: fault,
+  })
 }

@@ -100,12 +100,11 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     // The gateway's own credentials were refused: a config fault, not the client's business.
     if (status === 401 || status === 407) {
       this.fail(
-        new UpstreamFailure(
-          'upstream_bad_response',
-          true,
+        new UpstreamFailure('upstream_bad_response', {
+          sent: true,
           status,
-          new Error(`upstream answered ${status}`),
-        ),
+          cause: new Error(`upstream answered ${status}`),
+        }),
       )
       controller.abort(new Error('upstream refused the gateway credentials'))
       return
@@ -116,12 +115,11 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     // (docs/balancing.md §Health).
     if (status >= 300 && status < 400) {
       this.fail(
-        new UpstreamFailure(
-          'upstream_redirect',
-          true,
+        new UpstreamFailure('upstream_redirect', {
+          sent: true,
           status,
-          new Error(`upstream answered ${status}`),
-        ),
+          cause: new Error(`upstream answered ${status}`),
+        }),
       )
       controller.abort(new Error('upstream redirect refused'))
       return
@@ -272,23 +270,23 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
 
   private badContentType(): UpstreamFailure {
     const type = this.headers?.['content-type']
-    return new UpstreamFailure(
-      'upstream_bad_content_type',
-      true,
-      this.status,
-      new Error(`upstream answered ${this.status} with content type ${String(type ?? '(none)')}`),
-    )
+    return new UpstreamFailure('upstream_bad_content_type', {
+      sent: true,
+      status: this.status,
+      cause: new Error(
+        `upstream answered ${this.status} with content type ${String(type ?? '(none)')}`,
+      ),
+    })
   }
 
   private serverError(why: string): UpstreamFailure {
     const code = this.status === 504 ? 'upstream_timeout' : 'upstream_bad_response'
-    return new UpstreamFailure(
-      code,
-      true,
-      this.status,
-      new Error(`${why} (status ${this.status})`),
-      true,
-    )
+    return new UpstreamFailure(code, {
+      sent: true,
+      status: this.status,
+      cause: new Error(`${why} (status ${this.status})`),
+      replicaFault: true,
+    })
   }
 
   private writeHead(flush: boolean): void {
@@ -306,12 +304,11 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     const failure =
       err instanceof UpstreamFailure
         ? err
-        : new UpstreamFailure(
-            err instanceof GatewayError ? err.code : 'upstream_bad_response',
-            true,
-            this.status,
-            err,
-          )
+        : new UpstreamFailure(err instanceof GatewayError ? err.code : 'upstream_bad_response', {
+            sent: true,
+            status: this.status,
+            cause: err,
+          })
     if (this.headWritten) {
       this.finish()
       this.res.destroy()
