@@ -35,7 +35,7 @@ export interface OpenedSession {
 }
 
 /** One sub-key per use (RFC 5869 §3.2: independent keys from one secret through `info`). */
-function subKey(key: Buffer, info: string): Buffer {
+export function subKey(key: Buffer, info: string): Buffer {
   return Buffer.from(hkdfSync('sha256', key, 'mcp-edge', info, 32))
 }
 
@@ -44,7 +44,7 @@ function subKey(key: Buffer, info: string): Buffer {
  * another, and the id itself does not reveal who that is. JSON makes the pair unambiguous
  * (`["a\u0000b","c"]` and `["a","b\u0000c"]` differ); without auth there is nobody to bind to.
  */
-function ownerAad(owner: HandleOwner | undefined): string {
+export function ownerAad(owner: HandleOwner | undefined): string {
   return owner === undefined ? 'anonymous' : JSON.stringify([owner.issuer, owner.subject])
 }
 
@@ -53,7 +53,7 @@ function ownerAad(owner: HandleOwner | undefined): string {
  * encryption: nobody without the key reads the plaintext, and any change to the token or to the
  * additional data makes opening fail.
  */
-class Sealer {
+export class Sealer {
   /**
    * @param nonceKey when set, the nonce is HMAC(nonceKey, aad, plaintext) instead of random
    * (the synthetic-IV idea of RFC 5297): the same handle seals to the same token,

@@ -1,0 +1,62 @@
+import { isRecord } from '../mcp/jsonrpc.js'
+
+/**
+ * 2025-era revisions a virtual server offers its clients, newest first. The gateway answers
+ * `initialize` itself (spec 2025-11-25 basic/lifecycle §Initialization), so it offers the
+ * revisions it can translate every member to; 2024-era revisions had no Streamable HTTP.
+ */
+const OFFERED: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26']
+
+/**
+ * The version to answer `initialize` with: the client's own when the gateway speaks it, else the
+ * newest it does (spec 2025-11-25 basic/lifecycle §Version Negotiation: "the server MUST respond
+ * with another protocol version it supports", the client disconnects if it cannot use it).
+ */
+export function negotiateVersion(requested: unknown): string {
+  return typeof requested === 'string' && OFFERED.includes(requested)
+    ? requested
+    : (OFFERED[0] as string)
+}
+
+/**
+ * The capabilities a 2025-era client of a virtual server is told about: the members' merged
+ * capabilities, less what the gateway does not offer on that era. `listChanged` and
+ * `resources.subscribe` are delivered on the 2025-era GET stream, which a virtual server answers
+ * with 405 (docs/virtual-servers.md "2025-era clients"): advertising them would make a client
+ * wait for notifications that never come. `tasks` are kept per member and cannot be merged.
+ */
+export function legacyCapabilities(
+  merged: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(merged)) {
+    if (k === 'tasks' || k === 'subscriptions') continue
+    if ((k === 'tools' || k === 'prompts' || k === 'resources') && isRecord(v)) {
+      const { listChanged: _l, subscribe: _s, ...rest } = v
+      out[k] = rest
+    } else out[k] = v
+  }
+  return out
+}
+
+/** The `initialize` result (spec 2025-11-25 basic/lifecycle §Initialization). */
+export function initializeAnswer(
+  rawId: string,
+  version: string,
+  capabilities: Readonly<Record<string, unknown>>,
+  serverInfo: Readonly<Record<string, unknown>>,
+  instructions: string | undefined,
+): string {
+  const result = {
+    protocolVersion: version,
+    capabilities,
+    serverInfo,
+    ...(instructions !== undefined && { instructions }),
+  }
+  return `{"jsonrpc":"2.0","id":${rawId},"result":${JSON.stringify(result)}}`
+}
+
+/** `ping` is answered by the receiver with an empty result (spec 2025-11-25 basic/utilities/ping). */
+export function pingAnswer(rawId: string): string {
+  return `{"jsonrpc":"2.0","id":${rawId},"result":{}}`
+}

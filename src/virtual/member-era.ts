@@ -1,0 +1,121 @@
+import type { VirtualSession } from './client-session.js'
+import type { MemberSession, MemberSessions } from './member-sessions.js'
+
+/** The era a member speaks: 2026-07-28 (sessionless), or only 2025 (`initialize` and a session). */
+export type MemberEra = 'modern' | 'legacy'
+
+/** A member's answer as the era layer needs it. */
+export interface EraAnswer {
+  readonly status: number
+  readonly message: Record<string, unknown> | undefined
+  /** The member's `Mcp-Session-Id` response header, when it sent one. */
+  readonly sessionId?: string | undefined
+}
+
+/** Sends one message to the member through its own path (virtual/member-call.ts). */
+export type MemberSend = (
+  headers: readonly string[],
+  body: Buffer,
+  rawId: string | undefined,
+) => Promise<EraAnswer>
+
+const INIT_ID = 'mcp-edge-initialize'
+/** What the gateway asks a 2025-only member for when the client gave no version of its own. */
+const DEFAULT_LEGACY_VERSION = '2025-11-25'
+/** Headers that name the era or the session: replaced for a 2025-only member, never relayed. */
+const ERA_HEADERS: ReadonlySet<string> = new Set([
+  'mcp-protocol-version',
+  'mcp-session-id',
+  'mcp-method',
+  'mcp-name',
+  'content-length',
+])
+
+/**
+ * The member-session key: the client's own 2025-era session, or, for a 2026-07-28 client (which
+ * has none), one per caller, so the gateway's session toward a 2025-only member is never shared
+ * between principals (docs/virtual-servers.md "2025-era clients").
+ */
+export function memberSessionKey(client: VirtualSession | undefined, owner: string): string {
+  return client === undefined ? `modern\0${owner}` : `session\0${client.id}`
+}
+
+/** The header list for a 2025-only member: era and session headers replaced (spec 2025-11-25). */
+export function legacyHeaders(headers: readonly string[], session: MemberSession): string[] {
+  const out: string[] = []
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i] as string
+    if (ERA_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('mcp-param-')) continue
+    out.push(name, headers[i + 1] as string)
+  }
+  out.push('mcp-protocol-version', session.version)
+  if (session.sessionId !== undefined) out.push('mcp-session-id', session.sessionId)
+  return out
+}
+
+/**
+ * Runs the `initialize` handshake with a 2025-only member on the client's behalf (spec 2025-11-25
+ * basic/lifecycle §Initialization): the client's version, capabilities and info when it is a
+ * 2025-era client, the gateway's own otherwise; then `notifications/initialized`.
+ */
+export async function initializeMember(
+  send: MemberSend,
+  headers: readonly string[],
+  client: VirtualSession | undefined,
+): Promise<MemberSession> {
+  const version = client?.version ?? DEFAULT_LEGACY_VERSION
+  const params = {
+    protocolVersion: version,
+    capabilities: client?.capabilities ?? {},
+    clientInfo: client?.clientInfo ?? { name: 'mcp-edge', version: '0.1.0' },
+  }
+  const base = legacyHeaders(headers, { sessionId: undefined, version })
+  const init = Buffer.from(
+    JSON.stringify({ jsonrpc: '2.0', id: INIT_ID, method: 'initialize', params }),
+  )
+  const answer = await send(base, init, JSON.stringify(INIT_ID))
+  const result = answer.message?.result
+  if (answer.status !== 200 || typeof result !== 'object' || result === null)
+    throw new Error(`member refused initialize (HTTP ${answer.status})`)
+  const agreed = (result as Record<string, unknown>).protocolVersion
+  const session: MemberSession = {
+    sessionId: answer.sessionId,
+    version: typeof agreed === 'string' ? agreed : version,
+  }
+  const note = Buffer.from('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+  // A notification is answered 202 without a body; what matters is that it was delivered.
+  await send(legacyHeaders(headers, session), note, undefined).catch(() => undefined)
+  return session
+}
+
+/**
+ * Sends a request to a 2025-only member within the member session of `key`, initialising it first
+ * when this gateway process has none, and once more when the member answers 404 (it no longer
+ * knows the session: spec 2025-11-25 basic/transports §Session Management says the client then
+ * starts a new one).
+ */
+export async function sendInLegacySession(
+  sessions: MemberSessions,
+  key: string,
+  member: string,
+  client: VirtualSession | undefined,
+  send: MemberSend,
+  headers: readonly string[],
+  body: Buffer,
+  rawId: string,
+): Promise<EraAnswer> {
+  for (let attempt = 0; ; attempt++) {
+    const session = await sessions.get(key, member, () => initializeMember(send, headers, client))
+    const answer = await send(legacyHeaders(headers, session), body, rawId)
+    if (answer.status !== 404 || attempt > 0) return answer
+    await sessions.forget(key, member, session)
+  }
+}
+
+/** Ends a member session (DELETE with its id, spec 2025-11-25 basic/transports §Session Management). */
+export function endHeaders(headers: readonly string[], session: MemberSession): string[] {
+  return legacyHeaders(headers, session).filter((_, i, a) => {
+    const name = (i % 2 === 0 ? a[i] : a[i - 1]) as string
+    return name.toLowerCase() !== 'content-type'
+  })
+}
