@@ -1,0 +1,199 @@
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import pino from 'pino'
+import { Agent } from 'undici'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import type { Invalidation } from '../../../src/cache/key.js'
+import { ListenMerge, memberFilter, type ListenMember } from '../../../src/virtual/listen-merge.js'
+import { closing } from '../../helpers/lifecycle.js'
+import {
+  sseEvent,
+  startNonValidatingBackend,
+  startSdkServer,
+  type TestServer,
+} from '../../helpers/sdk-servers.js'
+
+const SUB = 'io.modelcontextprotocol/subscriptionId'
+const log = pino({ level: 'silent' })
+
+function member(name: string, server: TestServer, caps: Record<string, unknown>): ListenMember {
+  const dispatcher = new Agent()
+  onTestFinished(() => dispatcher.close())
+  let leases = 0
+  return {
+    name,
+    capabilities: caps,
+    acquire: () => {
+      leases++
+      return {
+        ep: { url: server.url, headers: [], dispatcher, headersTimeoutMs: 5000, bodyTimeoutMs: 0 },
+        release: () => void leases--,
+      }
+    },
+    get leases() {
+      return leases
+    },
+  } as ListenMember
+}
+
+/** Hosts one merge per request and reads the client's side of it as JSON-RPC messages. */
+async function mergedStream(
+  members: ListenMember[],
+  filter: Record<string, unknown>,
+  changes: [string, Invalidation][] = [],
+): Promise<{ messages: Record<string, unknown>[]; ended: Promise<void>; close(): void }> {
+  const server: Server = createServer((_req, res) => {
+    new ListenMerge(res, {
+      members,
+      filter,
+      memberForUri: (uri) => (uri.startsWith('docs://') ? 0 : undefined),
+      rawId: '"listen:0"',
+      ackTimeoutMs: 2000,
+      onChange: (m, what) => changes.push([m, what]),
+      log,
+      backoff: { baseMs: 10, maxMs: 50 },
+    }).start()
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  onTestFinished(() => new Promise<void>((r) => server.close(() => r())))
+  const abort = new AbortController()
+  const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {
+    signal: abort.signal,
+  })
+  expect(res.headers.get('content-type')).toBe('text/event-stream')
+  const messages: Record<string, unknown>[] = []
+  const ended = (async () => {
+    let text = ''
+    const decoder = new TextDecoder()
+    try {
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+        text += decoder.decode(chunk, { stream: true })
+        let end
+        while ((end = text.indexOf('\n\n')) >= 0) {
+          const data = text
+            .slice(0, end)
+            .split('\n')
+            .filter((l) => l.startsWith('data: '))
+            .map((l) => l.slice(6))
+          text = text.slice(end + 2)
+          if (data.length > 0) messages.push(JSON.parse(data.join('\n')) as Record<string, unknown>)
+        }
+      }
+    } catch {
+      // aborted by the test
+    }
+  })()
+  onTestFinished(() => abort.abort())
+  return { messages, ended, close: () => abort.abort() }
+}
+
+describe('memberFilter', () => {
+  it('asks a member only for what it offers and the URIs it serves', () => {
+    const requested = {
+      toolsListChanged: true,
+      promptsListChanged: true,
+      resourceSubscriptions: ['docs://a', 'tickets://1'],
+    }
+    const serves = (u: string) => u.startsWith('docs://')
+    expect(memberFilter(requested, { tools: { listChanged: true } }, serves)).toEqual({
+      toolsListChanged: true,
+    })
+    expect(memberFilter(requested, { resources: { subscribe: true } }, serves)).toEqual({
+      resourceSubscriptions: ['docs://a'],
+    })
+    expect(memberFilter(requested, { tools: {} }, serves)).toBeUndefined()
+  })
+})
+
+describe('ListenMerge', () => {
+  it('acknowledges once with the client id, after both members, and forwards each change once', async () => {
+    const a = await closing(startSdkServer({ name: 'a' }))
+    const b = await closing(startSdkServer({ name: 'b' }))
+    const caps = { tools: { listChanged: true }, resources: { subscribe: true } }
+    const changes: [string, Invalidation][] = []
+    const client = await mergedStream(
+      [member('a', a, caps), member('b', b, caps)],
+      { toolsListChanged: true, resourceSubscriptions: ['docs://readme'] },
+      changes,
+    )
+    await expect.poll(() => client.messages.length).toBe(1)
+    expect(client.messages[0]).toEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/subscriptions/acknowledged',
+      params: {
+        notifications: { toolsListChanged: true, resourceSubscriptions: ['docs://readme'] },
+        _meta: { [SUB]: 'listen:0' },
+      },
+    })
+    expect(a.calls('subscriptions/listen')).toHaveLength(1)
+    expect(b.calls('subscriptions/listen')).toHaveLength(1)
+    // the URI went to the member that serves it only
+    expect(JSON.stringify(b.calls('subscriptions/listen')[0]?.json())).not.toContain('docs://')
+
+    b.notify.toolsChanged()
+    await expect.poll(() => client.messages.length).toBe(2)
+    expect(client.messages[1]).toEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/tools/list_changed',
+      params: { _meta: { [SUB]: 'listen:0' } },
+    })
+    expect(changes).toEqual([['b', { kind: 'tools' }]])
+
+    a.notify.resourceUpdated('docs://readme')
+    await expect.poll(() => client.messages.length).toBe(3)
+    expect(client.messages[2]).toEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/resources/updated',
+      params: { uri: 'docs://readme', _meta: { [SUB]: 'listen:0' } },
+    })
+    expect(client.messages).toHaveLength(3)
+  })
+
+  it('re-opens a member stream that breaks; the client stream goes on', async () => {
+    const ack = sseEvent({
+      jsonrpc: '2.0',
+      method: 'notifications/subscriptions/acknowledged',
+      params: { notifications: { toolsListChanged: true } },
+    })
+    let listens = 0
+    const flaky = await closing(
+      startNonValidatingBackend({
+        behaviour: (_req, body) => {
+          if ((body as { method?: string }).method !== 'subscriptions/listen') return 'normal'
+          listens++
+          // the first stream ends right after its acknowledgement; the next one stays open
+          return listens === 1 ? { sse: [ack], end: true } : { sse: [ack], end: false }
+        },
+      }),
+    )
+    const steady = await closing(startSdkServer({ name: 'steady' }))
+    const caps = { tools: { listChanged: true } }
+    const changes: [string, Invalidation][] = []
+    const client = await mergedStream(
+      [member('flaky', flaky, caps), member('steady', steady, caps)],
+      { toolsListChanged: true },
+      changes,
+    )
+    await expect.poll(() => listens).toBe(2)
+    // the gap is announced: a change while the stream was down would otherwise be lost
+    await expect
+      .poll(() => client.messages.map((m) => m.method))
+      .toEqual(['notifications/subscriptions/acknowledged', 'notifications/tools/list_changed'])
+    expect(changes).toEqual([['flaky', { kind: 'tools' }]])
+    steady.notify.toolsChanged()
+    await expect.poll(() => client.messages.length).toBe(3)
+    expect(client.messages[2]?.method).toBe('notifications/tools/list_changed')
+    expect(changes.at(-1)).toEqual(['steady', { kind: 'tools' }])
+  })
+
+  it('ends gracefully when no member offers anything asked for', async () => {
+    const a = await closing(startSdkServer({ name: 'a' }))
+    const client = await mergedStream([member('a', a, { tools: {} })], { toolsListChanged: true })
+    await client.ended
+    expect(client.messages.map((m) => m.method ?? m.id)).toEqual([
+      'notifications/subscriptions/acknowledged',
+      'listen:0',
+    ])
+    expect(a.calls('subscriptions/listen')).toHaveLength(0)
+  })
+})
