@@ -4,7 +4,7 @@
  * echoed, never `*`, and no credentials mode: bearer tokens travel in a header, not cookies.
  */
 
-/** Request headers a browser client may send (SEP-2243 headers, auth, content type). */
+/** Request headers a browser client may send (SEP-2243 headers, auth, content type, tracing). */
 const ALLOWED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'content-type',
   'accept',
@@ -14,9 +14,15 @@ const ALLOWED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   'mcp-name',
   'mcp-session-id',
   'last-event-id',
+  // W3C Trace Context (§3.2 traceparent, §3.3 tracestate) and W3C Baggage, sent by browser clients
+  // with OpenTelemetry instrumentation; the gateway reads them only to parent its span.
+  'traceparent',
+  'tracestate',
+  'baggage',
 ])
 /** Response headers a browser client must be able to read. */
-const EXPOSED = 'mcp-session-id, www-authenticate, retry-after, x-mcp-gateway-error'
+const EXPOSED =
+  'mcp-session-id, www-authenticate, retry-after, x-mcp-gateway-error, ratelimit, ratelimit-policy'
 
 /** Headers added to every response to an allowed browser origin. */
 export function corsResponseHeaders(origin: string): Record<string, string> {

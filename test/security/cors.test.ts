@@ -31,6 +31,19 @@ describe('CORS', () => {
     expect(backend.requests).toHaveLength(0)
   })
 
+  it('accepts the W3C trace headers a browser OpenTelemetry client sends, from an allowed origin only', async () => {
+    const { backend, url } = await setup()
+    const requested = 'content-type, mcp-protocol-version, traceparent, tracestate, baggage'
+    const pre = await fetchOptions(url, 'https://app.example.test', requested)
+    expect(pre.status).toBe(204)
+    expect(pre.headers.get('access-control-allow-origin')).toBe('https://app.example.test')
+    expect(pre.headers.get('access-control-allow-headers')).toBe(requested)
+    const other = await fetchOptions(url, 'https://evil.example', requested)
+    expect(other.status).toBe(403)
+    expect(other.headers.get('access-control-allow-origin')).toBeNull()
+    expect(backend.requests).toHaveLength(0)
+  })
+
   it('refuses a preflight from another origin, without one, or asking for other headers', async () => {
     const { backend, url } = await setup()
     expect((await fetchOptions(url, 'https://evil.example', 'content-type')).status).toBe(403)
