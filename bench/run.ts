@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the gateway next to a direct connection to the same backend, cell by cell.
  *
- * Layout on the 2-core machine (as in shared/reference/performance.md): gateway on CPU 0; backend
+ * Layout on a 2-core machine (as in docs/design/hot-path.md): gateway on CPU 0; backend
  * and the niced load generator on CPU 1. For each method and concurrency the targets run back to
  * back, so every ratio compares cells measured seconds apart under the same machine noise.
  *

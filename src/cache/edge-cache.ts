@@ -33,7 +33,7 @@ export interface CacheRequest {
   readonly privateKey: string | undefined
 }
 
-/** Closed set of cache event labels (style.md §7). */
+/** Closed set of cache event labels: a metric label takes bounded values, so its series stay few. */
 export type CacheEvent =
   | 'hit'
   | 'miss'

@@ -4,7 +4,7 @@ import type { StoreDecision } from './policy.js'
 /**
  * One stored answer. The upstream's result is kept exactly (its `_meta.serverInfo` included) but
  * serialised once, without `ttlMs`, so a hit is spliced from bytes: prefix + the requester's raw id
- * + the result + the remaining ttl + suffix (performance.md: a hit must not re-serialise the list).
+ * + the result + the remaining ttl + suffix (docs/design/hot-path.md: a hit must not re-serialise the list).
  */
 export interface CacheEntry {
   readonly key: string
@@ -72,7 +72,7 @@ export interface HitParts {
 /**
  * The JSON-RPC response for one requester, in pieces, so the stored bytes are written as they are
  * (no 20 KB copy and allocation per hit). `rawId` is the id's raw JSON text from the request
- * (reliability S-13: byte-exact, so 12345678901234567890 and escaped strings survive). `result`
+ * (byte-exact, so 12345678901234567890 and escaped strings survive: docs/design/error-contract.md). `result`
  * overrides the entry's bytes (a filtered variant of it).
  */
 export function hitParts(

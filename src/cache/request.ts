@@ -30,8 +30,8 @@ export function tagOf(server: CachedServer): string {
 
 /**
  * Resolves a classified request into cache keys, or undefined when the cache must stay out of it:
- * a body that was not parsed and checked against its headers (reliability A-90: validation
- * precedes the cache), a notification, a 2025-era request (those results carry no cache hints),
+ * a body that was not parsed and checked against its headers (validation precedes the
+ * cache, docs/design/check-order.md), a notification, a 2025-era request (those results carry no cache hints),
  * a non-cacheable method, or an MRTR retry. `body` is the request body the classifier parsed: the
  * key reads its params from the text, losslessly (canonical.ts).
  */
@@ -44,7 +44,7 @@ export function cacheRequestOf(
 ): { readonly req: CacheRequest; readonly rawId: string } | undefined {
   const message = mcp.message
   // SECURITY: keys come only from a body checked against its headers; a header-only request could
-  // read or fill another method's entries (reliability A-90, S-11).
+  // read or fill another method's entries (docs/design/check-order.md step 12).
   if (!mcp.verified || mcp.era !== 'modern' || message === undefined || message.kind !== 'request')
     return undefined
   const rawId = message.rawId

@@ -25,8 +25,8 @@ interface Flight<T> {
 }
 
 /**
- * Collapses concurrent misses for one key into one upstream request (reliability C-6: 500 cold
- * identical lists make exactly one backend request). The leader's own answer goes to its client
+ * Collapses concurrent misses for one key into one upstream request (500 cold identical
+ * lists make exactly one backend request, docs/cache.md §Single flight). The leader's own answer goes to its client
  * through the proxy as usual; waiters get what the leader stored, or undefined when its answer was
  * not cacheable (or failed), and then decide for themselves. A waiter that times out stops
  * counting as one and goes its own way.

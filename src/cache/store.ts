@@ -24,7 +24,8 @@ export interface MemoryTierOptions {
 
 /**
  * The in-memory LRU, bounded in bytes (lru-cache maxSize + sizeCalculation; maxEntrySize refuses
- * oversized entries), so it never grows past `maxBytes` whatever the load (issue 4 item 8).
+ * oversized entries), so it never grows past `maxBytes` whatever the load
+ * (docs/design/limits.md).
  * Time comes from `now` (lru-cache `perf`), never from Date directly.
  */
 export class MemoryTier {

@@ -6,7 +6,7 @@ import type { GatewayEnv } from '../env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 
 /**
- * Bearer token → Principal (spec 2026-07-28 §8; reliability.md §0.4 step 5). Runs after the front
+ * Bearer token → Principal (spec 2026-07-28 §8; docs/design/check-order.md step 6). Runs after the front
  * door and before the body is read, so an unauthenticated caller costs no body read. Without
  * `auth:` configured every caller is anonymous.
  */
@@ -45,7 +45,7 @@ export const authenticate = (): MiddlewareHandler<GatewayEnv> =>
     } catch (err) {
       if (!(err instanceof AuthFailure)) throw err
       if (err.kind === 'unavailable') {
-        // reliability.md B-20: 503 + Retry-After, not a 401 that makes clients drop good tokens.
+        // 503 + Retry-After, not a 401 that makes clients drop good tokens (docs/auth.md).
         const headers = { 'retry-after': String(err.retryAfterSec), ...close }
         throw new GatewayError('auth_unavailable', { cause: err, headers })
       }

@@ -10,7 +10,10 @@ import { GatewayError, type ErrorCode } from '../errors.js'
 import type { ResultHook } from '../mcp/result-transform.js'
 import { ALREADY_SENT, replaceResponse } from './node-response.js'
 
-/** Upstream failures a stale entry may stand in for (caching.mdx §ttlMs: MAY serve stale on errors). */
+/**
+ * Upstream failures a stale entry may stand in for (spec 2026-07-28 caching §ttlMs: MAY serve stale
+ * on errors).
+ */
 const STALE_ON: ReadonlySet<ErrorCode> = new Set([
   'upstream_unavailable',
   'upstream_bad_response',
@@ -20,7 +23,7 @@ const STALE_ON: ReadonlySet<ErrorCode> = new Set([
 ])
 
 /**
- * Edge cache of cacheable results (issue 4). A hit is answered here from pre-serialised bytes with
+ * Edge cache of cacheable results (docs/cache.md). A hit is answered here from pre-serialised bytes with
  * the requester's own id, then filtered by the caller's policy; a miss joins or leads the single
  * flight for its key and registers a hook that stores the upstream's answer when policy allows.
  * Without `cache:` every request goes upstream.
@@ -49,7 +52,7 @@ export const listCache = (
     const shared = await cache.lookupShared(req)
     if (shared !== undefined) return serve(c, cache, shared, rawId, 'cache_hit')
     // Round two exists for private answers: once a key is known to answer privately, waiters
-    // re-coalesce per authorization context instead of each going upstream (reliability C-6).
+    // re-coalesce per authorization context instead of each going upstream (docs/cache.md §Single flight).
     // A waiter waits no longer than its own request would for a response head: a leader held up
     // by its backend (or its client, past what the capture keeps) never holds the others.
     const deadline = performance.now() + c.get('server').balancing.headersTimeoutMs

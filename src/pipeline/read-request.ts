@@ -20,7 +20,7 @@ export const readRequest = (): MiddlewareHandler<GatewayEnv> =>
     }
     const head = c.get('head')
     // SECURITY: a compressed body would be judged on bytes the backend then inflates differently
-    // (and invites decompression bombs, reliability A-04).
+    // (and invites decompression bombs; RFC 9110 §8.4 lets a server refuse a coding with 415).
     if (head.contentEncoding !== undefined && head.contentEncoding.toLowerCase() !== 'identity') {
       throw new GatewayError('content_encoding')
     }

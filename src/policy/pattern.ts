@@ -2,7 +2,8 @@
  * Name patterns of policy files. `*` matches any run of characters (including none); every other
  * character matches itself exactly. No case folding, no Unicode normalisation, no other wildcard:
  * tool names are case-sensitive (server/tools.mdx) and SEP-2243 compares names byte for byte, so
- * `Search`, `search ` and `ｓearch` never match `search` (reliability S-07).
+ * `Search`, `search ` and `ｓearch` never match `search`
+ * (docs/policy.md).
  *
  * Strings are compared as UTF-16 code units, which for the well-formed text JSON and decoded
  * headers carry is the same as comparing their UTF-8 bytes.

@@ -16,7 +16,7 @@ export interface RetrySettings {
 /**
  * Envoy's retry budget (circuit_breaker.proto RetryBudget): retries in progress may not exceed
  * `budgetPercent` of the requests in progress, but `minConcurrent` are always allowed, so a
- * failing replica cannot turn every request into two (reliability B-24).
+ * failing replica cannot turn every request into two (docs/design/retries.md §Bounds).
  */
 export class RetryBudget {
   /** Requests of this server currently in the attempt loop. */
