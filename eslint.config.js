@@ -5,7 +5,15 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 /** The pure core: protocol, policy, cache, auth and upstream logic, testable without hono. */
-const PURE_CORE = ['src/mcp/**', 'src/policy/**', 'src/cache/**', 'src/auth/**', 'src/upstream/**']
+const PURE_CORE = [
+  'src/mcp/**',
+  'src/policy/**',
+  'src/cache/**',
+  'src/auth/**',
+  'src/upstream/**',
+  'src/limits/**',
+  'src/telemetry/**',
+]
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', 'coverage/**'] },

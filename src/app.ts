@@ -15,7 +15,12 @@ import { frontDoor } from './pipeline/front-door.js'
 import { listCache } from './pipeline/list-cache.js'
 import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
+import { rateLimit } from './pipeline/rate-limit.js'
+import { Limiter } from './limits/limiter.js'
 import { readRequest } from './pipeline/read-request.js'
+import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
+import { EVENT } from './telemetry/events.js'
+import type { Tracing } from './telemetry/tracing.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
 import type { RuntimeRef } from './runtime/ref.js'
 import type { ReplicaOut } from './upstream/health.js'
@@ -34,6 +39,8 @@ export interface GatewayDeps {
   readonly replicasOut?: () => readonly ReplicaOut[]
   /** The edge cache, when `cache:` is configured. */
   readonly cache?: EdgeCache | undefined
+  /** OpenTelemetry tracer, when `telemetry:` is configured. */
+  readonly tracing?: Tracing | undefined
 }
 
 /**
@@ -47,7 +54,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
   app.get('/readyz', (c) => {
-    const problems = deps.ref.draining ? ['draining'] : []
+    const problems = deps.ref.lifecycle.draining ? ['draining'] : []
     // A rejected reload (the last good config keeps serving) and replicas that are out are
     // reported, not fatal: every gateway replica sees the same edit and the same backends, so
     // failing readiness on them would turn one bad edit or one dead backend into a full outage.
@@ -61,15 +68,27 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
 
+  const tracing = deps.tracing
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
+  const limits = runtime.policy?.limits ?? []
   const stages: (MiddlewareHandler<GatewayEnv> | undefined | false)[] = [
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
+    tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
     frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
     runtime.auth && authenticate(), // bearer token → principal; 401/403 before any body is read
+    tracing && runtime.auth && traceMark(EVENT.auth, { result: 'ok' }),
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
     runtime.policy && authorize(deps.log, deps.metrics), // policy on named targets; list filters for lists
+    tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
+    limits.length > 0 && // per-principal limits (docs/rate-limits.md); before the cache
+      rateLimit(
+        new Limiter(limits, runtime.limitState, runtime.config.rateLimits?.replicas ?? 1),
+        deps.log,
+        deps.metrics,
+      ),
     deps.cache && listCache(deps.cache, deps.log), // cacheable results served from the edge
+    tracing && deps.cache && traceCacheMiss(),
     exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(), // replica choice, streaming forward
   ]

@@ -3,6 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
+import { checkVirtualServers } from '../virtual/config-check.js'
 import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
@@ -128,6 +129,9 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
     }
   }
   problems.push(...checkAuthConfig(c, dir)) // key files, publicUrl shape, token exchange
+  if (c.rateLimits?.redis === 'cache' && c.cache?.redis === undefined)
+    problems.push('rateLimits.redis: "cache" needs cache.redis to be set')
+  problems.push(...checkVirtualServers(c)) // members exist, no name shared with a server
   for (const [name, s] of Object.entries(c.servers)) {
     problems.push(...upstreamHeaderProblems(name, s.headers)) // names the gateway owns, case twins
     if (s.requiredScopes.length > 0 && c.auth === undefined) {

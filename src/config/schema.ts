@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { parseCidr } from '../limits/client-ip.js'
 
 /**
  * The gateway's YAML config, strictly: unknown keys and wrong types are startup errors that name
@@ -111,6 +112,18 @@ const server = z.strictObject({
   tokenExchange: tokenExchange.optional(),
 })
 
+/**
+ * One endpoint over several servers (docs/virtual-servers.md). Names become `<member>_<name>` where
+ * `prefix` says so; `resources` routes a URI (pattern, `*` wildcard) two members both serve.
+ */
+const virtualServer = z.strictObject({
+  members: z.array(z.string().min(1)).min(1, 'at least one member is required'),
+  prefix: z.enum(['never', 'onCollision', 'always']).default('onCollision'),
+  /** The slowest member a list or discover waits for; later ones are left out of that answer. */
+  fanOutTimeoutMs: positiveMs.default(2000),
+  resources: z.record(z.string().min(1), z.string().min(1)).default({}),
+})
+
 const jwt = z.strictObject({
   issuer: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
   audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
@@ -196,6 +209,40 @@ const limits = z.strictObject({
   maxStreamsPerPrincipal: z.int().min(1).default(20),
 })
 
+/**
+ * OpenTelemetry traces (docs/operations.md "Traces"): absent = off, and the request path then has
+ * no tracing stage at all. `endpoint` is the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
+ * is: the gateway appends `/v1/traces` (OTLP/HTTP, OTLP spec §OTLP/HTTP Request).
+ */
+const telemetry = z.strictObject({
+  otlp: z.strictObject({
+    endpoint: url,
+    /** Sent with every export (a collector API key …); `${ENV}` references are substituted. */
+    headers: z.record(z.string().min(1), z.string()).default({}),
+  }),
+  /** Share of new traces sampled (a sampled parent is always followed: parent-based sampler). */
+  sampleRatio: z.number().min(0).max(1).default(1),
+  serviceName: z.string().min(1).default('mcp-edge'),
+})
+
+/** Rate limits' storage (the limits themselves are in the policy files; docs/rate-limits.md). */
+const rateLimits = z.strictObject({
+  /** Shared by every gateway replica; `cache` = the URL of `cache.redis`. Unset: per replica. */
+  redis: z
+    .union([
+      z.literal('cache'),
+      z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL, or "cache"'),
+    ])
+    .optional(),
+  /** Gateway replicas: local limits (no Redis, or Redis down) each hold this share of a limit. */
+  replicas: z.int().min(1).max(10_000).default(1),
+  /** Memory the per-replica buckets may take; idle buckets are dropped first. */
+  memoryBytes: z
+    .int()
+    .positive()
+    .default(16 * 1024 * 1024),
+})
+
 export const configSchema = z.strictObject({
   listen: z
     .strictObject({
@@ -218,16 +265,33 @@ export const configSchema = z.strictObject({
     .strictObject({ host: z.string().default('127.0.0.1'), port: z.int().min(0).max(65535) })
     .optional(),
   shutdown: z.strictObject({ drainMs: nonNegativeMs.default(30_000) }).default({ drainMs: 30_000 }),
+  telemetry: telemetry.optional(),
+  /**
+   * Worker processes sharing the listen port (node:cluster): a number, or `auto` for one per core
+   * the process may use. 1 (the default) is a single process with no primary (docs/operations.md).
+   */
+  workers: z.union([z.literal('auto'), z.int().min(1).max(256)]).default(1),
   policies: z.string().min(1).optional(),
   policyMode: z.enum(['enforce', 'dry-run']).default('enforce'),
   auth: auth.optional(),
   cache: cache.optional(),
+  rateLimits: rateLimits.optional(),
+  /** Proxies (CIDRs) whose X-Forwarded-For is believed for `key: ip` limits. */
+  trustedProxies: z
+    .array(z.string().refine((s) => parseCidr(s) !== undefined, 'expected an IP address or CIDR'))
+    .default([]),
   legacySessions: z
     .strictObject({ key: z.string().min(16, 'use at least 16 characters') })
     .optional(),
   servers: z
     .record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'), server)
     .refine((s) => Object.keys(s).length > 0, 'at least one server is required'),
+  virtualServers: z
+    .record(
+      z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'),
+      virtualServer,
+    )
+    .default({}),
 })
 
 export type GatewayConfig = z.infer<typeof configSchema>
@@ -235,3 +299,4 @@ export type ServerConfig = z.infer<typeof server>
 type UpstreamConfig = z.infer<typeof upstream>
 export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
+export type VirtualServerConfig = z.infer<typeof virtualServer>

@@ -18,9 +18,21 @@ interface AuditEntry {
   readonly policy: string
 }
 
+/** A request refused by a limit (docs/rate-limits.md). */
+interface LimitEntry {
+  readonly caller: PolicyCaller | undefined
+  readonly server: string
+  readonly method: string | undefined
+  readonly limit: string
+  /** The key kind (`claim:sub`, `ip` …); never its value, which may be a credential header. */
+  readonly key: string
+  readonly policy: string
+}
+
 /** Writes the audit trail: one JSON line per decision, marked `audit: true`. */
 export interface AuditLog {
   record(entry: AuditEntry): void
+  rateLimited(entry: LimitEntry): void
 }
 
 /**
@@ -49,6 +61,21 @@ export function createAuditLog(log: Logger): AuditLog {
           policy,
         },
         decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED,
+      )
+    },
+    rateLimited({ caller, server, method, limit, key, policy }) {
+      audit.info(
+        {
+          sub: caller?.subject ?? null,
+          iss: caller?.issuer ?? null,
+          server,
+          method: method ?? null,
+          decision: 'rate_limited',
+          limit,
+          key,
+          policy,
+        },
+        'rate limit refused a request',
       )
     },
   }

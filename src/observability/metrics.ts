@@ -17,6 +17,10 @@ export interface GatewayMetrics {
   readonly cacheEvents: Counter<'event'>
   readonly cacheBytes: Gauge
   readonly upstreamHealthy: Gauge<'server' | 'upstream'>
+  /** Requests refused per limit; `limit` is a name from the policy files (a closed set). */
+  readonly rateLimited: Counter<'limit'>
+  /** Rate decisions taken per replica because the configured Redis could not take them. */
+  readonly rateLimitFallbacks: Counter
 }
 
 /** Maps a method to a bounded label value. */
@@ -66,6 +70,19 @@ export function createMetrics(defaults = true): GatewayMetrics {
       name: 'mcp_edge_upstream_healthy',
       help: '1 when a replica takes traffic',
       labelNames: ['server', 'upstream'],
+      // With several workers /metrics shows 0 when any of them has the replica out.
+      aggregator: 'min',
+      registers,
+    }),
+    rateLimited: new Counter({
+      name: 'mcp_edge_rate_limited_total',
+      help: 'Requests refused by a rate or concurrency limit, per limit name',
+      labelNames: ['limit'],
+      registers,
+    }),
+    rateLimitFallbacks: new Counter({
+      name: 'mcp_edge_rate_limit_fallbacks_total',
+      help: 'Rate decisions taken locally because the shared Redis could not take them',
       registers,
     }),
   }

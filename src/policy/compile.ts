@@ -61,7 +61,7 @@ function compileTargets(t: TargetPatterns | undefined): Record<TargetKind, Match
  * Every listed claim must equal the value or, when the claim is an array, contain it. Strict
  * equality: `1` never matches `"1"`. Without a verified caller nothing matches.
  */
-function compileClaims(
+export function compileClaims(
   claims: Readonly<Record<string, string | number | boolean>>,
 ): (caller: PolicyCaller | undefined) => boolean {
   const wanted = Object.entries(claims)

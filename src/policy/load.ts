@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
+import { compileLimit, type SourcedLimit } from '../limits/rules.js'
 import { compileRule, type SourcedRule } from './compile.js'
 import { PolicySet, type PolicyMode } from './policy.js'
 import { formatPolicyIssue, policyFileSchema } from './schema.js'
@@ -23,6 +24,8 @@ export interface PolicyLoadOptions {
   readonly mode: PolicyMode
   /** Server names of the config: a rule naming another server literally is a typo. */
   readonly servers: readonly string[]
+  /** Whether `auth:` is configured: a limit keyed on a claim cannot work without it. */
+  readonly auth?: boolean
 }
 
 const POLICY_FILE = /^[^.].*\.ya?ml$/
@@ -48,48 +51,95 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
     throw new PolicyError([`${opts.label}: ${(err as Error).message}`])
   }
   const rules: SourcedRule[] = []
+  const limits: SourcedLimit[] = []
   for (const file of files) {
     const label = `${opts.label.replace(/\/+$/, '')}/${file}`
-    rules.push(...readPolicyFile(join(opts.folder, file), label, problems))
+    const read = readPolicyFile(join(opts.folder, file), label, problems)
+    rules.push(...read.rules)
+    limits.push(...read.limits)
   }
   problems.push(...crossCheck(rules, opts.servers))
+  problems.push(...checkLimits(limits, opts.servers, opts.auth ?? true))
   if (problems.length > 0) throw new PolicyError(problems)
   const compiled = rules.map(compileRule)
+  const compiledLimits = limits.map(compileLimit)
   const id = createHash('sha256')
-    .update(JSON.stringify([opts.mode, ...compiled.map((r) => r.id)]))
+    .update(
+      JSON.stringify([opts.mode, ...compiled.map((r) => r.id), ...compiledLimits.map((l) => l.id)]),
+    )
     .digest('hex')
     .slice(0, 12)
-  return new PolicySet(compiled, opts.mode, id, opts.servers)
+  return new PolicySet(compiled, opts.mode, id, opts.servers, compiledLimits)
 }
 
+/** Limits: unique names, known servers, keys that can work with this config. */
+function checkLimits(
+  limits: readonly SourcedLimit[],
+  servers: readonly string[],
+  auth: boolean,
+): string[] {
+  const problems: string[] = []
+  const known = new Set(servers)
+  const seen = new Map<string, string>()
+  for (const { limit, source } of limits) {
+    const first = seen.get(limit.name)
+    if (first === undefined) seen.set(limit.name, source)
+    else problems.push(`${source}.name: duplicate limit name "${limit.name}" (also ${first})`)
+    limit.servers.forEach((s, i) => {
+      // A misspelt server would silently limit nothing.
+      if (!s.includes('*') && !known.has(s))
+        problems.push(`${source}.servers[${i}]: no server named "${s}" in the config`)
+    })
+    // SECURITY: without auth there are no verified claims; every caller would share one bucket.
+    if (!auth && limit.key.startsWith('claim:'))
+      problems.push(`${source}.key: keying on a claim needs auth to be configured`)
+    if (!auth && limit.when !== undefined)
+      problems.push(`${source}.when: matching claims needs auth to be configured`)
+  }
+  return problems
+}
+
+interface PolicyFileContent {
+  readonly rules: SourcedRule[]
+  readonly limits: SourcedLimit[]
+}
+
+const NOTHING: PolicyFileContent = { rules: [], limits: [] }
+
 /** Parses one file; problems are appended as `label: path: message`. */
-function readPolicyFile(path: string, label: string, problems: string[]): SourcedRule[] {
+function readPolicyFile(path: string, label: string, problems: string[]): PolicyFileContent {
   let text: string
   try {
     text = readFileSync(path, 'utf8')
   } catch (err) {
     problems.push(`${label}: ${(err as Error).message}`)
-    return []
+    return NOTHING
   }
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
   if (doc.errors.length > 0) {
     problems.push(...doc.errors.map((e) => `${label}: yaml: ${e.message}`))
-    return []
+    return NOTHING
   }
   const raw: unknown = doc.toJS()
   // An empty file is refused, not read as "no rules": a half-written save must not deny everything.
   if (raw === null || raw === undefined) {
     problems.push(`${label}: the file is empty (expected rules: [...])`)
-    return []
+    return NOTHING
   }
   const parsed = policyFileSchema.safeParse(raw)
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       problems.push(...formatPolicyIssue(issue).map((p) => `${label}: ${p}`))
     }
-    return []
+    return NOTHING
   }
-  return parsed.data.rules.map((rule, i) => ({ rule, source: `${label} rules[${i}]` }))
+  return {
+    rules: (parsed.data.rules ?? []).map((rule, i) => ({ rule, source: `${label} rules[${i}]` })),
+    limits: (parsed.data.limits ?? []).map((limit, i) => ({
+      limit,
+      source: `${label} limits[${i}]`,
+    })),
+  }
 }
 
 function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): string[] {
@@ -116,6 +166,7 @@ export function loadConfiguredPolicies(
     readonly policies?: string | undefined
     readonly policyMode: PolicyMode
     readonly servers: object
+    readonly auth?: object | undefined
   },
   dir: string,
 ): PolicySet | undefined {
@@ -125,5 +176,6 @@ export function loadConfiguredPolicies(
     label: config.policies,
     mode: config.policyMode,
     servers: Object.keys(config.servers),
+    auth: config.auth !== undefined,
   })
 }

@@ -1,5 +1,6 @@
 import type { McpTarget } from '../mcp/classify.js'
 import type { ListFilter } from '../mcp/list-filter.js'
+import type { CompiledLimit } from '../limits/rules.js'
 import type { CompiledRule, PolicyCaller, TargetKind } from './compile.js'
 import { RuleListFilter } from './list-view.js'
 
@@ -50,6 +51,8 @@ export class PolicySet {
     /** Hash of every rule and the mode; tells reloads apart in logs. */
     readonly id: string,
     servers: Iterable<string>,
+    /** `limits:` entries of the same files, in file order (docs/rate-limits.md). */
+    readonly limits: readonly CompiledLimit[] = [],
   ) {
     for (const s of servers) this.byServer.set(s, this.select(s))
   }

@@ -2,6 +2,8 @@ import type { Logger } from 'pino'
 import type { AuthCarryOver } from '../auth/carry-over.js'
 import { compileAuth, type AuthRuntime } from '../auth/compile.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
+import { clientAddress, type ClientAddress } from '../limits/client-ip.js'
+import { LimitState } from '../limits/state.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import { BODY_TARGET_METHODS, CACHEABLE_METHODS } from '../mcp/methods.js'
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
@@ -10,8 +12,10 @@ import type { PolicySet } from '../policy/policy.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import type { ReplicaOut } from '../upstream/health.js'
+import type { HealthShare } from '../upstream/health-share.js'
 import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
+import { compileVirtual, type VirtualCore } from '../virtual/compile.js'
 
 /** One fronted MCP server, compiled from config once: nothing here is parsed per request. */
 export interface ServerRuntime {
@@ -28,15 +32,50 @@ export interface ServerRuntime {
   readonly origins: ReadonlySet<string>
 }
 
+/**
+ * A virtual server (docs/virtual-servers.md): its members, and a `front` that the front door,
+ * authentication and classification judge requests by, as they judge any server's.
+ */
+export interface VirtualRuntime extends VirtualCore {
+  readonly members: readonly ServerRuntime[]
+  readonly front: ServerRuntime
+}
+
 /** Everything a request needs, swapped atomically on reload. */
 export interface GatewayRuntime {
   readonly config: GatewayConfig
   readonly servers: ReadonlyMap<string, ServerRuntime>
+  /** `virtualServers:`; empty without them. */
+  readonly virtualServers: ReadonlyMap<string, VirtualRuntime>
   readonly allowedHosts: ReadonlySet<string> | undefined
   /** The compiled org-wide allowlist; undefined without `policies:`. Hot reload swaps it. */
   readonly policy: PolicySet | undefined
   /** Token verifier, challenges, metadata and token exchange; undefined without `auth:`. */
   readonly auth: AuthRuntime | undefined
+  /** Rate-limit buckets and in-flight counts; they outlive reloads (docs/rate-limits.md). */
+  readonly limitState: LimitState
+  /** `key: ip`: the client address, through `trustedProxies` only. */
+  readonly clientAddress: ClientAddress
+}
+
+/** Limit state per gateway, keyed by its lifecycle (the object that outlives every reload). */
+const limitStates = new WeakMap<Lifecycle, LimitState>()
+
+function limitStateFor(config: GatewayConfig, log: Logger, shared: RuntimeShared): LimitState {
+  let state = limitStates.get(shared.lifecycle)
+  if (state === undefined) {
+    const metrics = shared.metrics
+    state = new LimitState({
+      log,
+      ...(config.rateLimits && { memoryBytes: config.rateLimits.memoryBytes }),
+      onFallback: () => metrics?.rateLimitFallbacks.inc(),
+      draining: () => shared.lifecycle.draining,
+    })
+    limitStates.set(shared.lifecycle, state)
+  }
+  const redis = config.rateLimits?.redis
+  state.useRedis(redis === 'cache' ? config.cache?.redis : redis)
+  return state
 }
 
 /** Methods whose body a gateway feature needs to see even from a backend that checks headers. */
@@ -55,6 +94,8 @@ export interface RuntimeShared {
   readonly metrics: GatewayMetrics | undefined
   /** JWKS keys and exchanged tokens kept across reloads while their settings are unchanged. */
   readonly auth?: AuthCarryOver
+  /** With several workers: one process probes replicas and shares the results. */
+  readonly health?: HealthShare
 }
 
 /** Compiles servers and their connection pools. */
@@ -79,6 +120,7 @@ export function createRuntime(
     metrics: shared.metrics,
     lifecycle: shared.lifecycle,
     sessionKey: key.key,
+    health: shared.health,
   }
   for (const [name, cfg] of Object.entries(config.servers)) {
     const upstreamHeaders: string[] = []
@@ -100,18 +142,66 @@ export function createRuntime(
       origins: new Set(cfg.origins ?? config.origins),
     })
   }
+  const virtualServers = new Map<string, VirtualRuntime>()
+  for (const [name, cfg] of Object.entries(config.virtualServers)) {
+    virtualServers.set(name, compileVirtualRuntime(name, cfg, servers, key.key, config))
+  }
   log.debug({ servers: [...servers.keys()] }, 'runtime compiled')
   return {
     config,
     servers,
+    virtualServers,
     allowedHosts: config.allowedHosts === undefined ? undefined : new Set(config.allowedHosts),
     auth: compileAuth(config, dir, shared.auth), // key files resolve against the config's folder
     policy,
+    limitState: limitStateFor(config, log, shared),
+    clientAddress: clientAddress(config.trustedProxies),
   }
+}
+
+/**
+ * A virtual server over compiled members. Its `front` is what the stages before the virtual one
+ * read: its own name, every body parsed (the virtual stage routes on method, name and cursor),
+ * the origins all members allow, the client headers any member replaces. Its `balancing` is the first
+ * member's only so the type is whole: no stage of the virtual pipeline forwards through it.
+ */
+function compileVirtualRuntime(
+  name: string,
+  cfg: GatewayConfig['virtualServers'][string],
+  servers: ReadonlyMap<string, ServerRuntime>,
+  key: Buffer,
+  config: GatewayConfig,
+): VirtualRuntime {
+  const members = cfg.members.map((m) => servers.get(m) as ServerRuntime) // load.ts checked them
+  const first = members[0] as ServerRuntime
+  const front: ServerRuntime = {
+    name,
+    // 2026-07-28 clients only: a 2025-era client gets unsupported_version (docs/virtual-servers.md).
+    config: { ...first.config, legacyClients: 'reject', extraMethods: [], headers: {} },
+    classify: {
+      parseAlways: true,
+      parseMethods: new Set(),
+      allowLegacy: false,
+      maxDepth: config.limits.maxJsonDepth,
+    },
+    balancing: first.balancing,
+    upstreamHeaders: [],
+    // SECURITY: a client header any member's config replaces is dropped for all of them.
+    headerRules: compileHeaderRules(
+      members.flatMap((m) => Object.keys(m.config.headers)),
+      undefined,
+    ),
+    // SECURITY: an Origin reaches every member through this endpoint, so every member must allow it.
+    origins: new Set([...first.origins].filter((o) => members.every((m) => m.origins.has(o)))),
+  }
+  return { ...compileVirtual(name, cfg, key, config.cache?.maxTtlMs), members, front }
 }
 
 /** Stops health checks and closes every pool of a runtime that is no longer in use. */
 export async function closeRuntime(rt: GatewayRuntime): Promise<void> {
+  // A runtime is closed while its gateway keeps running after a reload; the limit state (and its
+  // Redis connection) goes only with the gateway, once it drains.
+  if (rt.limitState.draining()) rt.limitState.close()
   await Promise.all([...rt.servers.values()].map((s) => s.balancing.close()))
 }
 

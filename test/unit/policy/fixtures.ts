@@ -14,7 +14,9 @@ export function policyOf(
   servers = ['weather', 'docs'],
 ): PolicySet {
   const file = policyFileSchema.parse(parse(yaml))
-  const rules = file.rules.map((rule, i) => compileRule({ rule, source: `test.yaml rules[${i}]` }))
+  const rules = (file.rules ?? []).map((rule, i) =>
+    compileRule({ rule, source: `test.yaml rules[${i}]` }),
+  )
   return new PolicySet(rules, mode, 'test', servers)
 }
 
