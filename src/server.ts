@@ -7,6 +7,7 @@ import { AuthCarryOver, type AuthStateOptions } from './auth/carry-over.js'
 import { startCache, type CacheSetupOptions, type GatewayCache } from './cache/setup.js'
 import type { LoadedConfig } from './config/load.js'
 import { watchConfig, type ConfigWatcher } from './config/watch.js'
+import { joinCluster } from './cluster/worker.js'
 import { startAdmin } from './observability/admin.js'
 import { createAccessWriter } from './observability/access-line.js'
 import { createLogger } from './observability/log.js'
@@ -21,6 +22,7 @@ import {
   type GatewayRuntime,
 } from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
+import { createTracing } from './telemetry/tracing.js'
 
 /** How often Node looks for connections past `limits.headersTimeoutMs`. */
 const HEADERS_CHECK_MS = 500
@@ -35,7 +37,7 @@ export interface RunningGateway {
   readonly log: Logger
   readonly metrics: GatewayMetrics
   readonly ref: RuntimeRef
-  /** The edge cache, when `cache:` is configured (issue 4). */
+  /** The edge cache, when `cache:` is configured (docs/cache.md). */
   readonly cache: GatewayCache | undefined
   /** Swaps in a new validated config; in-flight requests finish on the old one. */
   reload(loaded: LoadedConfig): Promise<void>
@@ -55,6 +57,8 @@ export interface StartOptions {
   readonly cache?: CacheSetupOptions
   /** Auth clock (key cache, cooldowns, token expiry), for tests. */
   readonly auth?: AuthStateOptions
+  /** A worker of `workers` > 1: no admin listener (the primary's), health shared (src/cluster/). */
+  readonly worker?: boolean
 }
 
 /** Starts the gateway on the configured (or given) port. */
@@ -65,19 +69,25 @@ export async function startGateway(
   const config = loaded.config
   const log = createLogger(config.log.level, opts.logDestination)
   const metrics = createMetrics()
-  // Drain state and metrics outlive config reloads (issue 5).
+  const worker = opts.worker === true ? joinCluster(metrics) : undefined
+  // Drain state and metrics outlive config reloads (docs/balancing.md §Graceful drain).
   const shared: RuntimeShared = {
     lifecycle: new Lifecycle(),
     metrics,
     auth: new AuthCarryOver(opts.auth),
+    ...(worker === undefined ? {} : { health: worker.health }),
   }
   const ref: RuntimeRef = {
     current: createRuntime(config, log, loaded.dir, loaded.policy, shared),
-    draining: false,
+    lifecycle: shared.lifecycle,
   }
+  worker?.attach(ref)
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
+  // One tracer per process from the starting config; a `telemetry:` change needs a restart
+  // (docs/operations.md "Traces").
+  const tracing = config.telemetry === undefined ? undefined : createTracing(config.telemetry)
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
   const access = createAccessWriter(log, { batch: opts.logDestination === undefined })
   const deps = {
@@ -88,6 +98,7 @@ export async function startGateway(
     warnings: () => watcher?.warnings() ?? [],
     replicasOut: () => replicasOut(ref.current),
     cache: cache?.cache,
+    tracing,
   }
   // One app per runtime, built on first use: a reload (or a policy swap, which makes a new runtime
   // object) gets a pipeline with exactly the stages its config needs.
@@ -136,7 +147,7 @@ export async function startGateway(
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
   log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
   const admin =
-    config.admin === undefined
+    config.admin === undefined || worker !== undefined
       ? undefined
       : await startAdmin(metrics.registry, config.admin.host, config.admin.port)
   if (admin !== undefined)
@@ -171,12 +182,13 @@ export async function startGateway(
     rereadConfig: () => watcher?.check() ?? Promise.resolve(),
     async close(drainMs = config.shutdown.drainMs) {
       watcher?.close()
-      ref.draining = true
+      // New requests are refused from here on; in-flight requests finish (up to drainMs); listen
+      // and 2025-era GET streams end after their last complete event; then whatever is left, idle
+      // keep-alive sockets included, is closed.
+      const drained = shared.lifecycle.drain(drainMs)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
-      // In-flight requests finish (up to drainMs); listen and 2025-era GET streams end after their
-      // last complete event; then whatever is left, idle keep-alive sockets included, is closed.
-      const finished = await shared.lifecycle.drain(drainMs)
+      const finished = await drained
       if (!finished)
         log.warn({ drainMs }, 'drain deadline reached; closing the remaining connections')
       server.closeAllConnections()
@@ -184,6 +196,8 @@ export async function startGateway(
       await cache?.close() // listen streams first: they hold upstream connections
       await closeRuntime(ref.current)
       await admin?.close()
+      // Spans of the last requests are exported before the process goes.
+      await tracing?.shutdown()
       access.close()
       log.flush()
     },

@@ -18,10 +18,12 @@ export const frontDoor = (
   runtime: GatewayRuntime,
 ): MiddlewareHandler<GatewayEnv> =>
   async function frontDoor(c, next) {
-    if (ref.draining) throw new GatewayError('shutting_down')
+    if (ref.lifecycle.draining) throw new GatewayError('shutting_down')
     c.set('runtime', runtime)
     const incoming = c.env.incoming
-    const server = runtime.servers.get(c.req.param('server') ?? '')
+    const name = c.req.param('server') ?? ''
+    // A virtual server is judged by its `front` (runtime.ts), then answered by the virtual stage.
+    const server = runtime.servers.get(name) ?? runtime.virtualServers.get(name)?.front
     // The server's own rules: which client headers its configured ones replace, which it owns.
     const head = readRequestHead(incoming.rawHeaders, server?.headerRules)
     c.set('head', head)

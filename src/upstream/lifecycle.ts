@@ -37,7 +37,7 @@ export class StreamStop {
  * reason: a reload must not hand every caller a fresh allowance (docs/balancing.md §Streams).
  */
 export class Lifecycle {
-  draining = false
+  private drainStarted = false
   /** Responses not yet finished or closed. */
   active = 0
   private readonly streams = new Set<StreamStop>()
@@ -49,6 +49,14 @@ export class Lifecycle {
       for (const wake of this.idleWaiters) wake()
       this.idleWaiters = []
     }
+  }
+
+  /**
+   * The gateway's one drain flag, set only by drain(): the front door refuses new requests,
+   * /readyz reports it, and ordinary answers carry `Connection: close`.
+   */
+  get draining(): boolean {
+    return this.drainStarted
   }
 
   /** Counts a response until it closes (finished, failed or abandoned by the client). */
@@ -97,7 +105,7 @@ export class Lifecycle {
    * is in progress, or after `ms`, whichever comes first; true when everything finished.
    */
   drain(ms: number): Promise<boolean> {
-    this.draining = true
+    this.drainStarted = true
     for (const s of this.streams) s.stop()
     this.streams.clear()
     if (this.active === 0) return Promise.resolve(true)

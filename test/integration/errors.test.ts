@@ -376,12 +376,11 @@ describe('upstream failures are gateway errors, distinguishable from the backend
   it('shutting_down: a draining gateway refuses new requests with 503', async () => {
     const b = await backend()
     const gw = await startTestGateway(oneServer(b.url))
-    gw.ref.draining = true
+    void gw.ref.lifecycle.drain(0) // the test's own close() drains again
     // Shedding happens before the body is read, so there is no id to echo.
     expectGatewayError(await rawPost(gw.mcpUrl('app'), call(26), headers()), 'shutting_down', null)
     const ready = await rawRequest('GET', `${gw.url}/readyz`)
     expect(ready.status).toBe(503)
-    gw.ref.draining = false
     expect(b.requests).toHaveLength(0)
   })
 
