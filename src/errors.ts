@@ -14,7 +14,7 @@ export interface ErrorSpec {
 }
 
 export const ERRORS = {
-  // Front door (reliability.md §0.4 steps 1-4)
+  // Front door (docs/design/check-order.md steps 1-5)
   method_not_allowed: { status: 405, rpc: -32600, message: 'Method not allowed: use POST' },
   unknown_server: { status: 404, rpc: -32601, message: 'Unknown MCP server' },
   origin_not_allowed: { status: 403, rpc: -31003, message: 'Origin not allowed' },
@@ -36,7 +36,7 @@ export const ERRORS = {
     message: 'Unsupported Media Type: Content-Type must be application/json',
   },
   content_encoding: { status: 415, rpc: -32600, message: 'Content-Encoding is not supported' },
-  // Authentication and authorization (issue 3)
+  // Authentication and authorization (docs/auth.md, docs/policy.md)
   unauthenticated: { status: 401, rpc: -31001, message: 'Authentication required' },
   invalid_token: { status: 401, rpc: -31001, message: 'Invalid access token' },
   insufficient_scope: { status: 403, rpc: -31003, message: 'Insufficient scope' },
@@ -91,7 +91,7 @@ export const ERRORS = {
     message: 'Unsupported protocol version: this server accepts 2026-07-28 clients only',
   },
   session_not_found: { status: 404, rpc: -32001, message: 'Session not found' },
-  // Upstream (issue 5)
+  // Upstream (docs/balancing.md)
   upstream_unavailable: { status: 502, rpc: -31502, message: 'Upstream unavailable' },
   upstream_bad_response: { status: 502, rpc: -31502, message: 'Bad response from upstream' },
   // SECURITY: never followed or relayed: it would send the client (and its token) around the gateway.

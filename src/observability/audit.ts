@@ -39,7 +39,7 @@ export interface AuditLog {
  * A child of the process logger with `audit: true`. It writes at `info` even when `log.level` is
  * higher (an audit trail that a log level can switch off is not one), but stays quiet under
  * `silent`. SECURITY: only `sub` and `iss` of the caller are written, never the token or claims
- * (reliability S-21).
+ * (a log is read by more people than may hold credentials; RFC 6750 §5.3).
  */
 export function createAuditLog(log: Logger): AuditLog {
   const audit = log.child({ audit: true }, { level: log.level === 'silent' ? 'silent' : 'info' })

@@ -1,16 +1,23 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { ALL_METHODS } from '../mcp/methods.js'
 import { createRequestMetrics, type RequestMetrics } from './request-metrics.js'
+import { createOperationMetrics, type OperationMetrics } from './operation-metrics.js'
+import { ToolCatalog } from '../telemetry/tool-catalog.js'
 
 /**
  * Prometheus metrics of one gateway instance (own registry, so several gateways can live in one
  * process, as in tests). Labels come from closed sets only: server names from config, known
- * methods or "other", outcome codes from the error table (style.md §7) — never a raw Mcp-Name.
+ * methods or "other", outcome codes from the error table — never a raw Mcp-Name, which would let
+ * clients create a series per request.
  */
 export interface GatewayMetrics {
   readonly registry: Registry
   /** mcp_edge_requests_total and mcp_edge_request_duration_seconds. */
   readonly requests: RequestMetrics
+  /** mcp_server_operation_duration_seconds (OpenTelemetry MCP conventions, docs/operations.md). */
+  readonly operations: OperationMetrics
+  /** Tool names the backends listed: the only `gen_ai_tool_name` label values besides `other`. */
+  readonly tools: ToolCatalog
   readonly upstreamFailures: Counter<'server' | 'upstream' | 'kind'>
   readonly retries: Counter<'server' | 'result'>
   readonly policyDecisions: Counter<'server' | 'decision'>
@@ -21,6 +28,8 @@ export interface GatewayMetrics {
   readonly rateLimited: Counter<'limit'>
   /** Rate decisions taken per replica because the configured Redis could not take them. */
   readonly rateLimitFallbacks: Counter
+  /** Merged answers of a virtual server that left a member out (failed or too slow). */
+  readonly virtualPartial: Counter<'server'>
 }
 
 /** Maps a method to a bounded label value. */
@@ -37,6 +46,8 @@ export function createMetrics(defaults = true): GatewayMetrics {
   return {
     registry,
     requests: createRequestMetrics(registry),
+    operations: createOperationMetrics(registry),
+    tools: new ToolCatalog(),
     upstreamFailures: new Counter({
       name: 'mcp_edge_upstream_failures_total',
       help: 'Failed upstream attempts',
@@ -47,6 +58,12 @@ export function createMetrics(defaults = true): GatewayMetrics {
       name: 'mcp_edge_retries_total',
       help: 'Retry decisions',
       labelNames: ['server', 'result'],
+      registers,
+    }),
+    virtualPartial: new Counter({
+      name: 'mcp_edge_virtual_partial_total',
+      help: 'Merged virtual-server answers that left a member out',
+      labelNames: ['server'],
       registers,
     }),
     policyDecisions: new Counter({

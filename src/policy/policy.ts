@@ -38,7 +38,7 @@ interface ServerRules {
 const DEFAULT_DENY: Verdict = { allow: false, rule: undefined, reason: 'default_deny' }
 
 /**
- * The compiled org-wide allowlist. Semantics (issue 3): what no rule allows is denied; a matching
+ * The compiled org-wide allowlist. Semantics (docs/policy.md): what no rule allows is denied; a matching
  * deny wins over any allow; a rule without `when` applies to every caller. Immutable: a reload
  * builds a new set and swaps it in whole.
  */

@@ -22,7 +22,7 @@ export interface ServerRuntime {
   readonly name: string
   readonly config: ServerConfig
   readonly classify: ClassifyPolicy
-  /** Replicas, pools, routes, health, retries and legacy sessions (issue 5). */
+  /** Replicas, pools, routes, health, retries and legacy sessions (docs/balancing.md). */
   readonly balancing: ServerBalancing
   /** Configured upstream headers as [name, value, …], appended to every forwarded request. */
   readonly upstreamHeaders: readonly string[]
