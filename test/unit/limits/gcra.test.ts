@@ -97,7 +97,7 @@ describe('LocalRates', () => {
   })
 
   it('stays within its memory bound, dropping the least recently used keys', () => {
-    let now = 0
+    const now = 0
     const local = new LocalRates(64 * 1024, () => now)
     for (let i = 0; i < 10_000; i++) local.decide([{ key: `k${i}`, rate: rateOf(1, 1000, 1) }])
     expect(local.size).toBeLessThan(1000)
