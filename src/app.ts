@@ -18,6 +18,7 @@ import { proxy } from './pipeline/proxy.js'
 import { rateLimit } from './pipeline/rate-limit.js'
 import { Limiter } from './limits/limiter.js'
 import { readRequest } from './pipeline/read-request.js'
+import { virtualStage } from './pipeline/virtual.js'
 import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
 import { EVENT } from './telemetry/events.js'
 import type { Tracing } from './telemetry/tracing.js'
@@ -90,11 +91,26 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     deps.cache && listCache(deps.cache, deps.log), // cacheable results served from the edge
     tracing && deps.cache && traceCacheMiss(),
     exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
-    proxy(), // replica choice, streaming forward
+    proxy(deps.metrics.tools), // replica choice, streaming forward
   ]
   const [first, ...rest] = stages.filter(
     (s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function',
   )
+  // Virtual servers (docs/virtual-servers.md): judged by the same stages up to classification,
+  // then answered by the virtual stage, which applies each member's own policy, cache and path.
+  // Registered first: a virtual name is never a server name (config/load.ts).
+  if (runtime.virtualServers.size > 0) {
+    const virtual = [
+      accessLog(deps.access, deps.metrics),
+      frontDoor(deps.ref, runtime),
+      runtime.auth && authenticate(),
+      readRequest(),
+      classifyRequest(),
+      virtualStage({ log: deps.log, metrics: deps.metrics, cache: deps.cache }),
+    ].filter((s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function')
+    const names = [...runtime.virtualServers.keys()].map((n) => n.replace(/\./g, '\\.'))
+    app.all(`/mcp/:server{${names.join('|')}}`, ...(virtual as [MiddlewareHandler<GatewayEnv>]))
+  }
   app.all('/mcp/:server', first as MiddlewareHandler<GatewayEnv>, ...rest)
   return app
 }

@@ -5,6 +5,7 @@ import type { ListFilter } from './mcp/list-filter.js'
 import type { ResultHook } from './mcp/result-transform.js'
 import type { RequestHead } from './mcp/request-head.js'
 import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
+import type { RequestTrace } from './telemetry/request-trace.js'
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
 interface GatewayVariables {
@@ -23,6 +24,8 @@ interface GatewayVariables {
   resultHooks: readonly ResultHook[] | undefined
   /** The caller's view of list results (policy); applied after any cache capture. */
   listFilter: ListFilter | undefined
+  /** The request's server span, when `telemetry:` is configured (pipeline/trace.ts). */
+  trace: RequestTrace | undefined
 }
 
 /** Hono environment of the gateway app. */

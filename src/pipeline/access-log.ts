@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import type { AccessWriter } from '../observability/access-line.js'
 import type { GatewayEnv } from '../env.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
+import { errorType } from '../telemetry/error-type.js'
 
 /**
  * Outermost stage: one JSON line per request once the response is over (streams included).
@@ -24,6 +25,13 @@ export const accessLog = (
       const seconds = (performance.now() - start) / 1000
       const outcome = c.get('outcome') ?? 'ok'
       metrics.requests.record(server, method, outcome, status, seconds)
+      // MCP operations only: a request refused before its method was known is not one.
+      if (method !== 'none') {
+        const target = mcp?.method === 'tools/call' ? mcp.targets[0] : undefined
+        const tool = target?.kind === 'tool' ? metrics.tools.label(server, target.name) : undefined
+        // mcp.version is one classify accepted (a closed set); undefined for header-less 2025 clients.
+        metrics.operations.record(method, tool, mcp?.version, errorType(outcome, status), seconds)
+      }
       if (write !== undefined) {
         const target = mcp?.targets[0]
         write({

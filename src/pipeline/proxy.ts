@@ -20,14 +20,18 @@ import type { BodyTransform, HeaderMap } from '../upstream/forward.js'
 import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { Upstream } from '../upstream/upstream.js'
+import { EVENT } from '../telemetry/events.js'
+import type { RequestTrace } from '../telemetry/request-trace.js'
+import type { ToolCatalog } from '../telemetry/tool-catalog.js'
+import { spanRequest } from './trace.js'
 import { ALREADY_SENT } from './node-response.js'
 
 /**
  * Last stage: picks a replica and streams the request to it and the answer back, writing straight
- * into Node's response (performance.md: web Response objects cost ~1.5x on this path). Which
- * replicas, and when another one is tried, is upstream/attempts.ts (reliability.md §4.1).
+ * into Node's response (docs/design/hot-path.md: web Response objects cost ~1.5x on this path). Which
+ * replicas, and when another one is tried, is upstream/attempts.ts (docs/design/retries.md).
  */
-export const proxy = (): MiddlewareHandler<GatewayEnv> =>
+export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
   async function proxy(c) {
     // c.get, never the `var` getter: hono's getter copies every variable into a new object per access.
     const server = c.get('server')
@@ -52,8 +56,15 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-proto', 'http',
       'x-forwarded-host', head.host ?? '',
     ]
+    const trace = c.get('trace')
+    // Trace context for the backend, in the W3C header only: the body is forwarded as judged
+    // (docs/security.md), so a `params._meta.traceparent` in it reaches the backend unchanged.
+    if (trace !== undefined) traceHeaders(headers, trace, c)
     const filter = c.get('listFilter')
-    const observers = c.get('resultHooks') ?? []
+    let observers = c.get('resultHooks') ?? []
+    // Tool names for the metrics' closed label set, from the backend's own list (throttled).
+    const learn = mcp.method === 'tools/list' ? tools.learner(server.name) : undefined
+    if (learn !== undefined) observers = [...observers, learn]
     const limits = c.get('runtime').config.limits
     const b = server.balancing
     // Handles (2025-era session ids, task ids) are sealed for this caller: its verified issuer and
@@ -88,7 +99,8 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
                 )
               : undefined
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
-    // 2025-era sessions live on one replica; the id the client holds says which (issue 5 §7).
+    // 2025-era sessions live on one replica; the id the client holds says which
+    // (docs/balancing.md "Legacy sessions").
     // 2026-07-28 traffic has no sessions and never gets any of this.
     const legacy = mcp.era === 'legacy'
     let pinned
@@ -156,6 +168,11 @@ export const proxy = (): MiddlewareHandler<GatewayEnv> =>
       transform,
       stop,
       upstream: undefined as Upstream | undefined,
+      onAttempt:
+        trace === undefined
+          ? undefined
+          : (replica: string, retry: number) =>
+              trace.event(EVENT.attempt, { 'mcp_edge.upstream.id': replica, retry }),
     }
     try {
       const result = await sendWithRetries(c.env.outgoing, b, plan)
@@ -190,6 +207,16 @@ function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskId
 function inBand(c: Context<GatewayEnv>, outcome: string, text: string): Response {
   c.set('outcome', outcome)
   return c.body(text, 200, { 'content-type': 'application/json' })
+}
+
+/** Replaces the client's `traceparent` / `tracestate` with ones naming the gateway's span. */
+function traceHeaders(headers: string[], trace: RequestTrace, c: Context<GatewayEnv>): void {
+  trace.begin(spanRequest(c))
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    const name = (headers[i] as string).toLowerCase()
+    if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2)
+  }
+  for (const [k, v] of Object.entries(trace.propagation())) headers.push(k, v)
 }
 
 /** Replaces the value of header `name` (lower-case) in a [name, value, …] list. */

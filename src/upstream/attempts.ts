@@ -22,7 +22,7 @@ export interface AttemptPlan {
   readonly pinned: Upstream | undefined
   /** Key for `balance: {hash}`; undefined falls back to least-request. */
   readonly hashKey: string | undefined
-  /** A safe method (reliability §4.1): may be retried after it possibly reached a replica. */
+  /** A safe method (docs/design/retries.md): may be retried after it possibly reached a replica. */
   readonly safe: boolean
   /** 2025-era request: session ids in responses are rewritten to name their replica. */
   readonly legacy: boolean
@@ -34,12 +34,14 @@ export interface AttemptPlan {
   readonly transform:
     ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
   readonly stop: StreamStop | undefined
+  /** Called before each try with the replica and the retries so far (tracing; else unset). */
+  readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
   /** The replica of the latest attempt (for the access log). */
   upstream: Upstream | undefined
 }
 
 /**
- * The attempt loop, exactly per reliability.md §4.1:
+ * The attempt loop, exactly per docs/design/retries.md:
  * - NotSent (refused, connect timeout …): another replica, for any method, until none is left;
  * - possibly sent (reset, timeout, garbage, 502/503/504 without a JSON-RPC body): one more replica
  *   (`retry.attempts`) only for safe methods, within the retry budget and the deadline (the
@@ -70,6 +72,7 @@ export async function sendWithRetries(
           ? pick(plan, tried, lastSent, stream)
           : pinnedReady(plan.pinned, stream)
       plan.upstream = upstream
+      plan.onAttempt?.(upstream.id, retries)
       const left = deadline - performance.now()
       try {
         const result = await send(res, {
@@ -83,7 +86,6 @@ export async function sendWithRetries(
           bodyTimeoutMs: b.streamIdleMs,
           transform: plan.transform,
           onHeaders: plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders,
-          inspectServerErrors: true,
           stop: plan.stop,
         })
         b.settled(upstream, result)

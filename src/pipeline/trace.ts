@@ -1,0 +1,89 @@
+import type { MiddlewareHandler } from 'hono'
+import type { Attributes } from '@opentelemetry/api'
+import type { GatewayEnv } from '../env.js'
+import { isRecord, parseMessage } from '../mcp/jsonrpc.js'
+import { CACHEABLE_METHODS } from '../mcp/methods.js'
+import { RequestTrace, type SpanRequest } from '../telemetry/request-trace.js'
+import { EVENT, outcomeEvent } from '../telemetry/events.js'
+import type { Tracing } from '../telemetry/tracing.js'
+
+/**
+ * Second stage, only when `telemetry:` is configured: one server span per request (OpenTelemetry
+ * MCP conventions), ended once the response is over, streams included. Without telemetry this
+ * stage is not in the pipeline and no span or context object exists (docs/operations.md).
+ */
+export const traceRequest = (tracing: Tracing): MiddlewareHandler<GatewayEnv> =>
+  async function traceRequest(c, next) {
+    const t = new RequestTrace(
+      tracing,
+      performance.timeOrigin + performance.now(),
+      c.env.incoming.headers,
+    )
+    c.set('trace', t)
+    try {
+      await next()
+    } finally {
+      const outcome = c.get('outcome') ?? 'ok'
+      const event = outcomeEvent(outcome)
+      if (event !== undefined) t.event(event[0], event[1])
+      const out = c.env.outgoing
+      const status = out.headersSent ? out.statusCode : c.res.status
+      t.end(spanRequest(c), outcome, status, c.get('upstreamId'))
+    }
+  }
+
+/** An event once the stage before it let the request through (auth passed, policy allowed …). */
+export const traceMark = (name: string, attributes: Attributes): MiddlewareHandler<GatewayEnv> =>
+  async function traceMark(c, next) {
+    c.get('trace')?.event(name, attributes)
+    await next()
+  }
+
+/** Cache miss: the cache stage let a cacheable request through to the backend. */
+export const traceCacheMiss = (): MiddlewareHandler<GatewayEnv> =>
+  async function traceCacheMiss(c, next) {
+    const method = c.get('mcp')?.method
+    if (method !== undefined && CACHEABLE_METHODS.has(method))
+      c.get('trace')?.event(EVENT.cache, { result: 'miss' })
+    await next()
+  }
+
+/** What the span records, read from the stages' variables (closed sets and parsed values only). */
+export function spanRequest(c: Parameters<MiddlewareHandler<GatewayEnv>>[0]): SpanRequest {
+  const incoming = c.env.incoming
+  const head = c.get('head')
+  const mcp = c.get('mcp')
+  return {
+    mcp,
+    meta: requestMeta(c),
+    httpMethod: incoming.method,
+    httpVersion: incoming.httpVersion,
+    host: head?.host,
+    localPort: incoming.socket.localPort,
+    clientAddress: incoming.socket.remoteAddress,
+    clientPort: incoming.socket.remotePort,
+    sessionId: head?.sessionId,
+    server: c.get('server')?.name,
+  }
+}
+
+/**
+ * `params._meta` of the request, for `traceparent`. A body the gateway did not need to parse
+ * (trusted headers) is parsed here, only for tracing, and only to read; a body that does not parse
+ * has no parent from it.
+ */
+function requestMeta(
+  c: Parameters<MiddlewareHandler<GatewayEnv>>[0],
+): Readonly<Record<string, unknown>> | undefined {
+  let message = c.get('mcp')?.message
+  const body = c.get('body')
+  if (message === undefined && body !== undefined && body.length > 0) {
+    try {
+      message = parseMessage(body, c.get('server')?.classify.maxDepth ?? 64)
+    } catch {
+      return undefined
+    }
+  }
+  const meta = message?.params?.['_meta']
+  return isRecord(meta) ? meta : undefined
+}
