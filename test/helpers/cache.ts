@@ -1,17 +1,14 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { onTestFinished } from 'vitest'
-import { stringify } from 'yaml'
-import { parseConfigText } from '../../src/config/load.js'
-import { startGateway, type RunningGateway, type StartOptions } from '../../src/server.js'
-import { envelope, mcpHeaders, rawPost, type RawResponse } from '../helpers/clients.js'
+import type { RunningGateway, StartOptions } from '../../src/server.js'
+import { envelope, mcpHeaders, rawPost, type RawResponse } from './clients.js'
+import { startTestGateway, type TestGateway } from './gateway.js'
 
-/** A gateway for cache tests, with its log lines and the URL of server `app`. */
-export interface CacheGateway extends RunningGateway {
+/** A gateway for cache tests: its log lines and the URL of server `app`. */
+export interface CacheGateway extends TestGateway {
   readonly app: string
-  readonly logs: Record<string, unknown>[]
 }
 
 /** Fast listen reconnects so tests never wait out production backoff. */
@@ -22,32 +19,26 @@ export const FAST_INVALIDATOR = {
   resubscribeDelayMs: 20,
 }
 
-/** Starts a gateway (closed when the test ends) with `cache` in front of `url` as server `app`. */
+/**
+ * Starts a gateway (closed when the test ends) with `cache` in front of `url` as server `app`,
+ * debug logs and fast listen reconnects; `extra` adds or replaces top-level config keys.
+ */
 export async function cacheGateway(
   url: string,
   cache: Record<string, unknown> = {},
   extra: Record<string, unknown> = {},
-  opts: StartOptions & { dir?: string } = {},
+  opts: Omit<StartOptions, 'logDestination'> & { dir?: string } = {},
 ): Promise<CacheGateway> {
-  const logs: Record<string, unknown>[] = []
-  const config = {
-    listen: { host: '127.0.0.1', port: 0 },
-    log: { level: 'debug' },
-    cache,
-    servers: { app: { upstreams: [{ url }] } },
-    ...extra,
-  }
-  const loaded = parseConfigText(stringify(config), { dir: opts.dir ?? process.cwd(), env: {} })
-  const gw = await startGateway(loaded, {
-    watch: false,
-    cache: { invalidator: FAST_INVALIDATOR },
-    ...opts,
-    logDestination: {
-      write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>),
+  const { dir, ...start } = opts
+  const gw = await startTestGateway(
+    { log: { level: 'debug' }, cache, servers: { app: { upstreams: [{ url }] } }, ...extra },
+    {
+      ...(dir === undefined ? {} : { dir }),
+      closeMs: 100,
+      start: { watch: false, cache: { invalidator: FAST_INVALIDATOR }, ...start },
     },
-  })
-  onTestFinished(() => gw.close(100))
-  return Object.assign(gw, { app: `${gw.url}/mcp/app`, logs })
+  )
+  return Object.assign(gw, { app: gw.mcpUrl('app') })
 }
 
 /** A modern request body with `rawId` spliced in verbatim (big integers, escapes). */
@@ -73,30 +64,6 @@ export function post(
 ): Promise<RawResponse> {
   const name = typeof params.uri === 'string' ? params.uri : undefined
   return rawPost(url, rawBody(rawId, method, params), { ...mcpHeaders(method, name), ...headers })
-}
-
-/** Polls `check` until it holds; fails after `timeoutMs` with `what`. */
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(10)
-  }
-}
-
-/** Closes whatever `start` resolves to when the test ends. */
-export async function closing<T extends { close(): Promise<unknown> }>(
-  start: Promise<T>,
-): Promise<T> {
-  const value = await start
-  onTestFinished(async () => {
-    await value.close()
-  })
-  return value
 }
 
 /** The value of one cache event counter. */

@@ -1,7 +1,7 @@
 import { onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
 import { parseConfigText } from '../../src/config/load.js'
-import { startGateway, type RunningGateway } from '../../src/server.js'
+import { startGateway, type RunningGateway, type StartOptions } from '../../src/server.js'
 
 /** A gateway started for one test, with its log lines captured. */
 export interface TestGateway extends RunningGateway {
@@ -17,7 +17,15 @@ export interface TestGateway extends RunningGateway {
  */
 export async function startTestGateway(
   config: Record<string, unknown>,
-  opts: { dir?: string; env?: NodeJS.ProcessEnv; autoClose?: boolean } = {},
+  opts: {
+    dir?: string
+    env?: NodeJS.ProcessEnv
+    autoClose?: boolean
+    /** Drain time given to close() when the test ends (default 200 ms). */
+    closeMs?: number
+    /** Passed to startGateway (clocks, watch); the log always goes to `logs`. */
+    start?: Omit<StartOptions, 'logDestination'>
+  } = {},
 ): Promise<TestGateway> {
   const logs: Record<string, unknown>[] = []
   const text = stringify({
@@ -27,13 +35,14 @@ export async function startTestGateway(
   })
   const loaded = parseConfigText(text, { dir: opts.dir ?? process.cwd(), env: opts.env ?? {} })
   const gw = await startGateway(loaded, {
+    ...opts.start,
     logDestination: {
       write(line: string) {
         logs.push(JSON.parse(line) as Record<string, unknown>)
       },
     },
   })
-  if (opts.autoClose !== false) onTestFinished(() => gw.close(200))
+  if (opts.autoClose !== false) onTestFinished(() => gw.close(opts.closeMs ?? 200))
   return Object.assign(gw, { logs, mcpUrl: (server: string) => `${gw.url}/mcp/${server}` })
 }
 

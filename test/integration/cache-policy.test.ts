@@ -5,7 +5,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import type { RawResponse } from '../helpers/clients.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
 import { claimsFor, generateTestKey, mintToken, startJwks } from '../helpers/tokens.js'
-import { cacheGateway, closing, post, waitFor } from './cache-helpers.js'
+import { cacheGateway, post } from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const ISS = 'https://idp.example.com'
 const PUBLIC = 'https://mcp.example.com'
@@ -30,7 +31,11 @@ describe('edge cache with policies: hits are filtered per caller', () => {
       'rules:\n  - name: reads\n    servers: [app]\n    allow: { tools: ["get_*"] }\n',
     )
     const gw = await cacheGateway(backend.url, {}, { policies: '.' }, { dir })
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the listen stream')
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the listen stream',
+      })
+      .toBe(true)
     const miss = listed(await post(gw.app, '1'))
     const hit = listed(await post(gw.app, '2'))
     expect(miss).toEqual({ names: ['get_forecast', 'get_alerts'], scope: 'public' })
@@ -62,7 +67,11 @@ describe('edge cache with policies: hits are filtered per caller', () => {
       { policies: '.', auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, jwksUrl: jwks.url } } },
       { dir },
     )
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the listen stream')
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the listen stream',
+      })
+      .toBe(true)
     const bearer = async (org: string) => ({
       authorization: `Bearer ${await mintToken(claimsFor(ISS, `${PUBLIC}/mcp/app`, { sub: `u-${org}`, org }), { key })}`,
     })

@@ -7,7 +7,8 @@ import {
   startJwks,
   type TestKey,
 } from '../helpers/tokens.js'
-import { cacheGateway, closing, post, type CacheGateway } from './cache-helpers.js'
+import { cacheGateway, post, type CacheGateway } from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const ISS = 'https://idp.example.com'
 const PUBLIC = 'https://mcp.example.com'

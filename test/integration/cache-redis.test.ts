@@ -3,15 +3,14 @@ import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-server
 import {
   cacheEvents,
   cacheGateway,
-  closing,
   HAVE_REDIS,
   IN_CI,
   MISSING_REDIS as MISSING,
   post,
   redisConnected,
   startRedis,
-  waitFor,
-} from './cache-helpers.js'
+} from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
 
@@ -33,9 +32,13 @@ describe.skipIf(!HAVE_REDIS)(
       const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
       const a = await cacheGateway(backend.url, { redis: redis.url })
       const b = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(() => [a, b].every(redisConnected), 'both gateways connected to Redis')
+      await expect
+        .poll(() => [a, b].every(redisConnected), { message: 'both gateways connected to Redis' })
+        .toBe(true)
       expect((await post(a.app, '1')).status).toBe(200)
-      await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+      await expect
+        .poll(async () => (await redis.client.dbsize()) === 1, { message: 'the entry in Redis' })
+        .toBe(true)
       const [key] = await redis.client.keys('*')
       expect(key).toMatch(/^mcp-edge:c1:app~[\w-]+:tools\/list:-:/)
       expect(await redis.client.pttl(key ?? '')).toBeGreaterThan(50_000)
@@ -57,26 +60,32 @@ describe.skipIf(!HAVE_REDIS)(
       const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
       const a = await cacheGateway(backend.url, { redis: redis.url })
       const b = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(
-        () =>
-          [a, b].every(
-            (g) => redisConnected(g) && g.cache?.invalidator.isConnected('app') === true,
-          ),
-        'both listen streams and Redis connections',
-      )
+      await expect
+        .poll(
+          () =>
+            [a, b].every(
+              (g) => redisConnected(g) && g.cache?.invalidator.isConnected('app') === true,
+            ),
+          { message: 'both listen streams and Redis connections' },
+        )
+        .toBe(true)
       await post(a.app, '1')
-      await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+      await expect
+        .poll(async () => (await redis.client.dbsize()) === 1, { message: 'the entry in Redis' })
+        .toBe(true)
       await post(b.app, '2')
       expect(backend.calls('tools/list')).toHaveLength(1)
       backend.notify.toolsChanged()
-      await waitFor(
-        async () => (await redis.client.dbsize()) === 0,
-        'the shared entry to be dropped',
-      )
-      await waitFor(
-        () => a.cache?.cache.stats.entries === 0 && b.cache?.cache.stats.entries === 0,
-        'memory tiers dropped',
-      )
+      await expect
+        .poll(async () => (await redis.client.dbsize()) === 0, {
+          message: 'the shared entry to be dropped',
+        })
+        .toBe(true)
+      await expect
+        .poll(() => a.cache?.cache.stats.entries === 0 && b.cache?.cache.stats.entries === 0, {
+          message: 'memory tiers dropped',
+        })
+        .toBe(true)
       await post(b.app, '3')
       expect(backend.calls('tools/list')).toHaveLength(2)
     })
@@ -85,23 +94,24 @@ describe.skipIf(!HAVE_REDIS)(
       const redis = await startRedis()
       const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
       const gw = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(() => redisConnected(gw), 'the Redis connection')
+      await expect.poll(() => redisConnected(gw), { message: 'the Redis connection' }).toBe(true)
       await post(gw.app, '1')
       await redis.stop()
       expect((await post(gw.app, '2')).status).toBe(200) // memory hit
       expect((await post(gw.app, '3', 'tools/list', { cursor: 'other' })).status).toBe(200) // miss
       expect(backend.calls('tools/list')).toHaveLength(2)
-      await waitFor(
-        () => gw.logs.some((l) => String(l.msg).includes('redis unavailable')),
-        'the degraded log line',
-      )
+      await expect
+        .poll(() => gw.logs.some((l) => String(l.msg).includes('redis unavailable')), {
+          message: 'the degraded log line',
+        })
+        .toBe(true)
     })
 
     it('bypasses a Redis that stops answering instead of waiting out every command, then uses it again', async () => {
       const redis = await startRedis()
       const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
       const gw = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(() => redisConnected(gw), 'the Redis connection')
+      await expect.poll(() => redisConnected(gw), { message: 'the Redis connection' }).toBe(true)
       redis.pause() // SIGSTOP: the connection stays open, nothing is answered
       const misses = 20
       const started = performance.now()
@@ -133,19 +143,24 @@ describe.skipIf(!HAVE_REDIS)(
           { timeout: 15_000, interval: 200 },
         )
         .toBe(true)
-      await waitFor(async () => (await redis.client.dbsize()) > 0, 'an entry written again')
+      await expect
+        .poll(async () => (await redis.client.dbsize()) > 0, { message: 'an entry written again' })
+        .toBe(true)
     })
 
     it('sends the drops a bypassed Redis missed before reading it again', async () => {
       const redis = await startRedis()
       const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
       const gw = await cacheGateway(backend.url, { redis: redis.url })
-      await waitFor(
-        () => redisConnected(gw) && gw.cache?.invalidator.isConnected('app') === true,
-        'the listen stream and the Redis connection',
-      )
+      await expect
+        .poll(() => redisConnected(gw) && gw.cache?.invalidator.isConnected('app') === true, {
+          message: 'the listen stream and the Redis connection',
+        })
+        .toBe(true)
       await post(gw.app, '1')
-      await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+      await expect
+        .poll(async () => (await redis.client.dbsize()) === 1, { message: 'the entry in Redis' })
+        .toBe(true)
       redis.pause()
       for (let i = 0; i < 3; i++)
         await post(gw.app, String(10 + i), 'prompts/list', { cursor: `c${i}` })
@@ -153,7 +168,9 @@ describe.skipIf(!HAVE_REDIS)(
         true,
       )
       backend.notify.toolsChanged() // the drop cannot reach Redis now
-      await waitFor(() => gw.cache?.cache.stats.entries === 0, 'the memory tier dropped')
+      await expect
+        .poll(() => gw.cache?.cache.stats.entries === 0, { message: 'the memory tier dropped' })
+        .toBe(true)
       redis.resume()
       let probes = 0
       await expect

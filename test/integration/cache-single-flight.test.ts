@@ -3,7 +3,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { mcpHeaders } from '../helpers/clients.js'
 import { httpHead } from '../helpers/raw-socket.js'
 import { sseEvent, startNonValidatingBackend, type Behaviour } from '../helpers/sdk-servers.js'
-import { cacheEvents, cacheGateway, closing, post, rawBody, waitFor } from './cache-helpers.js'
+import { cacheEvents, cacheGateway, post, rawBody } from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
 
@@ -73,9 +74,15 @@ describe('edge cache: single flight', () => {
     const backendCalls = (): number => backend.calls('tools/list').length
     const gw = await cacheGateway(backend.url, { maxEntryBytes: 16 << 20, maxBytes: 64 << 20 })
     stalledClient(gw.app, '0')
-    await waitFor(() => backendCalls() === 1, 'the first list to reach the backend')
+    await expect
+      .poll(() => backendCalls() === 1, { message: 'the first list to reach the backend' })
+      .toBe(true)
     const waiters = ['1', '2', '3'].map((id) => post(gw.app, id))
-    await waitFor(() => gw.cache?.cache.stats.waiters === 3, 'three requests waiting on the first')
+    await expect
+      .poll(() => gw.cache?.cache.stats.waiters === 3, {
+        message: 'three requests waiting on the first',
+      })
+      .toBe(true)
     release()
     // streamIdleMs (300 s by default) is what a stalled capture would wait for.
     const answers = await within(Promise.all(waiters), 5000, 'the waiters')
@@ -111,10 +118,16 @@ describe('edge cache: single flight', () => {
     )
     const leader = post(gw.app, '0', 'tools/list', {}, {})
     void leader.catch(() => undefined)
-    await waitFor(() => backend.calls('tools/list').length === 1, 'the first list upstream')
+    await expect
+      .poll(() => backend.calls('tools/list').length === 1, { message: 'the first list upstream' })
+      .toBe(true)
     const started = performance.now()
     const waiters = ['1', '2', '3'].map((id) => post(gw.app, id))
-    await waitFor(() => gw.cache?.cache.stats.waiters === 3, 'three requests waiting on the first')
+    await expect
+      .poll(() => gw.cache?.cache.stats.waiters === 3, {
+        message: 'three requests waiting on the first',
+      })
+      .toBe(true)
     const answers = await within(Promise.all(waiters), 5000, 'the waiters')
     const elapsed = performance.now() - started
     for (const res of answers) {

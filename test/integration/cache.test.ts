@@ -8,7 +8,8 @@ import {
   startSdkServer,
   type BehaviourHook,
 } from '../helpers/sdk-servers.js'
-import { cacheEvents, cacheGateway, closing, post, waitFor } from './cache-helpers.js'
+import { cacheEvents, cacheGateway, post } from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
 const JSON_HEADERS = { 'content-type': 'application/json' }
@@ -53,17 +54,19 @@ describe('edge cache: public lists', () => {
     )
     const gw = await cacheGateway(backend.url)
     const leader = post(gw.app, '0')
-    await waitFor(
-      () => backend.calls('tools/list').length === 1,
-      'the first list to reach the backend',
-    )
+    await expect
+      .poll(() => backend.calls('tools/list').length === 1, {
+        message: 'the first list to reach the backend',
+      })
+      .toBe(true)
     const ids = Array.from({ length: 499 }, (_, i) => AWKWARD_IDS[i] ?? String(i + 1))
     const flood = Promise.all(ids.map((id) => post(gw.app, id)))
-    await waitFor(
-      () => gw.cache?.cache.stats.waiters === 499,
-      '499 requests waiting on the first',
-      15_000,
-    )
+    await expect
+      .poll(() => gw.cache?.cache.stats.waiters === 499, {
+        message: '499 requests waiting on the first',
+        timeout: 15_000,
+      })
+      .toBe(true)
     release()
     const round1 = await flood
     expect((await leader).status).toBe(200)
@@ -91,10 +94,11 @@ describe('edge cache: public lists', () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
     const gw = await cacheGateway(backend.url)
     // Until its listen is acknowledged, an answer in flight may predate a change and is not stored.
-    await waitFor(
-      () => gw.cache?.invalidator.isConnected('app') === true,
-      'the upstream listen stream',
-    )
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the upstream listen stream',
+      })
+      .toBe(true)
     const cold = await Promise.all(Array.from({ length: 100 }, (_, i) => post(gw.app, String(i))))
     expect(cold.every((r) => r.status === 200)).toBe(true)
     expect(backend.calls('tools/list')).toHaveLength(1)
@@ -122,10 +126,11 @@ describe('edge cache: public lists', () => {
       }),
     )
     const gw = await cacheGateway(backend.url)
-    await waitFor(
-      () => gw.cache?.invalidator.isConnected('app') === true,
-      'the upstream listen stream',
-    )
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the upstream listen stream',
+      })
+      .toBe(true)
     const pages = async () =>
       Promise.all(
         [undefined, '2', '4'].map((cursor, i) =>
@@ -169,10 +174,11 @@ describe('edge cache: public lists', () => {
   it('makes the next tools/list go to the backend after notifications/tools/list_changed', async () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
     const gw = await cacheGateway(backend.url)
-    await waitFor(
-      () => gw.cache?.invalidator.isConnected('app') === true,
-      'the upstream listen stream',
-    )
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the upstream listen stream',
+      })
+      .toBe(true)
     const listen = backend.calls('subscriptions/listen')[0]
     // One listen per server, with the gateway's own modern headers and envelope.
     expect(listen?.header('mcp-method')).toBe('subscriptions/listen')
@@ -182,7 +188,9 @@ describe('edge cache: public lists', () => {
     await post(gw.app, '2')
     expect(backend.calls('tools/list')).toHaveLength(1)
     backend.notify.toolsChanged()
-    await waitFor(async () => (await cacheEvents(gw, 'invalidate')) > 0, 'the invalidation')
+    await expect
+      .poll(async () => (await cacheEvents(gw, 'invalidate')) > 0, { message: 'the invalidation' })
+      .toBe(true)
     expect((await post(gw.app, '3')).status).toBe(200)
     expect(backend.calls('tools/list')).toHaveLength(2)
     await post(gw.app, '4')
@@ -205,16 +213,29 @@ describe('edge cache: public lists', () => {
       }),
     )
     const gw = await cacheGateway(backend.url)
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the first listen')
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the first listen',
+      })
+      .toBe(true)
     const listen = backend.calls('subscriptions/listen')[0]?.json()
     expect(listen).toMatchObject({ params: { notifications: { toolsListChanged: true } } })
     await post(gw.app, '1')
     await post(gw.app, '2')
     expect(backend.calls('tools/list')).toHaveLength(1)
     // Whatever changed while no stream was open is unknown: the reconnect drops the lists.
-    await waitFor(() => backend.calls('subscriptions/listen').length >= 2, 'a second listen', 5_000)
-    await waitFor(() => gw.cache?.invalidator.isConnected('app') === true, 'the reconnect')
-    await waitFor(() => gw.cache?.cache.stats.entries === 0, 'the drop on reconnect')
+    await expect
+      .poll(() => backend.calls('subscriptions/listen').length >= 2, {
+        message: 'a second listen',
+        timeout: 5_000,
+      })
+      .toBe(true)
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, { message: 'the reconnect' })
+      .toBe(true)
+    await expect
+      .poll(() => gw.cache?.cache.stats.entries === 0, { message: 'the drop on reconnect' })
+      .toBe(true)
     await post(gw.app, '3')
     expect(backend.calls('tools/list')).toHaveLength(2)
     expect(gw.logs.some((l) => String(l.msg).includes('listen stream ended'))).toBe(true)
@@ -223,24 +244,29 @@ describe('edge cache: public lists', () => {
   it('drops a cached resource on notifications/resources/updated for its URI only', async () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'resources/read': PUBLIC_60S } }))
     const gw = await cacheGateway(backend.url)
-    await waitFor(
-      () => gw.cache?.invalidator.isConnected('app') === true,
-      'the upstream listen stream',
-    )
+    await expect
+      .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
+        message: 'the upstream listen stream',
+      })
+      .toBe(true)
     const read = (uri: string) => post(gw.app, '1', 'resources/read', { uri })
     await read('docs://readme')
     await read('docs://changelog')
     // The gateway re-subscribes with the URIs it now holds (resources.subscribe).
-    await waitFor(
-      () =>
-        backend
-          .calls('subscriptions/listen')
-          .some((r) => JSON.stringify(r.json()).includes('docs://changelog')),
-      'a listen that subscribes to the cached URIs',
-    )
+    await expect
+      .poll(
+        () =>
+          backend
+            .calls('subscriptions/listen')
+            .some((r) => JSON.stringify(r.json()).includes('docs://changelog')),
+        { message: 'a listen that subscribes to the cached URIs' },
+      )
+      .toBe(true)
     await sleep(50) // let the new stream's acknowledgement land
     backend.notify.resourceUpdated('docs://readme')
-    await waitFor(async () => (await cacheEvents(gw, 'invalidate')) > 0, 'the invalidation')
+    await expect
+      .poll(async () => (await cacheEvents(gw, 'invalidate')) > 0, { message: 'the invalidation' })
+      .toBe(true)
     await read('docs://readme')
     await read('docs://changelog')
     const uris = backend

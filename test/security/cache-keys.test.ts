@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { envelope, mcpHeaders, rawPost, type RawResponse } from '../helpers/clients.js'
 import { startNonValidatingBackend, type NonValidatingBackend } from '../helpers/sdk-servers.js'
-import { cacheGateway, closing } from '../integration/cache-helpers.js'
+import { cacheGateway } from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 /**
  * The cache key must tell apart every two requests a backend could answer differently (caching.mdx

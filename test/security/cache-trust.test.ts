@@ -6,17 +6,16 @@ import { startNonValidatingBackend, type NonValidatingBackend } from '../helpers
 import {
   cacheEvents,
   cacheGateway,
-  closing,
   FAST_INVALIDATOR,
   HAVE_REDIS,
   MISSING_REDIS,
   post,
   redisConnected,
   startRedis,
-  waitFor,
   type CacheGateway,
   type TestRedis,
-} from '../integration/cache-helpers.js'
+} from '../helpers/cache.js'
+import { closing } from '../helpers/lifecycle.js'
 
 /**
  * Whoever can write to the shared Redis tier can put bytes in front of every replica. A value read
@@ -41,9 +40,11 @@ async function stored(): Promise<Planted> {
   const redis = await startRedis()
   const backend = await closing(startNonValidatingBackend({ toolsListCache: PUBLIC_60S }))
   const writer = await cacheGateway(backend.url, { redis: redis.url })
-  await waitFor(() => redisConnected(writer), 'the Redis connection')
+  await expect.poll(() => redisConnected(writer), { message: 'the Redis connection' }).toBe(true)
   expect((await post(writer.app, '1')).status).toBe(200)
-  await waitFor(async () => (await redis.client.dbsize()) === 1, 'the entry in Redis')
+  await expect
+    .poll(async () => (await redis.client.dbsize()) === 1, { message: 'the entry in Redis' })
+    .toBe(true)
   const [key] = await redis.client.keys('*')
   const value = (await redis.client.getBuffer(key as string)) as Buffer
   const head = JSON.parse(value.subarray(0, value.indexOf(0x0a)).toString()) as Record<
@@ -78,7 +79,7 @@ async function reader(
     extra,
     opts,
   )
-  await waitFor(() => redisConnected(gw), 'the Redis connection')
+  await expect.poll(() => redisConnected(gw), { message: 'the Redis connection' }).toBe(true)
   return gw
 }
 
@@ -95,10 +96,15 @@ async function expectRefused(p: Planted, planted: Buffer, gw: CacheGateway): Pro
   expect(await cacheEvents(gw, 'shared_rejected')).toBe(1)
   expect(await cacheEvents(gw, 'shared_hit')).toBe(0)
   // Dropped from Redis; the backend's fresh answer took its place.
-  await waitFor(async () => {
-    const now = await p.redis.client.getBuffer(p.key)
-    return now !== null && !now.equals(planted)
-  }, 'the planted value to be replaced')
+  await expect
+    .poll(
+      async () => {
+        const now = await p.redis.client.getBuffer(p.key)
+        return now !== null && !now.equals(planted)
+      },
+      { message: 'the planted value to be replaced' },
+    )
+    .toBe(true)
   expect(gw.logs.some((l) => l.msg === 'cache: dropped an invalid shared entry')).toBe(true)
 }
 
