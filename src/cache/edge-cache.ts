@@ -114,15 +114,14 @@ export class EdgeCache {
   /** An entry past its freshness but within cache.staleIfErrorMs, for a failed upstream. */
   async stale(req: CacheRequest): Promise<Slot | undefined> {
     if (this.staleIfErrorMs <= 0) return undefined
+    const inWindow = (e: CacheEntry, t: number): boolean =>
+      t - e.storedAt < e.lifeMs + this.staleIfErrorMs
     const now = this.now()
     for (const key of keysOf(req)) {
       const slot = this.memory.get(key)
-      if (slot !== undefined && now - slot.entry.storedAt < slot.entry.lifeMs + this.staleIfErrorMs)
-        return slot
+      if (slot !== undefined && inWindow(slot.entry, now)) return slot
     }
-    const window = (e: CacheEntry, t: number): boolean =>
-      t - e.storedAt < e.lifeMs + this.staleIfErrorMs
-    const entry = await this.fromShared(req, window)
+    const entry = await this.fromShared(req, inWindow)
     return entry === undefined ? undefined : { entry, bytes: entry.result }
   }
 

@@ -71,9 +71,9 @@ export interface HitParts {
 
 /**
  * The JSON-RPC response for one requester, in pieces, so the stored bytes are written as they are
- * (no 20 KB copy and allocation per hit). `rawId` is the id's raw JSON text from the request
- * (byte-exact, so 12345678901234567890 and escaped strings survive: docs/design/error-contract.md). `result`
- * overrides the entry's bytes (a filtered variant of it).
+ * (no 20 KB copy and allocation per hit). `rawId` is the id's raw JSON text from the request,
+ * byte-exact, so 12345678901234567890 and escaped strings survive (docs/design/error-contract.md).
+ * `result` overrides the entry's bytes (a filtered variant of it).
  */
 export function hitParts(
   entry: CacheEntry,
@@ -85,17 +85,6 @@ export function hitParts(
   const body = result.subarray(0, result.length - 1) // the closing brace goes; ttlMs goes in there
   const tail = Buffer.from(`,"ttlMs":${remainingTtl(entry, now)}}}`)
   return { head, body, tail, length: head.length + body.length + tail.length }
-}
-
-/** The whole response as one buffer (tests, and callers that need it contiguous). */
-export function renderHit(
-  entry: CacheEntry,
-  rawId: string,
-  now: number,
-  result = entry.result,
-): Buffer {
-  const p = hitParts(entry, rawId, now, result)
-  return Buffer.concat([p.head, p.body, p.tail], p.length)
 }
 
 /** The stored result as an object (for policy filters), with the backend's ttlMs back in. */

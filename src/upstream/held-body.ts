@@ -1,7 +1,7 @@
 const MAX_HELD = 64 * 1024
 
 /**
- * A 5xx answer held back before anything is written (forward's `inspectServerErrors`), to tell a
+ * A 5xx answer held back before anything is written (ProxyHandler holds every 5xx), to tell a
  * backend's own JSON-RPC error, which is relayed as is, from a proxy page or an empty body, which
  * is the replica failing (docs/balancing.md §Retries).
  */

@@ -2,7 +2,10 @@ import { GatewayError } from '../errors.js'
 import { hashKey, rendezvousScore, replicaSeed } from './hashing.js'
 import type { Upstream } from './upstream.js'
 
-/** `balance:` compiled: the hash variant carries where its key comes from. */
+/**
+ * `balance:` compiled to the rule that picks a replica. For `hash`, where the key comes from (a
+ * header or a claim) is ServerBalancing.hash; the stage hands select() the key itself.
+ */
 export type BalanceMode = 'least-request' | 'round-robin' | 'hash'
 
 /**

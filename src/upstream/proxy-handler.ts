@@ -22,12 +22,6 @@ export interface ForwardRequest {
     ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
   /** Last look at the response headers before they are written (e.g. session id rewriting). */
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
-  /**
-   * Hold a 5xx answer (up to 64 KiB) before writing anything: a JSON-RPC body is relayed as is,
-   * anything else rejects with UpstreamFailure(status) so the caller can retry it or answer 502
-   * (docs/balancing.md §Retries: a backend's well-formed JSON-RPC error is never replaced).
-   */
-  readonly inspectServerErrors?: boolean | undefined
   /** For long-lived streams: ends the response at the next event boundary on drain. */
   readonly stop?: StreamStop | undefined
 }
@@ -45,7 +39,11 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private transform: BodyTransform | undefined
   /** Set for untransformed SSE: only whole events reach the client (docs/balancing.md §Retries). */
   private framer: SseFramer | undefined
-  /** A 5xx body held back to judge it (inspectServerErrors). */
+  /**
+   * A 5xx answer held (up to 64 KiB) before anything is written: a JSON-RPC body is relayed as is,
+   * anything else rejects with UpstreamFailure(status) so the attempt loop can retry it or answer
+   * 502 (docs/balancing.md §Retries: a backend's well-formed JSON-RPC error is never replaced).
+   */
   private held: HeldBody | undefined
   /**
    * Plain (non-SSE, untransformed) bodies are written one chunk late, so the last chunk goes out
@@ -127,7 +125,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.status = status
     const out = relayedHeaders(headers)
     this.headers = out
-    if (status >= 500 && this.req.inspectServerErrors === true) {
+    if (status >= 500) {
       this.held = new HeldBody()
       return
     }

@@ -28,11 +28,6 @@ export class SseFramer {
     }
     return batch.bytes
   }
-
-  /** Bytes of an event that never completed (dropped, never forwarded). */
-  get heldBytes(): number {
-    return this.reader.heldBytes
-  }
 }
 
 const NOTIFICATION_DATA = /^\{"method":/

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createEntry, remainingTtl, renderHit } from '../../../src/cache/entry.js'
+import { createEntry, hitParts, remainingTtl, type CacheEntry } from '../../../src/cache/entry.js'
 
 const serverInfo = { 'io.modelcontextprotocol/serverInfo': { name: 'srv', version: '1' } }
 const result = {
@@ -22,7 +22,13 @@ const entry = createEntry(
   origin,
 )
 
-describe('renderHit', () => {
+/** The hit's pieces as the client receives them, in one buffer. */
+function renderHit(entry: CacheEntry, rawId: string, now: number): Buffer {
+  const p = hitParts(entry, rawId, now)
+  return Buffer.concat([p.head, p.body, p.tail], p.length)
+}
+
+describe('hitParts', () => {
   it.each([
     ['a big integer id', '12345678901234567890'],
     ['an escaped string id', '"a\\u0041\\"b\\\\c\\n"'],
