@@ -13,6 +13,7 @@ const PURE_CORE = [
   'src/upstream/**',
   'src/limits/**',
   'src/telemetry/**',
+  'src/virtual/**',
 ]
 
 export default tseslint.config(

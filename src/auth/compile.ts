@@ -65,6 +65,19 @@ export function compileAuth(
       exchanger: s.tokenExchange === undefined ? undefined : carry.exchanger(name, s.tokenExchange),
     })
   }
+  // A virtual server needs what every member needs: its endpoint reaches all of them
+  // (docs/virtual-servers.md §Authentication); members' own token exchange still applies per member.
+  for (const [name, v] of Object.entries(config.virtualServers)) {
+    const resource = resourceUrl(base, name)
+    const scopes = unique(v.members.flatMap((m) => config.servers[m]?.requiredScopes ?? []))
+    servers.set(name, {
+      audience: auth.jwt.audience ?? resource,
+      requiredScopes: scopes,
+      challenges: challengesFor(metadataUrl(base, name), scopes),
+      metadata: metadataFor(resource, authServers, unique([...scopes, ...advertised])),
+      exchanger: undefined,
+    })
+  }
   const allRequired = Object.values(config.servers).flatMap((s) => s.requiredScopes)
   const keys = carry.keySource(auth.jwt, configDir)
   carry.commit()

@@ -1,0 +1,740 @@
+import type { Context, MiddlewareHandler } from 'hono'
+import type { Logger } from 'pino'
+import type { Principal } from '../auth/principal.js'
+import { TokenExchangeFailure } from '../auth/token-exchange.js'
+import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
+import { authContextOf } from '../cache/key.js'
+import { cacheRequestOf } from '../cache/request.js'
+import type { GatewayEnv } from '../env.js'
+import { GatewayError } from '../errors.js'
+import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
+import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
+import { uriProblem } from '../mcp/names.js'
+import { createAuditLog, type AuditLog } from '../observability/audit.js'
+import type { GatewayMetrics } from '../observability/metrics.js'
+import { renderDenial } from '../policy/denial.js'
+import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
+import { sendWithRetries } from '../upstream/attempts.js'
+import type { Upstream } from '../upstream/upstream.js'
+import { fanOut } from '../virtual/fan-out.js'
+import { itemsOf, LISTS, mergeItems, type ListSpec, type MemberPage } from '../virtual/lists.js'
+import { callMember } from '../virtual/member-call.js'
+import {
+  GATEWAY_INFO,
+  mergeCapabilities,
+  mergeHints,
+  mergeInstructions,
+  VIRTUAL_VERSIONS,
+} from '../virtual/merge.js'
+import type { PendingPages } from '../virtual/cursor.js'
+import { routeResource } from '../virtual/resources.js'
+import { replaceParam } from '../virtual/rewrite.js'
+import type { NamedKind } from '../virtual/state.js'
+import { ALREADY_SENT } from './node-response.js'
+
+/** What the virtual stage needs from the process. */
+export interface VirtualDeps {
+  readonly log: Logger
+  readonly metrics: GatewayMetrics
+  /** The edge cache, when `cache:` is configured: members' answers are cached as on their own endpoints. */
+  readonly cache: EdgeCache | undefined
+}
+
+/** One request to a virtual server, as its handler sees it. */
+interface VirtualRequest {
+  readonly c: Context<GatewayEnv>
+  readonly v: VirtualRuntime
+  readonly deps: VirtualDeps
+  readonly audit: AuditLog
+  readonly message: JsonRpcMessage
+  readonly method: string
+  readonly rawId: string
+  /** The judged body text. */
+  readonly text: string
+  readonly principal: Principal | undefined
+}
+
+type VirtualHandler = (r: VirtualRequest) => Promise<Response>
+
+/**
+ * What a virtual server answers, by method (docs/virtual-servers.md). Discovery and lists fan out
+ * to every member and merge; calls, reads, gets and completions are routed to one member by name
+ * and streamed back untouched. Any other method is answered as a server that does not know it.
+ * 2025-era methods (initialize, ping …) and subscriptions/listen are added here as rows.
+ */
+const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
+  Object.assign(Object.create(null) as Record<string, VirtualHandler>, {
+    'server/discover': discover,
+    'tools/list': list,
+    'prompts/list': list,
+    'resources/list': list,
+    'resources/templates/list': list,
+    'tools/call': (r: VirtualRequest) => callByName(r, 'tools', ['name']),
+    'prompts/get': (r: VirtualRequest) => callByName(r, 'prompts', ['name']),
+    'resources/read': readResource,
+    'completion/complete': complete,
+  }),
+)
+
+/**
+ * Last stage for /mcp/<virtual>, in place of policy, cache and proxy: the request has been judged
+ * exactly as for a server (front door, authentication, strict parsing and header checks); every
+ * member is then reached through its own path, under its own policy (docs/virtual-servers.md).
+ */
+export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> => {
+  const audit = createAuditLog(deps.log)
+  return async function virtual(c) {
+    const v = c.get('runtime').virtualServers.get(c.get('server').name) as VirtualRuntime
+    const mcp = c.get('mcp')
+    const message = mcp.message
+    // Notifications (cancelled, progress) name no member; accepted as any server accepts them.
+    if (message === undefined || message.kind !== 'request' || message.rawId === undefined) {
+      c.set('outcome', 'accepted')
+      return c.body(null, 202)
+    }
+    const method = message.method as string
+    const handler = HANDLERS[method]
+    if (handler === undefined) {
+      c.set('outcome', 'method_not_found')
+      const body = `{"jsonrpc":"2.0","id":${message.rawId},"error":{"code":-32601,"message":"Method not found"}}`
+      return c.body(body, 404, { 'content-type': 'application/json' })
+    }
+    return handler({
+      c,
+      v,
+      deps,
+      audit,
+      message,
+      method,
+      rawId: message.rawId,
+      text: c.get('body').toString('utf8'),
+      principal: c.get('principal'),
+    })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reaching one member
+
+/**
+ * The headers a member receives, exactly as its own endpoint would send them (pipeline/proxy.ts):
+ * the judged client headers, the member's configured ones, its exchanged credentials and the
+ * gateway-owned X-Forwarded-*; `Mcp-Method` / `Mcp-Name` replaced when the member request is
+ * another method (a list fetched to route a call) or a prefix came off the name.
+ */
+function memberHeaders(
+  r: VirtualRequest,
+  member: ServerRuntime,
+  auth: string | undefined,
+  body: Buffer,
+  meta: { readonly method?: string; readonly name?: string | null } = {},
+): string[] {
+  const head = r.c.get('head')
+  const headers: string[] = []
+  for (let i = 0; i < head.forward.length; i += 2) {
+    const k = (head.forward[i] as string).toLowerCase()
+    if (k === 'content-length') continue
+    if (k === 'mcp-method' && meta.method !== undefined) continue
+    if (k === 'mcp-name' && meta.name !== undefined) continue
+    headers.push(head.forward[i] as string, head.forward[i + 1] as string)
+  }
+  if (meta.method !== undefined) headers.push('mcp-method', meta.method)
+  if (typeof meta.name === 'string') headers.push('mcp-name', encodeName(meta.name))
+  // prettier-ignore
+  headers.push(
+    ...member.upstreamHeaders,
+    // SECURITY: the token exchanged for this member (RFC 8693), never the caller's own.
+    ...(auth === undefined ? [] : ['authorization', auth]),
+    // SECURITY: gateway-owned identity headers, as for a direct request.
+    'x-forwarded-for', r.c.env.incoming.socket.remoteAddress ?? '',
+    'x-forwarded-proto', 'http',
+    'x-forwarded-host', head.host ?? '',
+    'content-length', String(body.length),
+  )
+  return headers
+}
+
+/** SEP-2243 §Encoding: a value that is not plain printable ASCII travels base64-wrapped. */
+function encodeName(name: string): string {
+  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(name) && !name.startsWith('=?base64?')
+    ? name
+    : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
+}
+
+/** The member's upstream credentials by token exchange, when it has `tokenExchange`. */
+async function exchangeFor(r: VirtualRequest, member: ServerRuntime): Promise<string | undefined> {
+  const exchanger = r.c.get('runtime').auth?.servers.get(member.name)?.exchanger
+  if (exchanger === undefined) return undefined
+  // SECURITY: fail closed, as pipeline/exchange-token.ts does.
+  if (r.principal === undefined) throw new GatewayError('token_exchange_failed', 'no caller token')
+  try {
+    return `Bearer ${await exchanger.exchange(r.principal.token)}`
+  } catch (err) {
+    if (!(err instanceof TokenExchangeFailure)) throw err
+    throw new GatewayError('token_exchange_failed', { cause: err })
+  }
+}
+
+/**
+ * One member's answer to a read (discover, a list page), from the edge cache when it holds one,
+ * else through the member's attempt loop, and stored as the member's own endpoint would store it.
+ */
+async function askMember(
+  r: VirtualRequest,
+  member: ServerRuntime,
+  method: string,
+  text: string,
+  signal: AbortSignal,
+): Promise<Record<string, unknown>> {
+  const body = Buffer.from(text, 'utf8')
+  const cache = r.deps.cache
+  const cached = cache === undefined ? undefined : memberCacheRequest(r, member, method, text, body)
+  if (cache !== undefined && cached !== undefined) {
+    const slot = cache.lookup(cached)
+    if (slot !== undefined) {
+      cache.event('hit')
+      const p = cache.render(slot, r.rawId, method, undefined)
+      const parsed: unknown = JSON.parse(Buffer.concat([p.head, p.body, p.tail]).toString('utf8'))
+      if (isRecord(parsed)) return parsed
+    }
+  }
+  const generation =
+    cache === undefined || cached === undefined ? 0 : cache.generation(cached.server)
+  const auth = await exchangeFor(r, member)
+  const answer = await callMember(member, {
+    headers: memberHeaders(r, member, auth, body, { method, name: null }),
+    body,
+    method,
+    rawId: r.rawId,
+    targets: [],
+    owner: r.principal,
+    maxBytes: r.c.get('runtime').config.limits.maxInspectBytes,
+    signal,
+  })
+  if (cache !== undefined && cached !== undefined && answer.status === 200) {
+    cache.event('miss')
+    cache.capture(cached, answer.message, generation)
+  }
+  return answer.message
+}
+
+/** The edge-cache request of a member read: the key its own endpoint would use for it. */
+function memberCacheRequest(
+  r: VirtualRequest,
+  member: ServerRuntime,
+  method: string,
+  text: string,
+  body: Buffer,
+): CacheRequest | undefined {
+  const parsed: unknown = JSON.parse(text)
+  const params = isRecord(parsed) && isRecord(parsed.params) ? parsed.params : undefined
+  const mcp: McpRequestInfo = {
+    era: 'modern',
+    version: r.c.get('mcp').version,
+    method,
+    kind: 'request',
+    targets: [],
+    verified: true,
+    message: { kind: 'request', method, params, rawId: r.rawId },
+  }
+  const allowPrivate = r.deps.cache?.rules.allowPrivate ?? false
+  return cacheRequestOf(member, mcp, body, r.principal, allowPrivate)?.req
+}
+
+/** The body of a list read the gateway sends a member on the client's behalf (to route a call). */
+function readBody(r: VirtualRequest, method: string, cursor: string | undefined): string {
+  const meta = r.message.params?._meta
+  const params = {
+    ...(cursor === undefined ? {} : { cursor }),
+    ...(meta === undefined ? {} : { _meta: meta }),
+  }
+  return `{"jsonrpc":"2.0","id":${r.rawId},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`
+}
+
+// ---------------------------------------------------------------------------------------------
+// Discovery and lists
+
+async function discover(r: VirtualRequest): Promise<Response> {
+  const { v } = r
+  const cacheKey = mergedKey(r, 'server/discover', undefined, [])
+  const hit = cachedAnswer(r, cacheKey)
+  if (hit !== undefined) return hit
+  const all = v.members.map((_, i) => i)
+  const outcomes = await fanOut(all, v.config.fanOutTimeoutMs, (i, signal) =>
+    askMember(r, v.members[i] as ServerRuntime, 'server/discover', r.text, signal),
+  )
+  const results: (readonly [string, Record<string, unknown>])[] = []
+  const missing: string[] = []
+  outcomes.forEach((o, i) => {
+    const name = v.memberNames[i] as string
+    const result = o.ok && isRecord(o.value.result) ? o.value.result : undefined
+    if (result === undefined) missing.push(name)
+    else results.push([name, result])
+  })
+  const partial = reportPartial(r, 'server/discover', missing, outcomes)
+  const hints = mergeHints(
+    results.map(([, x]) => x),
+    false,
+    partial,
+  )
+  const result: Record<string, unknown> = {
+    supportedVersions: VIRTUAL_VERSIONS,
+    capabilities: mergeCapabilities(results.map(([, x]) => x)),
+    serverInfo: GATEWAY_INFO,
+    ...withInstructions(mergeInstructions(results)),
+    resultType: 'complete',
+    ttlMs: hints.ttlMs,
+    cacheScope: hints.cacheScope,
+  }
+  if (!partial) storeMerged(r, cacheKey, result, hints.cacheScope)
+  return answer(r, result, partial ? 'virtual_partial' : 'ok')
+}
+
+function withInstructions(text: string | undefined): { instructions?: string } {
+  return text === undefined ? {} : { instructions: text }
+}
+
+async function list(r: VirtualRequest): Promise<Response> {
+  const { v } = r
+  const spec = LISTS[r.method] as ListSpec
+  const cursor = r.message.params?.cursor
+  let pending: PendingPages | undefined
+  if (cursor !== undefined) {
+    // SECURITY: only a cursor this gateway signed for this list opens (pagination §Error Handling).
+    pending = typeof cursor === 'string' ? v.cursors.open(v.name, r.method, cursor) : undefined
+    if (pending === undefined || pending.some(([m]) => m >= v.members.length))
+      throw new GatewayError('invalid_params', 'invalid cursor')
+  }
+  const policy = r.c.get('runtime').policy
+  const filters = v.members.map((m) => policy?.listFilter(r.principal, m.name))
+  const cacheKey = mergedKey(
+    r,
+    r.method,
+    typeof cursor === 'string' ? cursor : undefined,
+    filters.map((f) => f?.key ?? ''),
+  )
+  const hit = cachedAnswer(r, cacheKey)
+  if (hit !== undefined) return hit
+  const page = await fetchPage(r, spec, pending)
+  // A first page of a list some member paginates: names are decided on the whole of it.
+  const named = spec.kind === 'tools' || spec.kind === 'prompts'
+  if (named && pending === undefined && page.next.length > 0 && !v.state.isFresh(spec.kind))
+    await learnRest(r, spec, page.next, page.ttlMs)
+  const pages: MemberPage[] = page.results.map(([member, result]) => {
+    const f = filters[member]
+    const view = f === undefined ? result : f.apply(r.method, result)
+    return { member, items: itemsOf(spec, view) }
+  })
+  const merged = mergeItems(spec, pages, v.state, v.resourceRoute)
+  reportNames(r, spec)
+  if (merged.ambiguous.length > 0)
+    r.deps.log.warn(
+      { virtualServer: v.name, method: r.method, uris: merged.ambiguous.slice(0, 20) },
+      'virtual server: URIs served by several members and routed by no resources: entry are left out',
+    )
+  const identityDependent = filters.some((f) => f?.identityDependent === true)
+  const hints = mergeHints(
+    page.results.map(([, x]) => x),
+    identityDependent,
+    page.partial,
+  )
+  const result: Record<string, unknown> = {
+    [spec.key]: merged.items,
+    ...(page.next.length === 0 ? {} : { nextCursor: v.cursors.seal(v.name, r.method, page.next) }),
+    resultType: 'complete',
+    ttlMs: hints.ttlMs,
+    cacheScope: hints.cacheScope,
+  }
+  if (!page.partial) storeMerged(r, cacheKey, result, hints.cacheScope)
+  return answer(r, result, page.partial ? 'virtual_partial' : 'ok')
+}
+
+/** One merged page: each member's result, which members have more, and whether any is missing. */
+interface Page {
+  readonly results: (readonly [number, Record<string, unknown>])[]
+  readonly next: [number, string][]
+  readonly partial: boolean
+  /** The smallest ttl of the members' results. */
+  readonly ttlMs: number
+}
+
+/**
+ * Fetches one page of a list from every member (the first page) or from the members a cursor
+ * names, in parallel, and records the names seen (virtual/state.ts). `readOf` builds the request
+ * text for a member; the client's own body by default, with only its cursor replaced.
+ */
+async function fetchPage(
+  r: VirtualRequest,
+  spec: ListSpec,
+  pending: PendingPages | undefined,
+  method = r.method,
+  bodyFor: (cursor: string | undefined) => string | undefined = (c) =>
+    c === undefined ? r.text : replaceParam(r.text, ['cursor'], c),
+): Promise<Page> {
+  const { v } = r
+  const asks: [number, string | undefined][] =
+    pending === undefined
+      ? v.members.map((_, i) => [i, undefined])
+      : pending.map(([m, c]) => [m, c])
+  const outcomes = await fanOut(
+    asks.map((_, k) => k),
+    v.config.fanOutTimeoutMs,
+    (k, signal) => {
+      const [m, memberCursor] = asks[k] as [number, string | undefined]
+      const body = bodyFor(memberCursor)
+      if (body === undefined) throw new GatewayError('invalid_params', 'invalid cursor')
+      return askMember(r, v.members[m] as ServerRuntime, method, body, signal)
+    },
+  )
+  const results: (readonly [number, Record<string, unknown>])[] = []
+  const next: [number, string][] = []
+  const missing: string[] = []
+  outcomes.forEach((o, k) => {
+    const [m] = asks[k] as [number, string | undefined]
+    // A member without this list (-32601: it lacks the capability) contributes nothing, in full.
+    if (o.ok && lacksMethod(o.value)) return
+    const result = o.ok && isRecord(o.value.result) ? o.value.result : undefined
+    if (result === undefined) {
+      missing.push(v.memberNames[m] as string)
+      return
+    }
+    results.push([m, result])
+    const values = itemsOf(spec, result).map((x) => x[spec.field] as string)
+    v.state.notePage(spec.kind, m, values, pending === undefined)
+    if (typeof result.nextCursor === 'string') next.push([m, result.nextCursor])
+  })
+  const partial = reportPartial(r, method, missing, outcomes)
+  const ttlMs = mergeHints(
+    results.map(([, x]) => x),
+    false,
+    false,
+  ).ttlMs
+  // Who serves what is known in full once every member's last page has been seen.
+  if (pending === undefined && !partial && next.length === 0) v.state.markFresh(spec.kind, ttlMs)
+  return { results, next, partial, ttlMs }
+}
+
+/** Logs and counts members left out of an answer; true when any was. */
+function reportPartial(
+  r: VirtualRequest,
+  method: string,
+  missing: readonly string[],
+  outcomes: readonly { ok: boolean; error?: unknown; timedOut?: boolean }[],
+): boolean {
+  if (missing.length === 0) return false
+  const why = outcomes
+    .filter((o) => !o.ok)
+    .map((o) => (o.timedOut === true ? 'timeout' : (toCode(o.error) ?? 'error')))
+  r.deps.log.warn(
+    { virtualServer: r.v.name, method, missing, why },
+    'virtual server: members left out of a merged answer (partial; short ttl, not cached)',
+  )
+  r.deps.metrics.virtualPartial.inc({ server: r.v.name })
+  return true
+}
+
+function lacksMethod(message: Readonly<Record<string, unknown>>): boolean {
+  return isRecord(message.error) && message.error.code === -32601
+}
+
+function toCode(err: unknown): string | undefined {
+  return err instanceof GatewayError ? err.code : err instanceof Error ? err.name : undefined
+}
+
+/** Collisions and names too long to prefix are logged once each (docs/virtual-servers.md §Names). */
+function reportNames(r: VirtualRequest, spec: ListSpec): void {
+  if (spec.kind !== 'tools' && spec.kind !== 'prompts') return
+  const news = r.v.state.news(spec.kind)
+  for (const c of news.collisions) {
+    const log = c.outcome === 'unreachable' ? r.deps.log.error : r.deps.log.warn
+    log.call(
+      r.deps.log,
+      {
+        virtualServer: r.v.name,
+        kind: spec.kind,
+        name: c.name,
+        members: c.members,
+        outcome: c.outcome,
+      },
+      c.outcome === 'unreachable'
+        ? 'virtual server: name collision under prefix: never; the name is unreachable'
+        : 'virtual server: name collision; each is reachable by its prefixed name only',
+    )
+  }
+  for (const x of news.tooLong)
+    r.deps.log.error(
+      { virtualServer: r.v.name, kind: spec.kind, member: x.member, name: x.name },
+      'virtual server: prefixed name would exceed 63 characters; the name is unreachable',
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Merged cache
+
+/** The merged-answer key, or undefined when merged answers are not kept. */
+function mergedKey(
+  r: VirtualRequest,
+  method: string,
+  cursor: string | undefined,
+  views: readonly string[],
+): { readonly publicKey: string; readonly privateKey: string | undefined } | undefined {
+  if (r.v.merged === undefined) return undefined
+  const base = [method, cursor ?? '', ...views]
+  const ctx = r.deps.cache?.rules.allowPrivate === true ? authContextOf(r.principal) : undefined
+  return {
+    publicKey: JSON.stringify(base),
+    // SECURITY: a private merged answer is kept per authorization context (caching.mdx §cacheScope).
+    privateKey: ctx === undefined ? undefined : JSON.stringify([...base, ctx]),
+  }
+}
+
+function cachedAnswer(r: VirtualRequest, key: ReturnType<typeof mergedKey>): Response | undefined {
+  const merged = r.v.merged
+  if (merged === undefined || key === undefined) return undefined
+  const result =
+    merged.get(key.publicKey) ??
+    (key.privateKey === undefined ? undefined : merged.get(key.privateKey))
+  if (result === undefined) return undefined
+  r.deps.cache?.event('hit')
+  return answer(r, result, 'cache_hit')
+}
+
+function storeMerged(
+  r: VirtualRequest,
+  key: ReturnType<typeof mergedKey>,
+  result: Readonly<Record<string, unknown>>,
+  scope: 'public' | 'private',
+): void {
+  const merged = r.v.merged
+  if (merged === undefined || key === undefined) return
+  const k = scope === 'public' ? key.publicKey : key.privateKey
+  if (k !== undefined) merged.set(k, result, result.ttlMs as number)
+}
+
+/** A merged answer, with the request's id exactly as the client wrote it. */
+function answer(
+  r: VirtualRequest,
+  result: Readonly<Record<string, unknown>>,
+  outcome: string,
+): Response {
+  r.c.set('outcome', outcome)
+  const body = `{"jsonrpc":"2.0","id":${r.rawId},"result":${JSON.stringify(result)}}`
+  return r.c.body(body, 200, { 'content-type': 'application/json' })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routed calls
+
+/** tools/call and prompts/get: the member that serves the exposed name, with its own name. */
+async function callByName(
+  r: VirtualRequest,
+  kind: NamedKind,
+  path: readonly string[],
+): Promise<Response> {
+  const exposed = valueAt(r.message.params, path)
+  if (typeof exposed !== 'string')
+    throw new GatewayError('invalid_params', `params.${path.join('.')} is required`)
+  const targetKind = kind === 'tools' ? 'tool' : 'prompt'
+  const route = await routeName(r, kind, exposed)
+  // An unknown name is answered as the server answers one (in band, no gateway marker).
+  if (route === undefined)
+    return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
+  const member = r.v.members[route.member] as ServerRuntime
+  const target: McpTarget = { kind: targetKind, name: route.name }
+  if (!allowed(r, member, target)) return denied(r, { kind: targetKind, name: exposed })
+  let text = r.text
+  if (route.name !== exposed) {
+    // SECURITY: only this one value changes; the rest of the body is the client's, byte for byte.
+    const rewritten = replaceParam(r.text, path, route.name)
+    if (rewritten === undefined) throw new GatewayError('invalid_params', 'ambiguous params')
+    text = rewritten
+  }
+  // Mcp-Name names the tool or prompt for tools/call and prompts/get (SEP-2243); not for completions.
+  const name = r.method === 'completion/complete' ? undefined : route.name
+  return forwardTo(r, member, text, [target], name)
+}
+
+/** The member and own name of an exposed name; a list fetch when the map is not fresh. */
+async function routeName(
+  r: VirtualRequest,
+  kind: NamedKind,
+  exposed: string,
+): Promise<{ member: number; name: string } | undefined> {
+  const state = r.v.state
+  const known = state.table(kind).routes.get(exposed)
+  if (known !== undefined) return known
+  if (state.isFresh(kind)) return undefined
+  await refresh(r, kind === 'tools' ? 'tools/list' : 'prompts/list')
+  return state.table(kind).routes.get(exposed)
+}
+
+/** Fetches every page of a list from every member (bounded) to learn who serves what. */
+async function refresh(r: VirtualRequest, method: string): Promise<void> {
+  const spec = LISTS[method] as ListSpec
+  const page = await fetchPage(r, spec, undefined, method, (c) => readBody(r, method, c))
+  reportNames(r, spec)
+  if (page.next.length > 0 && !page.partial) await learnRest(r, spec, page.next, page.ttlMs)
+}
+
+/**
+ * Reads the remaining pages of members that paginate, for their names only, so that the names of
+ * a first page already account for every collision (an `onCollision` prefix never changes between
+ * the pages of one listing). Bounded: MAX_REFRESH_PAGES rounds.
+ */
+async function learnRest(
+  r: VirtualRequest,
+  spec: ListSpec,
+  next: PendingPages,
+  ttlMs: number,
+): Promise<void> {
+  const method = Object.keys(LISTS).find((k) => LISTS[k] === spec) as string
+  let pending = next
+  let ttl = ttlMs
+  for (let round = 0; round < MAX_REFRESH_PAGES; round++) {
+    const page = await fetchPage(r, spec, pending, method, (c) => readBody(r, method, c))
+    if (page.partial) return
+    ttl = Math.min(ttl, page.ttlMs)
+    if (page.next.length === 0) {
+      r.v.state.markFresh(spec.kind, ttl)
+      return
+    }
+    pending = page.next
+  }
+}
+/** Pages per member a routing refresh reads at most. */
+const MAX_REFRESH_PAGES = 10
+
+async function readResource(r: VirtualRequest): Promise<Response> {
+  const uri = r.message.params?.uri
+  if (typeof uri !== 'string') throw new GatewayError('invalid_params', 'params.uri is required')
+  const member = await routeUri(r, uri)
+  if (member === undefined) return denied(r, { kind: 'resource', uri }, 'virtual_unknown_name')
+  const target: McpTarget = { kind: 'resource', uri }
+  if (!allowed(r, member, target)) return denied(r, target)
+  return forwardTo(r, member, r.text, [target], undefined)
+}
+
+/** completion/complete: a prompt by name (prefix off `ref.name`) or a resource template by URI. */
+async function complete(r: VirtualRequest): Promise<Response> {
+  const ref = r.message.params?.ref
+  if (isRecord(ref) && ref.type === 'ref/prompt') return callByName(r, 'prompts', ['ref', 'name'])
+  if (isRecord(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+    const member = await routeUri(r, ref.uri)
+    const target: McpTarget = { kind: 'resource', uri: ref.uri }
+    if (member === undefined) return denied(r, target, 'virtual_unknown_name')
+    if (!allowed(r, member, target)) return denied(r, target)
+    return forwardTo(r, member, r.text, [target], undefined)
+  }
+  throw new GatewayError('invalid_params', 'params.ref must be a ref/prompt or ref/resource')
+}
+
+/** The member serving a URI or template; refused when two serve it and `resources:` does not say. */
+async function routeUri(r: VirtualRequest, uri: string): Promise<ServerRuntime | undefined> {
+  const { v } = r
+  // SECURITY: a URI with dot segments or encoded separators is refused as on a member's endpoint
+  // with policies on (docs/policy.md §Resource URIs).
+  if (r.c.get('runtime').policy !== undefined) {
+    const problem = uriProblem(uri)
+    if (problem !== undefined)
+      throw new GatewayError('uri_not_normalized', `${JSON.stringify(uri)}: ${problem}`)
+  }
+  let route = routeResource(uri, v.state, v.resourceRoute)
+  if (
+    route.kind === 'unknown' &&
+    !(v.state.isFresh('resources') && v.state.isFresh('resourceTemplates'))
+  ) {
+    await Promise.all([refresh(r, 'resources/list'), refresh(r, 'resources/templates/list')])
+    route = routeResource(uri, v.state, v.resourceRoute)
+  }
+  if (route.kind === 'ambiguous') {
+    const names = route.members.map((m) => v.memberNames[m]).join(', ')
+    throw new GatewayError(
+      'invalid_params',
+      `${JSON.stringify(uri)} is served by ${names}; virtualServers.${v.name}.resources must route it`,
+    )
+  }
+  return route.kind === 'member' ? v.members[route.member] : undefined
+}
+
+/**
+ * The member's own policy decides (docs/virtual-servers.md §Policy): exactly what its endpoint
+ * would allow, checked on its own name, audited under its own server name.
+ */
+function allowed(r: VirtualRequest, member: ServerRuntime, target: McpTarget): boolean {
+  const policy = r.c.get('runtime').policy
+  if (policy === undefined) return true
+  const decision = policy.check(r.principal, member.name, target)
+  r.audit.record({
+    caller: r.principal,
+    server: member.name,
+    method: r.method,
+    target,
+    decision,
+    policy: policy.id,
+  })
+  const outcome = decision.dryRun ? 'would_deny' : decision.allow ? 'allow' : 'deny'
+  r.deps.metrics.policyDecisions.inc({ server: member.name, decision: outcome })
+  return decision.allow
+}
+
+/** What a server answers for a target it does not have (policy/denial.ts), in the exposed name. */
+function denied(r: VirtualRequest, target: McpTarget, outcome = 'policy_denied'): Response {
+  r.c.set('outcome', outcome)
+  return r.c.body(renderDenial(target, r.rawId), 200, { 'content-type': 'application/json' })
+}
+
+/**
+ * Streams the member's answer to the client through the member's attempt loop, as its own
+ * endpoint's proxy stage does: nothing is buffered (progress and SSE pass as they come).
+ */
+async function forwardTo(
+  r: VirtualRequest,
+  member: ServerRuntime,
+  text: string,
+  targets: readonly McpTarget[],
+  name: string | undefined,
+): Promise<Response> {
+  const body = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
+  const auth = await exchangeFor(r, member)
+  const b = member.balancing
+  const plan = {
+    pool: b.poolFor(targets),
+    pinned: undefined,
+    hashKey: hashKeyOf(r, member),
+    safe: RETRY_SAFE_METHODS.has(r.method),
+    legacy: false,
+    owner: r.principal,
+    method: 'POST' as const,
+    headers: memberHeaders(r, member, auth, body, name === undefined ? {} : { name }),
+    body,
+    transform: undefined,
+    stop: undefined,
+    upstream: undefined as Upstream | undefined,
+  }
+  try {
+    const result = await sendWithRetries(r.c.env.outgoing, b, plan)
+    r.c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
+    return ALREADY_SENT
+  } finally {
+    if (plan.upstream !== undefined) r.c.set('upstreamId', plan.upstream.id)
+  }
+}
+
+/** The member's `balance: {hash}` key, read as its own endpoint reads it. */
+function hashKeyOf(r: VirtualRequest, member: ServerRuntime): string | undefined {
+  const hash = member.balancing.hash
+  if (hash === undefined) return undefined
+  const v =
+    hash.from === 'header' ? r.c.env.incoming.headers[hash.name] : r.principal?.claims[hash.name]
+  return typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined
+}
+
+function valueAt(root: unknown, path: readonly string[]): unknown {
+  let cur = root
+  for (const k of path) {
+    if (!isRecord(cur)) return undefined
+    cur = cur[k]
+  }
+  return cur
+}

@@ -1,0 +1,43 @@
+import type { VirtualServerConfig } from '../config/schema.js'
+import { compilePattern, type Matcher } from '../policy/pattern.js'
+import { CursorCodec } from './cursor.js'
+import { MergedCache } from './merged-cache.js'
+import { VirtualState } from './state.js'
+
+/** The config-derived half of a virtual server (the runtime adds its members and front). */
+export interface VirtualCore {
+  readonly name: string
+  readonly config: VirtualServerConfig
+  readonly memberNames: readonly string[]
+  readonly state: VirtualState
+  readonly cursors: CursorCodec
+  /** `resources:` — the member configured for a URI two members serve, if a pattern matches. */
+  readonly resourceRoute: (uri: string) => number | undefined
+  /** Merged answers, when `cache:` is configured. */
+  readonly merged: MergedCache | undefined
+}
+
+/** Compiles one `virtualServers.<name>` entry; `key` is the handle key (upstream/sessions.ts). */
+export function compileVirtual(
+  name: string,
+  config: VirtualServerConfig,
+  key: Buffer,
+  /** `cache.maxTtlMs`; undefined without `cache:` (merged answers are then not kept). */
+  maxTtlMs: number | undefined,
+): VirtualCore {
+  const memberNames = [...config.members]
+  const routes: [Matcher, number][] = Object.entries(config.resources).map(([pattern, member]) => [
+    compilePattern(pattern),
+    memberNames.indexOf(member),
+  ])
+  return {
+    name,
+    config,
+    memberNames,
+    state: new VirtualState(memberNames, config.prefix),
+    cursors: new CursorCodec(key),
+    // Config order: the first pattern that matches decides.
+    resourceRoute: (uri) => routes.find(([match]) => match(uri))?.[1],
+    merged: maxTtlMs === undefined ? undefined : new MergedCache(maxTtlMs),
+  }
+}

@@ -1,0 +1,86 @@
+import { isRecord } from '../mcp/jsonrpc.js'
+import type { VirtualState, NamedKind, UriKind } from './state.js'
+
+/** A list method's items: where they are in the result, what names them, how it is routed. */
+export interface ListSpec {
+  readonly key: string
+  readonly kind: NamedKind | UriKind
+  readonly field: 'name' | 'uri' | 'uriTemplate'
+}
+
+/** The list methods a virtual server merges (one row each; mcp/methods.ts has the same keys). */
+export const LISTS: Readonly<Record<string, ListSpec>> = Object.freeze(
+  Object.assign(Object.create(null) as Record<string, ListSpec>, {
+    'tools/list': { key: 'tools', kind: 'tools', field: 'name' },
+    'prompts/list': { key: 'prompts', kind: 'prompts', field: 'name' },
+    'resources/list': { key: 'resources', kind: 'resources', field: 'uri' },
+    'resources/templates/list': {
+      key: 'resourceTemplates',
+      kind: 'resourceTemplates',
+      field: 'uriTemplate',
+    },
+  }),
+)
+
+/** The items of one member's list result (records with a string identifying field). */
+export function itemsOf(
+  spec: ListSpec,
+  result: Readonly<Record<string, unknown>>,
+): Record<string, unknown>[] {
+  const items = result[spec.key]
+  if (!Array.isArray(items)) return []
+  return items.filter(
+    (x): x is Record<string, unknown> => isRecord(x) && typeof x[spec.field] === 'string',
+  )
+}
+
+/** One member's page, already filtered by that member's policy. */
+export interface MemberPage {
+  readonly member: number
+  readonly items: readonly Record<string, unknown>[]
+}
+
+/**
+ * The items of a merged page, in member order: tool and prompt names as the name table exposes
+ * them (an item without an exposed name, unreachable by collision or length, is left out); a URI
+ * or template two members serve is listed once, from the member `resources:` routes it to, or not
+ * at all (ambiguous, returned so the caller can report it).
+ */
+export function mergeItems(
+  spec: ListSpec,
+  pages: readonly MemberPage[],
+  state: VirtualState,
+  resourceRoute: (uri: string) => number | undefined,
+): { items: Record<string, unknown>[]; ambiguous: string[] } {
+  const items: Record<string, unknown>[] = []
+  const ambiguous: string[] = []
+  if (spec.kind === 'tools' || spec.kind === 'prompts') {
+    const table = state.table(spec.kind)
+    for (const p of pages) {
+      const exposed = table.exposed[p.member]
+      for (const item of p.items) {
+        const out = exposed?.get(item.name as string)
+        if (out === undefined) continue
+        items.push(out === item.name ? item : { ...item, name: out })
+      }
+    }
+    return { items, ambiguous }
+  }
+  const uriKind = spec.kind
+  for (const p of pages) {
+    for (const item of p.items) {
+      const value = item[spec.field] as string
+      const owners = state.ownersOf(uriKind, value)
+      if (owners.length > 1) {
+        const routed = resourceRoute(value)
+        if (routed === undefined) {
+          if (!ambiguous.includes(value)) ambiguous.push(value)
+          continue
+        }
+        if (routed !== p.member) continue
+      }
+      items.push(item)
+    }
+  }
+  return { items, ambiguous }
+}

@@ -1,0 +1,68 @@
+import { isRecord } from '../mcp/jsonrpc.js'
+
+/** The gateway's own identity in a merged answer (spec 2026-07-28 server/discover: serverInfo). */
+export const GATEWAY_INFO = { name: 'mcp-edge', version: '0.1.0' } as const
+/** What the gateway serves a virtual server's clients (it speaks each member's own era to it). */
+export const VIRTUAL_VERSIONS: readonly string[] = ['2026-07-28']
+/** A partial answer (a member left out) is fresh this long, and never cached as complete. */
+export const PARTIAL_TTL_MS = 5000
+
+/** Cache hints of a merged answer (caching.mdx §ttlMs, §cacheScope). */
+export interface MergedHints {
+  readonly ttlMs: number
+  readonly cacheScope: 'public' | 'private'
+}
+
+/**
+ * The merged answer may be fresh no longer than any contributor's, and is private when any
+ * contributor's is (or when the caller's view depends on who it is): an aggregate never widens
+ * what a member allowed. A missing ttlMs counts as 0, a missing scope as private (caching.mdx).
+ */
+export function mergeHints(
+  results: readonly Readonly<Record<string, unknown>>[],
+  identityDependent: boolean,
+  partial: boolean,
+): MergedHints {
+  let ttlMs = partial ? PARTIAL_TTL_MS : Number.POSITIVE_INFINITY
+  let scope: 'public' | 'private' = identityDependent ? 'private' : 'public'
+  for (const r of results) {
+    const t = typeof r.ttlMs === 'number' && r.ttlMs > 0 ? r.ttlMs : 0
+    ttlMs = Math.min(ttlMs, t)
+    if (r.cacheScope !== 'public') scope = 'private'
+  }
+  return { ttlMs: Number.isFinite(ttlMs) ? Math.floor(ttlMs) : 0, cacheScope: scope }
+}
+
+/**
+ * Capabilities of the whole: a capability any member has, with its sub-flags OR-ed (`listChanged`
+ * when any member sends it). Unknown capability objects are merged key by key, first member wins.
+ */
+export function mergeCapabilities(
+  results: readonly Readonly<Record<string, unknown>>[],
+): Record<string, unknown> {
+  const out: Record<string, Record<string, unknown>> = {}
+  for (const r of results) {
+    if (!isRecord(r.capabilities)) continue
+    for (const [name, value] of Object.entries(r.capabilities)) {
+      if (!isRecord(value)) continue
+      const into = (out[name] ??= {})
+      for (const [k, v] of Object.entries(value)) {
+        if (v === true) into[k] = true
+        else if (!(k in into)) into[k] = v
+      }
+    }
+  }
+  return out
+}
+
+/** The instructions of each member that gave some, each under its member's name. */
+export function mergeInstructions(
+  named: readonly (readonly [string, Readonly<Record<string, unknown>>])[],
+): string | undefined {
+  const parts = named.flatMap(([member, r]) =>
+    typeof r.instructions === 'string' && r.instructions !== ''
+      ? [`[${member}] ${r.instructions}`]
+      : [],
+  )
+  return parts.length === 0 ? undefined : parts.join('\n\n')
+}

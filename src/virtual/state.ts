@@ -1,0 +1,131 @@
+import {
+  buildNameTable,
+  type Collision,
+  type NameTable,
+  type PrefixMode,
+  type TooLong,
+} from './names.js'
+
+/** Named kinds a virtual server renames: tools and prompts (resource URIs are never renamed). */
+export type NamedKind = 'tools' | 'prompts'
+/** URI kinds: resource URIs and resource templates, routed by who serves them. */
+export type UriKind = 'resources' | 'resourceTemplates'
+
+/**
+ * What a virtual server has learnt from its members' lists: who serves which name and URI. Calls
+ * are routed from it without a list fetch; it is rebuilt from every list page that passes through,
+ * and dropped on a member's list_changed (`invalidate`) or once the lists' ttl has run out.
+ */
+export class VirtualState {
+  private readonly owned: Record<NamedKind, Set<string>[]>
+  private readonly uris: Record<UriKind, Map<string, Set<number>>>
+  private tables: Partial<Record<NamedKind, NameTable>> = {}
+  private readonly freshUntil: Partial<Record<NamedKind | UriKind, number>> = {}
+  /** Collisions and over-long names already reported, so each is logged once. */
+  private readonly reported = new Set<string>()
+
+  constructor(
+    readonly members: readonly string[],
+    readonly mode: PrefixMode,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.owned = { tools: members.map(() => new Set()), prompts: members.map(() => new Set()) }
+    this.uris = { resources: new Map(), resourceTemplates: new Map() }
+  }
+
+  /** Records the names of one member's page (`first`: its first page, which restarts its set). */
+  notePage(
+    kind: NamedKind | UriKind,
+    member: number,
+    values: readonly string[],
+    first: boolean,
+  ): void {
+    if (kind === 'tools' || kind === 'prompts') {
+      const set = this.owned[kind][member]
+      if (set === undefined) return
+      if (first) set.clear()
+      for (const v of values) set.add(v)
+      delete this.tables[kind]
+      return
+    }
+    const map = this.uris[kind]
+    if (first) for (const owners of map.values()) owners.delete(member)
+    for (const v of values) {
+      const owners = map.get(v)
+      if (owners === undefined) map.set(v, new Set([member]))
+      else owners.add(member)
+    }
+  }
+
+  /** Marks a kind fresh for `ttlMs` (the merged list's ttl), after a full fan-out. */
+  markFresh(kind: NamedKind | UriKind, ttlMs: number): void {
+    this.freshUntil[kind] = this.now() + ttlMs
+  }
+
+  isFresh(kind: NamedKind | UriKind): boolean {
+    return (this.freshUntil[kind] ?? Number.NEGATIVE_INFINITY) > this.now()
+  }
+
+  /** The current name table of a kind. */
+  table(kind: NamedKind): NameTable {
+    let t = this.tables[kind]
+    if (t === undefined) {
+      t = buildNameTable(this.members, this.owned[kind], this.mode)
+      this.tables[kind] = t
+    }
+    return t
+  }
+
+  /** The members serving a URI or template. */
+  ownersOf(kind: UriKind, value: string): readonly number[] {
+    return [...(this.uris[kind].get(value) ?? [])]
+  }
+
+  /** Every known template with its owners (resources/read of a URI no list named). */
+  templates(): IterableIterator<[string, Set<number>]> {
+    return this.uris.resourceTemplates.entries()
+  }
+
+  /** Forgets what a kind's lists said (a member's list_changed; docs/virtual-servers.md §Cache). */
+  invalidate(kind?: NamedKind | UriKind): void {
+    for (const k of kind === undefined
+      ? (['tools', 'prompts', 'resources', 'resourceTemplates'] as const)
+      : [kind])
+      delete this.freshUntil[k]
+  }
+
+  /** Collisions and over-long names not reported before (each is logged once per change). */
+  news(kind: NamedKind): { collisions: Collision[]; tooLong: TooLong[] } {
+    const t = this.table(kind)
+    const collisions = t.collisions.filter((c) =>
+      this.firstReport(`${kind} c ${c.name} ${c.members.join(',')}`),
+    )
+    const tooLong = t.tooLong.filter((x) => this.firstReport(`${kind} l ${x.member} ${x.name}`))
+    return { collisions, tooLong }
+  }
+
+  /** What /readyz shows: names unreachable because of a collision or their length. */
+  problems(): string[] {
+    const out: string[] = []
+    for (const kind of ['tools', 'prompts'] as const) {
+      const t = this.tables[kind]
+      if (t === undefined) continue
+      for (const c of t.collisions)
+        if (c.outcome === 'unreachable')
+          out.push(
+            `${kind} ${JSON.stringify(c.name)}: served by ${c.members.join(', ')} under prefix: never; unreachable`,
+          )
+      for (const x of t.tooLong)
+        out.push(
+          `${kind} ${JSON.stringify(x.name)} of ${x.member}: too long to prefix; unreachable`,
+        )
+    }
+    return out
+  }
+
+  private firstReport(key: string): boolean {
+    if (this.reported.has(key)) return false
+    this.reported.add(key)
+    return true
+  }
+}
