@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfigFile } from '../config/load.js'
+import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import type { PolicyCaller } from './compile.js'
@@ -139,6 +140,7 @@ function describe(d: Decision, o: ExplainOptions, policy: PolicySet): string {
     `reason: ${REASONS[d.reason]}`,
     `dry run: ${d.dryRun ? 'yes' : 'no'}${policy.mode === 'dry-run' ? GLOBAL_DRY_RUN : ''}`,
     `rules for this caller on ${o.server}: ${matched.map((r) => r.name).join(', ') || '(none)'}`,
+    `limits: ${limitsFor(policy, o).map(describeLimit).join('; ') || '(none)'}`,
   ]
   return `${lines.join('\n')}\n`
 }
@@ -156,5 +158,50 @@ function toJson(d: Decision, o: ExplainOptions, policy: PolicySet): Record<strin
     reason: d.reason,
     dryRun: d.dryRun,
     policy: policy.id,
+    limits: limitsFor(policy, o).map((l) => ({
+      name: l.name,
+      source: l.source,
+      key: keyText(l),
+      ...(l.rate && { rate: rateText(l), burst: l.rate.burst }),
+      ...(l.concurrency !== undefined && { concurrency: l.concurrency }),
+    })),
   }
+}
+
+/** The method a target is named by (a `--method` names the method itself). */
+const METHOD_OF = { tool: 'tools/call', prompt: 'prompts/get', resource: 'resources/read' } as const
+
+/** The limits this caller's request for the target counts against (docs/rate-limits.md). */
+function limitsFor(policy: PolicySet, o: ExplainOptions): CompiledLimit[] {
+  const t = o.target
+  const method = t.kind === 'method' ? t.name : METHOD_OF[t.kind]
+  const targets = t.kind === 'method' ? [] : [t]
+  return policy.limits.filter(
+    (l) => l.servers(o.server) && limitApplies(l, o.caller, method, targets),
+  )
+}
+
+function keyText(l: CompiledLimit): string {
+  return l.key.from === 'claim' || l.key.from === 'header'
+    ? `${l.key.from}:${l.key.name}`
+    : l.key.from
+}
+
+const UNITS: Readonly<Record<number, string>> = {
+  1000: 'second',
+  60_000: 'minute',
+  3_600_000: 'hour',
+  86_400_000: 'day',
+}
+
+function rateText(l: CompiledLimit): string {
+  return l.rate === undefined ? '' : `${l.rate.count}/${UNITS[l.rate.periodMs] ?? '?'}`
+}
+
+function describeLimit(l: CompiledLimit): string {
+  const what =
+    l.rate === undefined
+      ? `concurrency ${l.concurrency ?? 0}`
+      : `rate ${rateText(l)}, burst ${l.rate.burst}`
+  return `${l.name} (${what}, key ${keyText(l)}; ${l.source})`
 }
