@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest'
-import { canSubscribe, filterFor } from '../../../src/cache/discover.js'
 import { SseParser } from '../../../src/cache/sse.js'
 
 describe('SseParser', () => {
@@ -17,26 +16,5 @@ describe('SseParser', () => {
   it('refuses an event that never ends past its bound', () => {
     const p = new SseParser()
     expect(() => p.push(Buffer.alloc(1024 * 1024 + 1, 0x61))).toThrow(/too large/)
-  })
-})
-
-describe('filterFor', () => {
-  it('asks only for what the backend advertises', () => {
-    expect(filterFor({ tools: { listChanged: true } }, ['docs://a'])).toEqual({
-      toolsListChanged: true,
-    })
-    expect(
-      filterFor(
-        { prompts: { listChanged: true }, resources: { listChanged: true, subscribe: true } },
-        ['x://1'],
-      ),
-    ).toEqual({
-      promptsListChanged: true,
-      resourcesListChanged: true,
-      resourceSubscriptions: ['x://1'],
-    })
-    expect(filterFor({ tools: {}, resources: { subscribe: false } }, [])).toBeUndefined()
-    expect(canSubscribe({ resources: { subscribe: true } })).toBe(true)
-    expect(canSubscribe({ resources: {} })).toBe(false)
   })
 })

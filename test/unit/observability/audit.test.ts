@@ -1,7 +1,7 @@
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { createAuditLog } from '../../../src/observability/audit.js'
-import { caller, policyOf } from './fixtures.js'
+import { caller, policyOf } from '../policy/fixtures.js'
 
 function capture(level: string) {
   const lines: Record<string, unknown>[] = []
