@@ -59,7 +59,9 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     // A rejected reload (the last good config keeps serving) and replicas that are out are
     // reported, not fatal: every gateway replica sees the same edit and the same backends, so
     // failing readiness on them would turn one bad edit or one dead backend into a full outage.
-    const warnings = deps.warnings()
+    // Names a virtual server cannot expose (collisions under `prefix: never`, names too long to
+    // prefix; docs/virtual-servers.md §Names) are warnings too: the rest of it keeps serving.
+    const warnings = [...deps.warnings(), ...virtualProblems(runtime)]
     const upstreamsOut = deps.replicasOut?.() ?? []
     return c.json(
       { ready: problems.length === 0, problems, warnings, upstreamsOut },
@@ -113,6 +115,13 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   }
   app.all('/mcp/:server', first as MiddlewareHandler<GatewayEnv>, ...rest)
   return app
+}
+
+function virtualProblems(runtime: GatewayRuntime): string[] {
+  const out: string[] = []
+  for (const v of runtime.virtualServers.values())
+    for (const p of v.state.problems()) out.push(`virtualServers.${v.name}: ${p}`)
+  return out
 }
 
 /** The only place an error becomes a response. */
