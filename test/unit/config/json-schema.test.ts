@@ -30,6 +30,7 @@ describe('shipped JSON Schemas', () => {
     ['policies/default.yaml', './schema.json'],
     ['policies/examples/claims.yaml', '../schema.json'],
     ['policies/examples/dry-run.yaml', '../schema.json'],
+    ['policies/examples/limits.yaml', '../schema.json'],
     ['policies/examples/per-server.yaml', '../schema.json'],
   ])('%s names its schema for yaml-language-server', (file, ref) => {
     const first = readFileSync(file, 'utf8').split('\n')[0]
