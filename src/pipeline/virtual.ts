@@ -32,6 +32,7 @@ import { routeResource } from '../virtual/resources.js'
 import { replaceParam } from '../virtual/rewrite.js'
 import type { NamedKind } from '../virtual/state.js'
 import { ALREADY_SENT } from './node-response.js'
+import { virtualListen } from './virtual-listen.js'
 
 /** What the virtual stage needs from the process. */
 export interface VirtualDeps {
@@ -74,6 +75,8 @@ const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
     'prompts/get': (r: VirtualRequest) => callByName(r, 'prompts', ['name']),
     'resources/read': readResource,
     'completion/complete': complete,
+    'subscriptions/listen': (r: VirtualRequest) =>
+      virtualListen({ ...r, log: r.deps.log, cache: r.deps.cache }),
   }),
 )
 
