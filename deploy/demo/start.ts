@@ -25,7 +25,8 @@ async function main(): Promise<void> {
   const gw = await startGateway(loaded)
   process.stderr.write(
     `\nmcp-edge demo is up:\n  ${gw.url}/mcp/weather  (demo-weather at ${demo.weather.url})\n` +
-      `  ${gw.url}/mcp/docs     (demo-docs at ${demo.docs.url})\nPress Ctrl-C to stop.\n\n`,
+      `  ${gw.url}/mcp/docs     (demo-docs at ${demo.docs.url})\n` +
+      `  ${gw.url}/mcp/workspace (virtual server: weather + docs)\nPress Ctrl-C to stop.\n\n`,
   )
   let stopping = false
   const stop = (): void => {

@@ -17,6 +17,7 @@ describe('shipped configs', () => {
   it('the embedded default (npm start) loads, with its policies', () => {
     const { config } = loadConfigFile('deploy/gateway.demo.yaml', {})
     expect(Object.keys(config.servers)).toEqual(['weather', 'docs'])
+    expect(config.virtualServers.workspace?.members).toEqual(['weather', 'docs'])
     expect(config.policies).toBe('../policies')
   })
 
