@@ -10,7 +10,7 @@ import {
 } from '@opentelemetry/sdk-trace-base'
 
 /** The `telemetry:` block of the config (src/config/schema.ts). */
-export interface TelemetryConfig {
+interface TelemetryConfig {
   readonly otlp: { readonly endpoint: string; readonly headers: Readonly<Record<string, string>> }
   readonly sampleRatio: number
   readonly serviceName: string

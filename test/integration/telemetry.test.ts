@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { connectClient, mcpPost, rawRequest } from '../helpers/clients.js'
+import { connectClient, connectLegacyClient, mcpPost, rawRequest } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
 import { startRecordingBackend } from '../helpers/recording-backend.js'
-import { startSdkServer } from '../helpers/sdk-servers.js'
+import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
 
 /** A span as the OTLP/HTTP JSON exporter encodes it (OTLP spec, JSON Protobuf Encoding). */
 interface OtlpSpan {
@@ -153,6 +153,44 @@ describe('OpenTelemetry traces', () => {
       'http.response.status_code': 400,
     })
     expect(bad?.status?.code).toBe(2) // STATUS_CODE_ERROR
+  })
+
+  it('traces and measures a 2025-era SDK v1 client: session id, _meta parent, tool label', async () => {
+    const receiver = await startReceiver()
+    const backend = await startLegacyV1Server()
+    onTestFinished(() => backend.close())
+    const gw = await startTestGateway(
+      {
+        ...oneServer(backend.url, { legacyClients: 'allow' }),
+        admin: { host: '127.0.0.1', port: 0 },
+        telemetry: { otlp: { endpoint: receiver.url } },
+      },
+      { autoClose: false },
+    )
+    const client = await connectLegacyClient(gw.mcpUrl('app'))
+    await client.listTools()
+    const parent = `00-${META_TRACE}-${META_PARENT}-01`
+    const result = await client.callTool({
+      name: 'echo',
+      arguments: { text: 'hi' },
+      _meta: { traceparent: parent },
+    })
+    expect(result.content).toEqual([{ type: 'text', text: 'echo: hi' }])
+    const metrics = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
+    expect(metrics).toMatch(
+      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="echo",mcp_protocol_version="2025-[0-9-]+"\} 1/,
+    )
+    await client.close()
+    await gw.close(200)
+    await expect.poll(() => receiver.spans.find((s) => s.name === 'tools/call echo')).toBeDefined()
+    const call = receiver.spans.find((s) => s.name === 'tools/call echo')
+    expect(call?.traceId).toBe(META_TRACE)
+    expect(call?.parentSpanId).toBe(META_PARENT)
+    expect(attrs(call)['mcp.session.id']).toEqual(expect.any(String))
+    expect(attrs(call)['mcp.protocol.version']).toMatch(/^2025-/)
+    // The backend's session id never leaves the gateway: the span has the client's handle.
+    const backendIds = backend.requests.map((r) => r.header('mcp-session-id'))
+    expect(backendIds).not.toContain(attrs(call)['mcp.session.id'])
   })
 
   it('names MCP operations in /metrics per the conventions, tool names from the listed catalog', async () => {
