@@ -20,6 +20,8 @@ export interface GatewaySpec {
   readonly servers: Readonly<Record<string, string>>
   readonly trustHeaders: boolean
   readonly cpu: number
+  /** More top-level config keys (policies, rateLimits). */
+  readonly extra?: Readonly<Record<string, unknown>>
 }
 
 const HEALTH_TIMEOUT_MS = 20_000
@@ -55,6 +57,7 @@ export async function startGateway(spec: GatewaySpec): Promise<Gateway> {
     servers,
     log: { level: process.env['BENCH_LOG_LEVEL'] ?? 'info' },
     cache: {},
+    ...spec.extra,
   }
   const configPath = join(spec.configDir, `${spec.name}.yaml`)
   await writeFile(configPath, stringify(config))

@@ -4,7 +4,14 @@ import { join } from 'node:path'
 import type { CellMeasurement } from './measure.js'
 import type { BenchMethod } from './requests.js'
 
-export type TargetId = 'direct' | 'gateway' | 'gateway-verify' | 'cache-hit'
+export type TargetId =
+  | 'direct'
+  | 'gateway'
+  | 'gateway-verify'
+  | 'cache-hit'
+  | 'gateway-policy'
+  | 'gateway-limit'
+  | 'gateway-limit-redis'
 
 /** Row labels; the legend under the table says what each one is. */
 export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
@@ -12,6 +19,9 @@ export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
   gateway: 'gateway',
   'gateway-verify': 'gateway, verify body',
   'cache-hit': 'gateway, cache hit',
+  'gateway-policy': 'gateway, policy',
+  'gateway-limit': 'gateway, policy + local limit',
+  'gateway-limit-redis': 'gateway, policy + Redis limit',
 }
 
 /** One measured cell, or a cache-hit row that could not be measured (`skipped` says why). */
@@ -96,6 +106,10 @@ export function renderMarkdown(report: Report): string {
     '- **gateway, verify body**: `trustHeaders: false`; the gateway reads and checks the body.',
     '- **gateway, cache hit**: tools/list of a cacheable list; shown only when the backend saw',
     '  no requests during it.',
+    '- **gateway, policy**: `trustHeaders: true` with a policy folder (one allow-all rule).',
+    '- **gateway, policy + local limit** / **+ Redis limit**: the same plus one rate limit on',
+    '  every tool call (`key: ip`, never reached), held in memory or in a local redis-server; the',
+    '  CPU a limit costs is the difference to the policy row (docs/rate-limits.md).',
     '',
     "CPU per request is each process's utime+stime (/proc) over the measured window ÷ responses",
     "in it. `gateway ÷ backend CPU` divides by the backend's figure in the direct row with the",

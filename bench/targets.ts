@@ -2,6 +2,9 @@
  * What the bench loads: the backend directly, and the same backend through the gateway in each
  * configuration. Starting the servers lives here; measuring them lives in run.ts.
  */
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdir, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { detectListCache } from './check.js'
 import { spawnNode, waitForLine } from './children.js'
@@ -89,6 +92,7 @@ export async function gatewayTargets(at: Placement, backend: Backend): Promise<T
     direct(backend, 'tools/list'),
     via('gateway', 'tools/list', `${trusting.baseUrl}/mcp/nostore`, trustPids),
   ]
+  targets.push(...(await limitTargets(at, backend)))
   const cacheUrl = `${trusting.baseUrl}/mcp/bench`
   if (!(await detectListCache(cacheUrl, backend.statsUrl))) {
     const skipped: Cell = {
@@ -105,4 +109,76 @@ export async function gatewayTargets(at: Placement, backend: Backend): Promise<T
 
 function direct(backend: Backend, method: BenchMethod): Target {
   return { id: 'direct', method, url: backend.url, gatewayPids: [] }
+}
+
+/** One allow-all rule, and (for the limited targets) one rate limit on every tool call. */
+const ALLOW_ALL = 'rules:\n  - name: all\n    servers: ["*"]\n    allow: { tools: ["*"] }\n'
+const NEVER_REACHED_LIMIT =
+  'limits:\n  - name: bench\n    servers: ["*"]\n    tools: ["*"]\n    key: ip\n' +
+  '    rate: 999999999/second\n    burst: 1000000000\n'
+
+/**
+ * tools/call through a policy, the same policy plus a local rate limit, and plus a Redis-held one
+ * (when redis-server is installed): the CPU a limit adds is the difference to the policy row.
+ */
+async function limitTargets(at: Placement, backend: Backend): Promise<Target[]> {
+  const folder = async (name: string, text: string): Promise<string> => {
+    const dir = join(at.configDir, name)
+    await mkdir(dir, { recursive: true })
+    await writeFile(join(dir, 'policy.yaml'), text)
+    return dir
+  }
+  const allow = await folder('policy-allow', ALLOW_ALL)
+  const limited = await folder('policy-limit', ALLOW_ALL + NEVER_REACHED_LIMIT)
+  const common = {
+    repoRoot: at.repoRoot,
+    configDir: at.configDir,
+    cpu: at.gatewayCpu,
+    servers: { bench: backend.url },
+    trustHeaders: true,
+  }
+  const specs: [TargetId, Record<string, unknown>][] = [
+    ['gateway-policy', { policies: allow }],
+    ['gateway-limit', { policies: limited }],
+  ]
+  const redis = await startRedis(at.backendCpu)
+  if (redis !== undefined)
+    specs.push(['gateway-limit-redis', { policies: limited, rateLimits: { redis } }])
+  const targets: Target[] = []
+  for (const [id, extra] of specs) {
+    const gw = await startGateway({ ...common, name: id, extra })
+    const pids = processTree(gw.child.pid)
+    targets.push({ id, method: 'tools/call', url: `${gw.baseUrl}/mcp/bench`, gatewayPids: pids })
+  }
+  return targets
+}
+
+/** redis-server pinned beside the backend, killed with the bench; undefined when not installed. */
+async function startRedis(cpu: number): Promise<string | undefined> {
+  if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) return undefined
+  const port = await new Promise<number>((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address()
+      srv.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0))
+    })
+  })
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+  const child =
+    spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0
+      ? spawn('taskset', ['-c', String(cpu), 'redis-server', ...args], {
+          stdio: ['ignore', 'pipe', 'ignore'],
+        })
+      : spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'ignore'] })
+  process.once('exit', () => child.kill('SIGKILL'))
+  await new Promise<void>((resolve, reject) => {
+    let out = ''
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString()
+      if (out.includes('Ready to accept connections')) resolve()
+    })
+    child.once('exit', () => reject(new Error(`redis-server exited: ${out}`)))
+  })
+  return `redis://127.0.0.1:${port}`
 }
