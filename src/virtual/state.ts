@@ -6,6 +6,9 @@ import {
   type TooLong,
 } from './names.js'
 
+/** Shortest time what the lists said is trusted for routing (docs/virtual-servers.md §Routing). */
+const MIN_FRESH_MS = 1000
+
 /** Named kinds a virtual server renames: tools and prompts (resource URIs are never renamed). */
 export type NamedKind = 'tools' | 'prompts'
 /** URI kinds: resource URIs and resource templates, routed by who serves them. */
@@ -57,9 +60,12 @@ export class VirtualState {
     }
   }
 
-  /** Marks a kind fresh for `ttlMs` (the merged list's ttl), after a full fan-out. */
+  /**
+   * Marks a kind known in full for `ttlMs` (the lists' ttl), at least MIN_FRESH_MS: a name nobody
+   * serves then costs no list fetch for that long, so unknown names cannot multiply list reads.
+   */
   markFresh(kind: NamedKind | UriKind, ttlMs: number): void {
-    this.freshUntil[kind] = this.now() + ttlMs
+    this.freshUntil[kind] = this.now() + Math.max(ttlMs, MIN_FRESH_MS)
   }
 
   isFresh(kind: NamedKind | UriKind): boolean {
