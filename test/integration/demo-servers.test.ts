@@ -187,7 +187,7 @@ describe('2025-era interop', () => {
     const changed = new Promise<void>((resolve) => {
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve())
     })
-    await waitFor(() => server.requests.some((r) => r.method === 'GET'))
+    await expect.poll(() => server.requests.some((r) => r.method === 'GET')).toBe(true)
     server.notify.toolsChanged()
     await changed
   })
@@ -280,12 +280,4 @@ interface ListBody {
 }
 interface CallBody {
   readonly params: { readonly inputResponses?: unknown; readonly requestState?: string }
-}
-
-async function waitFor(predicate: () => boolean, timeoutMs = 2_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
 }

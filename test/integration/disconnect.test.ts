@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs'
 import { request } from 'undici'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { mcpBody, mcpHeaders } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
@@ -49,10 +49,9 @@ describe('client disconnects', () => {
     abort.abort()
     await server.waitForAborts(1, 1000)
     expect(performance.now() - t0).toBeLessThan(1000)
-    const line = await waitFor(() =>
-      gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/call'),
-    )
-    expect(line).toMatchObject({ outcome: 'client_closed', name: 'slow_forecast' })
+    await expect
+      .poll(() => gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/call'))
+      .toMatchObject({ outcome: 'client_closed', name: 'slow_forecast' })
   })
 
   it('leave sockets and file descriptors where they started after 200 disconnects', async () => {
@@ -62,12 +61,9 @@ describe('client disconnects', () => {
     // Warm the pools so steady-state keep-alive sockets are part of the baseline.
     await (await startStream(gw.mcpUrl('app'), 0)).abort()
     await server.waitForAborts(1)
-    const pool0 = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
-    for (let i = 0; i < 100 && (pool0?.stats.connected ?? 0) > 1; i++)
-      await new Promise((r) => setTimeout(r, 100))
-    await settle()
-    const fds = fdCount()
-    const socks = sockets()
+    const pool = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
+    await expect.poll(() => pool?.stats.connected ?? 0).toBeLessThanOrEqual(1)
+    const { fds, socks } = await steady()
     for (let batch = 0; batch < 10; batch++) {
       const streams = await Promise.all(
         Array.from({ length: 20 }, (_, i) => startStream(gw.mcpUrl('app'), 1 + batch * 20 + i)),
@@ -77,28 +73,32 @@ describe('client disconnects', () => {
     await server.waitForAborts(201, 10_000)
     // The upstream pool may keep up to 20 idle keep-alive sockets for reuse; they are not leaks,
     // and they close after the keep-alive timeout (4 s). Wait for that, then compare.
-    const pool = gw.ref.current.servers.get('app')?.balancing.replicas[0]?.dispatcher
-    for (let i = 0; i < 100 && (pool?.stats.connected ?? 0) > 1; i++)
-      await new Promise((r) => setTimeout(r, 100))
-    await settle()
-    expect(fdCount()).toBeLessThanOrEqual(fds + 4)
-    expect(sockets()).toBeLessThanOrEqual(socks + 4)
+    await expect.poll(() => pool?.stats.connected ?? 0).toBeLessThanOrEqual(1)
+    // Closed sockets are released a few event-loop turns later: a leak is what never goes.
+    await expect.poll(fdCount).toBeLessThanOrEqual(fds + 4)
+    await expect.poll(sockets).toBeLessThanOrEqual(socks + 4)
     const closed = gw.logs.filter((l) => l.msg === 'request' && l.outcome === 'client_closed')
     expect(closed.length).toBeGreaterThanOrEqual(200)
   }, 60_000)
 })
 
-async function settle(): Promise<void> {
-  // Closed sockets are released on the next turns of the event loop.
-  for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 100))
-}
-
-async function waitFor<T>(fn: () => T | undefined, timeoutMs = 2000): Promise<T> {
-  const end = Date.now() + timeoutMs
-  for (;;) {
-    const v = fn()
-    if (v !== undefined) return v
-    if (Date.now() > end) throw new Error('timed out')
-    await new Promise((r) => setTimeout(r, 20))
-  }
+/**
+ * The descriptor and socket counts once they have held still for 200 ms: closed sockets are
+ * released on later turns of the event loop, and a baseline taken before that would be too high.
+ */
+async function steady(): Promise<{ fds: number; socks: number }> {
+  let last = { fds: fdCount(), socks: sockets() }
+  let since = performance.now()
+  await vi.waitFor(
+    () => {
+      const now = { fds: fdCount(), socks: sockets() }
+      if (now.fds !== last.fds || now.socks !== last.socks) {
+        last = now
+        since = performance.now()
+      }
+      if (performance.now() - since < 200) throw new Error('descriptors still being released')
+    },
+    { timeout: 5000, interval: 20 },
+  )
+  return last
 }
