@@ -76,13 +76,6 @@ export class Limiter {
     return list
   }
 
-  /** The limits that count this request, in file order. */
-  applicable(req: LimitRequest): CompiledLimit[] {
-    return this.forServer(req.server).filter((l) =>
-      limitApplies(l, req.caller, req.method, req.targets),
-    )
-  }
-
   decide(req: LimitRequest): LimitVerdict | Promise<LimitVerdict> {
     const candidates = this.forServer(req.server)
     if (candidates.length === 0) return NONE

@@ -49,12 +49,12 @@ const PERIOD_MS: Readonly<Record<string, number>> = {
 }
 
 /** `120/minute` → count and period; the schema has already checked the shape. */
-export function parseRate(text: string): { count: number; periodMs: number } {
+function parseRate(text: string): { count: number; periodMs: number } {
   const [count, unit] = text.split('/') as [string, string]
   return { count: Number(count), periodMs: PERIOD_MS[unit] as number }
 }
 
-export function parseKey(text: string): LimitKey {
+function parseKey(text: string): LimitKey {
   if (text === 'ip') return { from: 'ip' }
   if (text === 'none') return { from: 'none' }
   const colon = text.indexOf(':')
