@@ -78,11 +78,11 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
     frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
-    runtime.auth && authenticate(), // bearer token → principal; 401/403 before any body is read
+    runtime.auth && authenticate(runtime.auth), // bearer token → principal; 401/403 before any body is read
     tracing && runtime.auth && traceMark(EVENT.auth, { result: 'ok' }),
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
-    runtime.policy && authorize(deps.log, deps.metrics), // policy on named targets; list filters for lists
+    runtime.policy && authorize(runtime.policy, deps.log, deps.metrics), // policy on named targets; list filters for lists
     tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
     limits.length > 0 && // per-principal limits (docs/rate-limits.md); before the cache
       rateLimit(
@@ -105,7 +105,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     const virtual = [
       accessLog(deps.access, deps.metrics),
       frontDoor(deps.ref, runtime),
-      runtime.auth && authenticate(),
+      runtime.auth && authenticate(runtime.auth),
       readRequest(),
       classifyRequest(),
       virtualStage({ log: deps.log, metrics: deps.metrics, cache: deps.cache }),

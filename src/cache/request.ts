@@ -29,11 +29,11 @@ export function tagOf(server: CachedServer): string {
 }
 
 /**
- * Resolves a classified request into cache keys, or undefined when the cache must stay out of it:
- * a body that was not parsed and checked against its headers (validation precedes the
- * cache, docs/design/check-order.md), a notification, a 2025-era request (those results carry no cache hints),
- * a non-cacheable method, or an MRTR retry. `body` is the request body the classifier parsed: the
- * key reads its params from the text, losslessly (canonical.ts).
+ * Resolves a classified request into cache keys, or undefined when the cache must stay out of it: a
+ * body that was not parsed and checked against its headers (validation precedes the cache,
+ * docs/design/check-order.md), a notification, a 2025-era request (those results carry no cache
+ * hints), a non-cacheable method, or an MRTR retry. `body` is the request body the classifier
+ * parsed: the key reads its params from the text, losslessly (canonical.ts).
  */
 export function cacheRequestOf(
   server: CachedServer,

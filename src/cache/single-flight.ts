@@ -25,11 +25,11 @@ interface Flight<T> {
 }
 
 /**
- * Collapses concurrent misses for one key into one upstream request (500 cold identical
- * lists make exactly one backend request, docs/cache.md §Single flight). The leader's own answer goes to its client
- * through the proxy as usual; waiters get what the leader stored, or undefined when its answer was
- * not cacheable (or failed), and then decide for themselves. A waiter that times out stops
- * counting as one and goes its own way.
+ * Collapses concurrent misses for one key into one upstream request (500 cold identical lists make
+ * exactly one backend request, docs/cache.md §Single flight). The leader's own answer goes to its
+ * client through the proxy as usual; waiters get what the leader stored, or undefined when its
+ * answer was not cacheable (or failed), and then decide for themselves. A waiter that times out
+ * stops counting as one and goes its own way.
  */
 export class SingleFlight<T> {
   private readonly flights = new Map<string, Flight<T>>()

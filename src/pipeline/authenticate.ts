@@ -1,23 +1,18 @@
 import type { MiddlewareHandler } from 'hono'
 import { hasQueryToken, readBearer } from '../auth/bearer.js'
-import type { ServerAuth } from '../auth/compile.js'
+import type { AuthRuntime, ServerAuth } from '../auth/compile.js'
 import { AuthFailure } from '../auth/failure.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 
 /**
- * Bearer token → Principal (spec 2026-07-28 §8; docs/design/check-order.md step 6). Runs after the front
- * door and before the body is read, so an unauthenticated caller costs no body read. Without
- * `auth:` configured every caller is anonymous.
+ * Bearer token → Principal (spec 2026-07-28 §8; docs/design/check-order.md step 6). Runs after
+ * the front door and before the body is read, so an unauthenticated caller costs no body read.
+ * Mounted only with `auth:` configured (app.ts); without it every caller is anonymous.
  */
-export const authenticate = (): MiddlewareHandler<GatewayEnv> =>
+export const authenticate = (auth: AuthRuntime): MiddlewareHandler<GatewayEnv> =>
   async function authenticate(c, next) {
     const runtime = c.get('runtime')
-    const auth = runtime.auth
-    if (auth === undefined) {
-      c.set('principal', undefined)
-      return next()
-    }
     const server = auth.servers.get(c.get('server').name) as ServerAuth
     const { incoming } = c.env
     const head = c.get('head')

@@ -10,18 +10,22 @@ import { createAuditLog } from '../observability/audit.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import { compilePatterns, type Matcher } from '../policy/pattern.js'
+import type { PolicySet } from '../policy/policy.js'
 
 /**
  * Policy on named targets. Only methods the protocol defines (or the server's `extraMethods`)
  * pass; every target a request names is checked and audited; a denial is answered here, as an
  * unknown target, and the backend receives nothing. List methods get the caller's list filter,
  * which the proxy and the cache apply to the answer. Without `policies:` this stage is not mounted.
+ * `policy` is the pipeline's runtime's: a policy reload makes a new runtime, and so a new pipeline.
  */
-export const authorize = (log: Logger, metrics: GatewayMetrics): MiddlewareHandler<GatewayEnv> => {
+export const authorize = (
+  policy: PolicySet,
+  log: Logger,
+  metrics: GatewayMetrics,
+): MiddlewareHandler<GatewayEnv> => {
   const audit = createAuditLog(log)
   return async function authorize(c, next) {
-    const policy = c.get('runtime').policy
-    if (policy === undefined) return next()
     const mcp = c.get('mcp')
     const principal = c.get('principal')
     const serverRuntime = c.get('server')

@@ -23,17 +23,13 @@ const STALE_ON: ReadonlySet<ErrorCode> = new Set([
 ])
 
 /**
- * Edge cache of cacheable results (docs/cache.md). A hit is answered here from pre-serialised bytes with
- * the requester's own id, then filtered by the caller's policy; a miss joins or leads the single
- * flight for its key and registers a hook that stores the upstream's answer when policy allows.
- * Without `cache:` every request goes upstream.
+ * Edge cache of cacheable results (docs/cache.md). A hit is answered here from pre-serialised bytes
+ * with the requester's own id, then filtered by the caller's policy; a miss joins or leads the
+ * single flight for its key and registers a hook that stores the upstream's answer when policy
+ * allows. Without `cache:` every request goes upstream.
  */
-export const listCache = (
-  cache: EdgeCache | undefined,
-  log: Logger,
-): MiddlewareHandler<GatewayEnv> =>
+export const listCache = (cache: EdgeCache, log: Logger): MiddlewareHandler<GatewayEnv> =>
   async function listCache(c, next) {
-    if (cache === undefined) return next()
     const resolved = cacheRequestOf(
       c.get('server'),
       c.get('mcp'),
@@ -52,7 +48,8 @@ export const listCache = (
     const shared = await cache.lookupShared(req)
     if (shared !== undefined) return serve(c, cache, shared, rawId, 'cache_hit')
     // Round two exists for private answers: once a key is known to answer privately, waiters
-    // re-coalesce per authorization context instead of each going upstream (docs/cache.md §Single flight).
+    // re-coalesce per authorization context instead of each going upstream (docs/cache.md
+    // §Single flight).
     // A waiter waits no longer than its own request would for a response head: a leader held up
     // by its backend (or its client, past what the capture keeps) never holds the others.
     const deadline = performance.now() + c.get('server').balancing.headersTimeoutMs

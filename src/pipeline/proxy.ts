@@ -28,8 +28,8 @@ import { ALREADY_SENT } from './node-response.js'
 
 /**
  * Last stage: picks a replica and streams the request to it and the answer back, writing straight
- * into Node's response (docs/design/hot-path.md: web Response objects cost ~1.5x on this path). Which
- * replicas, and when another one is tried, is upstream/attempts.ts (docs/design/retries.md).
+ * into Node's response (docs/design/hot-path.md: web Response objects cost ~1.5x on this path).
+ * Which replicas, and when another one is tried, is upstream/attempts.ts (docs/design/retries.md).
  */
 export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
   async function proxy(c) {

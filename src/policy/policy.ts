@@ -38,9 +38,9 @@ interface ServerRules {
 const DEFAULT_DENY: Verdict = { allow: false, rule: undefined, reason: 'default_deny' }
 
 /**
- * The compiled org-wide allowlist. Semantics (docs/policy.md): what no rule allows is denied; a matching
- * deny wins over any allow; a rule without `when` applies to every caller. Immutable: a reload
- * builds a new set and swaps it in whole.
+ * The compiled org-wide allowlist. Semantics (docs/policy.md): what no rule allows is denied; a
+ * matching deny wins over any allow; a rule without `when` applies to every caller. Immutable: a
+ * reload builds a new set and swaps it in whole.
  */
 export class PolicySet {
   private readonly byServer = new Map<string, ServerRules>()
