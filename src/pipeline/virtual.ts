@@ -32,6 +32,7 @@ import { routeResource } from '../virtual/resources.js'
 import { replaceParam } from '../virtual/rewrite.js'
 import type { NamedKind } from '../virtual/state.js'
 import { ALREADY_SENT } from './node-response.js'
+import { legacyFront } from './virtual-legacy.js'
 import { virtualListen } from './virtual-listen.js'
 
 /** What the virtual stage needs from the process. */
@@ -89,6 +90,9 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
   const audit = createAuditLog(deps.log)
   return async function virtual(c) {
     const v = c.get('runtime').virtualServers.get(c.get('server').name) as VirtualRuntime
+    // 2025-era clients: the gateway holds their session; what is left is a 2026-07-28 request.
+    const legacy = c.get('mcp').era === 'legacy' ? await legacyFront(c, v) : undefined
+    if (legacy?.kind === 'answered') return legacy.response
     const mcp = c.get('mcp')
     const message = mcp.message
     // Notifications (cancelled, progress) name no member; accepted as any server accepts them.
@@ -103,7 +107,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       const body = `{"jsonrpc":"2.0","id":${message.rawId},"error":{"code":-32601,"message":"Method not found"}}`
       return c.body(body, 404, { 'content-type': 'application/json' })
     }
-    return handler({
+    const res = handler({
       c,
       v,
       deps,
@@ -114,6 +118,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       text: c.get('body').toString('utf8'),
       principal: c.get('principal'),
     })
+    return legacy === undefined ? res : legacy.finish(await res)
   }
 }
 
@@ -137,7 +142,8 @@ function memberHeaders(
   const headers: string[] = []
   for (let i = 0; i < head.forward.length; i += 2) {
     const k = (head.forward[i] as string).toLowerCase()
-    if (k === 'content-length') continue
+    // SECURITY: a session id is the gateway's own (pipeline/virtual-legacy.ts), never a member's.
+    if (k === 'content-length' || k === 'mcp-session-id') continue
     if (k === 'mcp-method' && meta.method !== undefined) continue
     if (k === 'mcp-name' && meta.name !== undefined) continue
     headers.push(head.forward[i] as string, head.forward[i + 1] as string)

@@ -176,12 +176,13 @@ function compileVirtualRuntime(
   const first = members[0] as ServerRuntime
   const front: ServerRuntime = {
     name,
-    // 2026-07-28 clients only: a 2025-era client gets unsupported_version (docs/virtual-servers.md).
-    config: { ...first.config, legacyClients: 'reject', extraMethods: [], headers: {} },
+    // 2025-era clients are served by the gateway's own sessions (docs/virtual-servers.md
+    // "2025-era clients"), whatever the members' `legacyClients` say.
+    config: { ...first.config, legacyClients: 'allow', extraMethods: [], headers: {} },
     classify: {
       parseAlways: true,
       parseMethods: new Set(),
-      allowLegacy: false,
+      allowLegacy: true,
       maxDepth: config.limits.maxJsonDepth,
     },
     balancing: first.balancing,

@@ -4,16 +4,11 @@ import { startWeatherServer } from '../../deploy/demo/weather-server.js'
 import { connectClient, mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { closing } from '../helpers/lifecycle.js'
-import {
-  sseEvent,
-  startNonValidatingBackend,
-  startSdkServer,
-  type TestServer,
-} from '../helpers/sdk-servers.js'
+import { sseEvent, startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
 
 const PUBLIC = { ttlMs: 60_000, cacheScope: 'public' as const }
 
-function upstreams(members: Record<string, TestServer>): Record<string, unknown> {
+function upstreams(members: Record<string, { readonly url: string }>): Record<string, unknown> {
   return Object.fromEntries(
     Object.entries(members).map(([name, s]) => [name, { upstreams: [{ url: s.url }] }]),
   )
@@ -121,11 +116,12 @@ describe('subscriptions/listen on a virtual server (v2 client, auto)', () => {
       { id: 'listen:9' },
     )
     expect(second.status).toBe(429)
-    expect(second.json().error).toMatchObject({
+    const refused = second.json() as { id: unknown; error: unknown }
+    expect(refused.error).toMatchObject({
       code: -31029,
       data: { source: 'gateway', reason: 'too_many_streams' },
     })
-    expect(second.json().id).toBe('listen:9')
+    expect(refused.id).toBe('listen:9')
     expect(tickets.calls('subscriptions/listen')).toHaveLength(1)
   })
 })

@@ -1,0 +1,190 @@
+import type { Context } from 'hono'
+import type { GatewayEnv } from '../env.js'
+import { GatewayError } from '../errors.js'
+import type { McpRequestInfo } from '../mcp/classify.js'
+import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import type { VirtualRuntime } from '../runtime/runtime.js'
+import { sessionKey } from '../upstream/sessions.js'
+import { VirtualSessionCodec, type VirtualSession } from '../virtual/client-session.js'
+import { modernise } from '../virtual/envelope.js'
+import {
+  initializeAnswer,
+  legacyCapabilities,
+  negotiateVersion,
+  pingAnswer,
+} from '../virtual/legacy-lifecycle.js'
+import { GATEWAY_INFO } from '../virtual/merge.js'
+
+const MODERN = '2026-07-28'
+/** Request headers that name the era, the session or the routing: replaced when modernising. */
+const REPLACED = new Set(['mcp-protocol-version', 'mcp-session-id', 'mcp-method', 'mcp-name'])
+
+/** Per virtual server (and runtime): the codec of the gateway's own 2025-era session ids. */
+const codecs = new WeakMap<VirtualRuntime, VirtualSessionCodec>()
+
+function codecOf(c: Context<GatewayEnv>, v: VirtualRuntime): VirtualSessionCodec {
+  let codec = codecs.get(v)
+  if (codec === undefined) {
+    // The same key as every other handle (docs/balancing.md "Legacy sessions"): any gateway with
+    // the same `legacySessions.key` opens the session.
+    const key = sessionKey(c.get('runtime').config.legacySessions?.key).key
+    codec = new VirtualSessionCodec(key, v.name)
+    codecs.set(v, codec)
+  }
+  return codec
+}
+
+/** What the stage does after {@link legacyFront}: nothing more, or finish an `initialize`. */
+export type LegacyTurn =
+  | { readonly kind: 'answered'; readonly response: Response }
+  | { readonly kind: 'continue'; readonly finish: (res: Response) => Promise<Response> }
+
+const passThrough = (res: Response): Promise<Response> => Promise.resolve(res)
+
+/**
+ * A 2025-era client of a virtual server (docs/virtual-servers.md "2025-era clients"). The gateway
+ * holds the session: `initialize` is answered from the members' merged discovery with a session id
+ * the gateway seals itself, `ping` and the GET stream are answered here, DELETE ends the session,
+ * and every other request is checked against its session and then served as the 2026-07-28
+ * request it carries (virtual/envelope.ts), so members of either era and the stage's routing,
+ * policy and cache see one protocol.
+ */
+export async function legacyFront(c: Context<GatewayEnv>, v: VirtualRuntime): Promise<LegacyTurn> {
+  const codec = codecOf(c, v)
+  const owner = c.get('principal')
+  const head = c.get('head')
+  const method = c.env.incoming.method
+  const mcp = c.get('mcp')
+  const message = mcp.message
+  if (method === 'POST' && message?.method === 'initialize' && message.kind === 'request') {
+    const params = message.params ?? {}
+    const version = negotiateVersion(params.protocolVersion)
+    const { token, session } = codecOf(c, v).issue(version, params, owner)
+    const discover = discoverMessage(message.rawId as string, session)
+    c.set(
+      'body',
+      Buffer.from(
+        `{"jsonrpc":"2.0","id":${message.rawId as string},"method":"server/discover","params":${JSON.stringify(discover.params)}}`,
+      ),
+    )
+    asModern(c, mcp, discover)
+    return { kind: 'continue', finish: (res) => initialized(c, res, version, token) }
+  }
+  // spec 2025-11-25 basic/transports §Session Management: a server that issued a session id
+  // SHOULD answer requests without one (other than initialize) with 400.
+  if (head.sessionId === undefined)
+    throw new GatewayError('invalid_request', 'Mcp-Session-Id is required after initialize')
+  const session = codec.open(head.sessionId, owner)
+  // SECURITY: unknown, tampered and other callers' ids are refused, never guessed at; the 404
+  // makes the client start a new session (spec 2025-11-25 §Session Management).
+  if (session === undefined) throw new GatewayError('session_not_found')
+  // The standalone GET stream is not offered: the capabilities in `initialize` promise no
+  // notifications, and 405 is what a stateless 2025 server answers (SH §Listening for Messages).
+  if (method === 'GET') throw new GatewayError('method_not_allowed')
+  if (method === 'DELETE') {
+    c.set('outcome', 'ok')
+    return { kind: 'answered', response: c.body(null, 200) }
+  }
+  if (message === undefined || message.kind !== 'request')
+    return { kind: 'continue', finish: passThrough } // notifications: accepted by the stage
+  if (message.method === 'ping') {
+    c.set('outcome', 'ok')
+    return {
+      kind: 'answered',
+      response: c.body(pingAnswer(message.rawId as string), 200, {
+        'content-type': 'application/json',
+      }),
+    }
+  }
+  const modern = modernise(c.get('body').toString('utf8'), message, session)
+  if (modern === undefined) throw new GatewayError('invalid_params', 'params must be an object')
+  c.set('body', modern.body)
+  asModern(c, mcp, modern.message)
+  return { kind: 'continue', finish: passThrough }
+}
+
+/** The session's `server/discover`, which the merged capabilities of `initialize` come from. */
+function discoverMessage(rawId: string, session: VirtualSession): JsonRpcMessage {
+  return {
+    kind: 'request',
+    method: 'server/discover',
+    rawId,
+    params: {
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': session.capabilities,
+        'io.modelcontextprotocol/clientInfo': session.clientInfo,
+      },
+    },
+  }
+}
+
+/**
+ * Makes the request the stage sees the 2026-07-28 one: the classification, the routing headers
+ * the members receive (MCP-Protocol-Version, Mcp-Method, Mcp-Name as a 2026-07-28 client sends
+ * them), and no session id. SECURITY: the gateway's own session id never reaches a member.
+ */
+function asModern(c: Context<GatewayEnv>, mcp: McpRequestInfo, message: JsonRpcMessage): void {
+  const head = c.get('head')
+  const forward: string[] = []
+  for (let i = 0; i < head.forward.length; i += 2) {
+    const k = (head.forward[i] as string).toLowerCase()
+    if (REPLACED.has(k) || k === 'content-length') continue
+    forward.push(head.forward[i] as string, head.forward[i + 1] as string)
+  }
+  const method = message.method as string
+  forward.push('mcp-protocol-version', MODERN, 'mcp-method', method)
+  const name = nameOf(method, message.params)
+  if (name !== undefined) forward.push('mcp-name', encodeName(name))
+  c.set('head', {
+    ...head,
+    forward,
+    version: MODERN,
+    method,
+    name: name === undefined ? undefined : encodeName(name),
+    sessionId: undefined,
+  })
+  c.set('mcp', { ...mcp, era: 'modern', version: MODERN, method, message })
+}
+
+/** The Mcp-Name of a 2026-07-28 request (SEP-2243): tool or prompt name, or resource URI. */
+function nameOf(method: string, params: JsonRpcMessage['params']): string | undefined {
+  const v =
+    method === 'tools/call' || method === 'prompts/get'
+      ? params?.name
+      : method === 'resources/read'
+        ? params?.uri
+        : undefined
+  return typeof v === 'string' ? v : undefined
+}
+
+/** SEP-2243 §Encoding: a value that is not plain printable ASCII travels base64-wrapped. */
+function encodeName(name: string): string {
+  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(name) && !name.startsWith('=?base64?')
+    ? name
+    : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
+}
+
+/** The `initialize` answer from the merged discovery, with the session id (spec 2025-11-25). */
+async function initialized(
+  c: Context<GatewayEnv>,
+  res: Response,
+  version: string,
+  token: string,
+): Promise<Response> {
+  const parsed: unknown = await res.json()
+  const result = isRecord(parsed) && isRecord(parsed.result) ? parsed.result : undefined
+  const mcp = c.get('mcp')
+  if (result === undefined) throw new GatewayError('upstream_bad_response', 'no merged discovery')
+  const caps = isRecord(result.capabilities) ? result.capabilities : {}
+  const instructions = typeof result.instructions === 'string' ? result.instructions : undefined
+  const body = initializeAnswer(
+    mcp.message?.rawId as string,
+    version,
+    legacyCapabilities(caps),
+    GATEWAY_INFO,
+    instructions,
+  )
+  c.set('outcome', 'ok')
+  return c.body(body, 200, { 'content-type': 'application/json', 'mcp-session-id': token })
+}
