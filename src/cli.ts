@@ -1,6 +1,8 @@
 #!/usr/bin/env node
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { writeFileSync } from 'node:fs'
+import { runPrimary, workerCount } from './cluster/primary.js'
 import { jsonSchemaText, JSON_SCHEMAS, type SchemaName } from './config/json-schema.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { explainCommand } from './policy/explain.js'
@@ -89,8 +91,10 @@ async function serve(file: string): Promise<number> {
     )
     return 1
   }
-  const gw = await startGateway(loaded)
-  return new Promise<number>((resolve) => {
+  const workers = workerCount(loaded.config.workers)
+  if (workers > 1 && cluster.isPrimary) return runPrimary(loaded.config, workers)
+  const gw = await startGateway(loaded, { worker: cluster.isWorker })
+  const exit = new Promise<number>((resolve) => {
     let stopping = false
     const stop = (signal: string): void => {
       if (stopping) return
@@ -109,6 +113,10 @@ async function serve(file: string): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'))
     process.once('SIGINT', () => stop('SIGINT'))
   })
+  const code = await exit
+  // A worker's IPC channel to the primary would keep it alive after the drain.
+  if (cluster.isWorker) process.disconnect()
+  return code
 }
 
 main(process.argv.slice(2)).then(

@@ -67,7 +67,9 @@ export async function startGateway(
   opts: StartOptions = {},
 ): Promise<RunningGateway> {
   const config = loaded.config
-  const log = createLogger(config.log.level, opts.logDestination)
+  const root = createLogger(config.log.level, opts.logDestination)
+  // Several workers write to one stdout: each line says which one.
+  const log = opts.worker === true ? root.child({ pid: process.pid }) : root
   const metrics = createMetrics()
   const worker = opts.worker === true ? joinCluster(metrics) : undefined
   // Drain state and metrics outlive config reloads (docs/balancing.md §Graceful drain).

@@ -1,13 +1,13 @@
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { Registry } from 'prom-client'
 
 /**
  * The admin listener: `/metrics` in Prometheus text format on its own host/port, never on the
- * data plane (reliability S-28, Envoy edge practice "restrict admin").
+ * data plane (clients of the gateway must not read its internals; Envoy edge practice "restrict
+ * admin").
  */
 export async function startAdmin(
-  registry: Registry,
+  registry: { metrics(): Promise<string>; readonly contentType: string },
   host: string,
   port: number,
 ): Promise<{ readonly port: number; close(): Promise<void> }> {

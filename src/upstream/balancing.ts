@@ -6,6 +6,7 @@ import { UpstreamFailure } from './failure.js'
 import type { ForwardResult, HeaderMap } from './forward.js'
 import { ActiveHealthCheck } from './health-check.js'
 import { ReplicaHealth, type HealthEvent, type ReplicaOut } from './health.js'
+import type { HealthShare } from './health-share.js'
 import type { Lifecycle } from './lifecycle.js'
 import { UpstreamPool, type BalanceMode } from './pool.js'
 import { RetryBudget, type RetrySettings } from './retry.js'
@@ -20,6 +21,8 @@ export interface BalancingContext {
   readonly lifecycle: Lifecycle
   /** Seals legacy session ids and task ids (legacySessions.key, or a per-process random key). */
   readonly sessionKey: Buffer
+  /** With several workers: whether this one probes, and how results are shared. */
+  readonly health?: HealthShare | undefined
 }
 
 /** Where `balance: {hash: …}` takes its key from. */
@@ -46,7 +49,10 @@ export class ServerBalancing {
   readonly sessions: SessionCodec
   readonly hash: HashSource | undefined
   readonly lifecycle: Lifecycle
-  /** Time to the response head, for all tries together (route deadline, reliability §0.5). */
+  /**
+   * Time to the response head, for all tries together (Envoy's route timeout,
+   * docs/design/retries.md §Bounds).
+   */
   readonly headersTimeoutMs: number
   /** Longest silence between two body chunks (SSE keep-alive comments reset it). */
   readonly streamIdleMs: number
@@ -109,11 +115,28 @@ export class ServerBalancing {
       if (lifecycle.draining) headers['connection'] = 'close'
     }
     for (const u of replicas) ctx.metrics?.upstreamHealthy.set({ server, upstream: u.id }, 1)
-    if (cfg.healthCheck !== undefined) {
-      for (const u of replicas)
-        this.checks.push(new ActiveHealthCheck(u, cfg.healthCheck, staticHeaders))
+    const share = ctx.health
+    if (cfg.healthCheck !== undefined && share?.checker === false) {
+      // Another worker probes; start from what it last found (docs/operations.md §Workers).
+      for (const u of replicas) {
+        const known = share.known(server, u.url.href)
+        if (known !== undefined) u.health.mirror(known.down, known.reason)
+      }
+    } else if (cfg.healthCheck !== undefined) {
+      for (const u of replicas) {
+        const publish =
+          share === undefined
+            ? undefined
+            : () => share.publish(server, u.url.href, u.health.down, u.health.downReason)
+        this.checks.push(new ActiveHealthCheck(u, cfg.healthCheck, staticHeaders, publish))
+      }
       for (const check of this.checks) check.start()
     }
+  }
+
+  /** Applies a result the checker worker published for the replica at `url`. */
+  mirror(url: string, down: boolean, reason: string): void {
+    for (const u of this.replicas) if (u.url.href === url) u.health.mirror(down, reason)
   }
 
   /** The pool for a request's targets: a matching route's, else the main one. */

@@ -1,7 +1,7 @@
 import { Client } from 'undici'
 import type { Upstream } from './upstream.js'
 
-/** `healthCheck:` of a server (reliability.md §0.5: every 5 s, 1 s timeout, down after 3, up after 2). */
+/** `healthCheck:` of a server (defaults in config/schema.ts; docs/balancing.md §Health). */
 export interface HealthCheckSettings {
   readonly intervalMs: number
   readonly timeoutMs: number
@@ -29,7 +29,8 @@ const MAX_BODY = 64 * 1024
  * Active health check of one replica: a `server/discover` POST every `intervalMs` on its own
  * connection (so a replica at maxInFlight is not also marked down for being busy). Healthy = a 2xx,
  * or a 4xx carrying a JSON-RPC error: a 2025-era backend answers a modern probe that way
- * (mcp-wire-facts.md §(d) 4-5) and is alive. Anything else, or no answer in `timeoutMs`, fails.
+ * (spec 2025-11-25 basic/transports §Protocol Version Header: 400 for a version it does not
+ * support) and is alive. Anything else, or no answer in `timeoutMs`, fails.
  */
 export class ActiveHealthCheck {
   private readonly client: Client
@@ -42,6 +43,8 @@ export class ActiveHealthCheck {
     private readonly settings: HealthCheckSettings,
     /** The server's static upstream headers, [name, value, …]. */
     staticHeaders: readonly string[],
+    /** Called after each probe's result is applied (workers share it, upstream/health-share.ts). */
+    private readonly onResult?: () => void,
   ) {
     this.client = new Client(upstream.origin, { connect: { timeout: settings.timeoutMs } })
     // prettier-ignore
@@ -72,6 +75,7 @@ export class ActiveHealthCheck {
     if (this.closed) return
     if (why === undefined) this.upstream.health.checkPassed()
     else this.upstream.health.checkFailed(why)
+    this.onResult?.()
     this.timer = setTimeout(() => void this.run(), this.settings.intervalMs)
     this.timer.unref()
   }

@@ -1,4 +1,4 @@
-/** Passive outlier detection (reliability.md §0.5: 5 consecutive failures, 30 s × n, Envoy). */
+/** Passive outlier detection (Envoy outlier detection; defaults in config/schema.ts `outlier`). */
 export interface OutlierSettings {
   readonly consecutiveFailures: number
   readonly baseEjectionMs: number
@@ -60,7 +60,8 @@ export class ReplicaHealth {
    */
   failed(why: string): void {
     if (++this.failures < this.outlier.consecutiveFailures || this.ejected) return
-    // reliability B-01/P7: never eject the last replica that could still answer.
+    // Never eject the last replica that could still answer: a guess that it is down must not
+    // turn into a certain outage (docs/balancing.md §Health).
     if (!this.canEject(this)) return
     const now = Date.now()
     // The multiplier decays: a replica that stayed in for a full maximum period starts over at 1.
@@ -98,6 +99,20 @@ export class ReplicaHealth {
     this.downReason = `health check failed: ${why}`
     this.checkFailures = 0
     this.report(this, 'down', `${this.checks.unhealthyAfter} health checks failed, last: ${why}`)
+  }
+
+  /**
+   * Takes the state another process's active checks decided (workers: one checker shares its
+   * results, docs/operations.md §Workers); reported like a local change when it is one.
+   */
+  mirror(down: boolean, reason: string): void {
+    if (down) this.downReason = reason
+    if (down === this.down) return
+    this.down = down
+    this.checkFailures = 0
+    this.checkPasses = 0
+    if (!down) this.failures = 0
+    this.report(this, down ? 'down' : 'up', down ? reason : 'health checks passed (checker worker)')
   }
 
   /** Why the replica is out, or undefined when it takes traffic. */

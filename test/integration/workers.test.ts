@@ -1,0 +1,218 @@
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Client, request } from 'undici'
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { stringify } from 'yaml'
+import { mcpBody, mcpHeaders } from '../helpers/clients.js'
+
+/** Health-check interval of the gateways below: probes of one checker are at least this apart. */
+const INTERVAL_MS = 300
+
+interface Backend {
+  url: string
+  /** Arrival times of health probes (server/discover). */
+  readonly probes: number[]
+  /** Client port of the gateway connection each tools/call came on. */
+  readonly callPorts: number[]
+  inFlight: number
+}
+
+/** A backend that answers every call, `slow` after 1.5 s, and notes probes and connections. */
+async function startBackend(): Promise<Backend> {
+  const backend: Backend = { url: '', probes: [], callPorts: [], inFlight: 0 }
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      const msg = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        id: unknown
+        method: string
+        params?: { name?: string }
+      }
+      if (msg.method === 'server/discover') backend.probes.push(performance.now())
+      else backend.callPorts.push(req.socket.remotePort ?? 0)
+      const answer = (): void => {
+        backend.inFlight--
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { content: [] } }))
+      }
+      backend.inFlight++
+      if (msg.params?.name === 'slow') setTimeout(answer, 1500)
+      else answer()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  onTestFinished(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  )
+  backend.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`
+  return backend
+}
+
+interface Served {
+  readonly base: string
+  readonly admin: string
+  readonly exited: Promise<number | null>
+  readonly lines: Record<string, unknown>[]
+  signal(sig: NodeJS.Signals): void
+}
+
+/**
+ * Runs `node dist/cli.js serve` (compiled by `npm ci` / `npm run build`: a cluster forks the
+ * script it runs, and compiled workers start in a fraction of tsx's time) with `workers: 2`,
+ * port 0 for both listeners, and reads the JSON log from stdout.
+ */
+async function serveWorkers(upstream: string): Promise<Served> {
+  const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-workers-'))
+  const file = join(dir, 'gateway.yaml')
+  await writeFile(
+    file,
+    stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      workers: 2,
+      log: { level: 'info' },
+      shutdown: { drainMs: 10_000 },
+      servers: {
+        app: {
+          upstreams: [{ url: upstream }],
+          healthCheck: { intervalMs: INTERVAL_MS, timeoutMs: 1000 },
+        },
+      },
+    }),
+  )
+  const child = spawn(process.execPath, ['dist/cli.js', 'serve', '--config', file], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  onTestFinished(() => void child.kill('SIGKILL'))
+  const lines: Record<string, unknown>[] = []
+  let rest = ''
+  child.stdout.on('data', (d: Buffer) => {
+    const parts = (rest + d.toString('utf8')).split('\n')
+    rest = parts.pop() ?? ''
+    for (const p of parts)
+      if (p.startsWith('{')) lines.push(JSON.parse(p) as Record<string, unknown>)
+  })
+  let stderr = ''
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  const find = (role: string, msg: string): Record<string, unknown> | undefined =>
+    lines.find((l) => l['role'] === role && l['msg'] === msg)
+  await expect
+    .poll(() => find('primary', 'listening') ?? stderr.slice(0, 500), { timeout: 15_000 })
+    .toMatchObject({ workers: 2 })
+  const port = find('primary', 'listening')?.['port'] as number
+  const adminPort = find('primary', 'admin listening')?.['port'] as number
+  return {
+    base: `http://127.0.0.1:${port}`,
+    admin: `http://127.0.0.1:${adminPort}/metrics`,
+    exited,
+    lines,
+    signal: (sig) => void child.kill(sig),
+  }
+}
+
+/** One tools/call on a connection of its own, so the primary hands each to the next worker. */
+async function call(base: string, id: number, name = 'work'): Promise<number> {
+  const client = new Client(base)
+  try {
+    const res = await client.request({
+      path: '/mcp/app',
+      method: 'POST',
+      headers: mcpHeaders('tools/call', name),
+      body: JSON.stringify(mcpBody('tools/call', { name }, id)),
+    })
+    await res.body.dump()
+    return res.statusCode
+  } finally {
+    await client.close()
+  }
+}
+
+/** The smallest gap between two consecutive probes. */
+function minGap(times: readonly number[]): number {
+  let min = Infinity
+  for (let i = 1; i < times.length; i++) min = Math.min(min, (times[i] ?? 0) - (times[i - 1] ?? 0))
+  return min
+}
+
+function workerPids(lines: readonly Record<string, unknown>[]): number[] {
+  return lines.filter((l) => l['msg'] === 'worker listening').map((l) => l['pid'] as number)
+}
+
+beforeAll(() => {
+  if (!existsSync('dist/cli.js')) throw new Error('dist/cli.js is missing: run npm run build')
+})
+
+describe('workers: 2 (mcp-edge serve as a cluster)', () => {
+  it(
+    'serves from both workers, sums their metrics, probes once per interval, restarts a killed worker',
+    { timeout: 60_000 },
+    async () => {
+      const backend = await startBackend()
+      const gw = await serveWorkers(backend.url)
+
+      // Sequential calls on fresh connections: the primary deals them round-robin to both workers,
+      // which reach the backend on one keep-alive connection each.
+      for (let i = 1; i <= 10; i++) expect(await call(gw.base, i)).toBe(200)
+      expect(new Set(backend.callPorts).size).toBe(2)
+
+      // The admin /metrics (the primary's) sums both workers' counters.
+      const text = await request(gw.admin).then((r) => r.body.text())
+      const served = [
+        ...text.matchAll(/^mcp_edge_requests_total\{[^}]*server="app"[^}]*\} (\d+)$/gm),
+      ]
+      expect(served.reduce((n, m) => n + Number(m[1]), 0)).toBe(10)
+
+      // One checker: probes never come closer than the interval (two checkers would interleave).
+      await expect.poll(() => backend.probes.length, { timeout: 15_000 }).toBeGreaterThanOrEqual(6)
+      expect(minGap(backend.probes)).toBeGreaterThanOrEqual(INTERVAL_MS * 0.95)
+
+      // Kill the checker (slot 0): the other worker serves on, the primary restarts it.
+      const [checker] = gw.lines.filter((l) => l['msg'] === 'worker listening' && l['slot'] === 0)
+      process.kill(checker?.['pid'] as number, 'SIGKILL')
+      await expect
+        .poll(() => gw.lines.find((l) => l['msg'] === 'worker exited'), { timeout: 15_000 })
+        .toMatchObject({ slot: 0, signal: 'SIGKILL' })
+      for (let i = 11; i <= 14; i++) expect(await call(gw.base, i)).toBe(200)
+      await expect.poll(() => workerPids(gw.lines).length, { timeout: 15_000 }).toBe(3)
+      const restarted = workerPids(gw.lines)[2]
+      expect(restarted).not.toBe(checker?.['pid'])
+      // The restarted worker is the checker again, still the only one.
+      const before = backend.probes.length
+      await expect
+        .poll(() => backend.probes.length, { timeout: 15_000 })
+        .toBeGreaterThanOrEqual(before + 4)
+      expect(minGap(backend.probes.slice(before))).toBeGreaterThanOrEqual(INTERVAL_MS * 0.95)
+      for (let i = 15; i <= 18; i++) expect(await call(gw.base, i)).toBe(200)
+
+      gw.signal('SIGTERM')
+      expect(await gw.exited).toBe(0)
+    },
+  )
+
+  it(
+    'SIGTERM to the primary drains every worker: in-flight calls finish, exit 0',
+    { timeout: 60_000 },
+    async () => {
+      const backend = await startBackend()
+      const gw = await serveWorkers(backend.url)
+      const calls = [1, 2, 3, 4].map((id) => call(gw.base, id, 'slow'))
+      await expect.poll(() => backend.inFlight).toBe(4)
+      gw.signal('SIGTERM')
+      expect(await Promise.all(calls)).toEqual([200, 200, 200, 200])
+      expect(await gw.exited).toBe(0)
+      expect(gw.lines.filter((l) => l['msg'] === 'draining')).toHaveLength(2)
+      await expect(call(gw.base, 5)).rejects.toThrow() // nothing listens any more
+    },
+  )
+})
