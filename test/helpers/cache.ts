@@ -35,10 +35,21 @@ export async function cacheGateway(
     {
       ...(dir === undefined ? {} : { dir }),
       closeMs: 100,
-      start: { watch: false, cache: { invalidator: FAST_INVALIDATOR }, ...start },
+      start: { watch: false, ...start, cache: { invalidator: FAST_INVALIDATOR, ...start.cache } },
     },
   )
   return Object.assign(gw, { app: gw.mcpUrl('app') })
+}
+
+/** A cache clock that moves only when told (StartOptions.cache.now): tests age entries without sleeping. */
+export function manualClock(start = Date.now()): { now: () => number; advance(ms: number): void } {
+  let t = start
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms
+    },
+  }
 }
 
 /** A modern request body with `rawId` spliced in verbatim (big integers, escapes). */

@@ -8,7 +8,7 @@ import {
   startSdkServer,
   type BehaviourHook,
 } from '../helpers/sdk-servers.js'
-import { cacheEvents, cacheGateway, post } from '../helpers/cache.js'
+import { cacheEvents, cacheGateway, manualClock, post } from '../helpers/cache.js'
 import { closing } from '../helpers/lifecycle.js'
 
 const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
@@ -92,7 +92,8 @@ describe('edge cache: public lists', () => {
 
   it('serves the official SDK server’s public list from the edge with ttlMs reduced by age', async () => {
     const backend = await closing(startSdkServer({ cacheHints: { 'tools/list': PUBLIC_60S } }))
-    const gw = await cacheGateway(backend.url)
+    const clock = manualClock()
+    const gw = await cacheGateway(backend.url, {}, {}, { cache: { now: clock.now } })
     // Until its listen is acknowledged, an answer in flight may predate a change and is not stored.
     await expect
       .poll(() => gw.cache?.invalidator.isConnected('app') === true, {
@@ -102,11 +103,12 @@ describe('edge cache: public lists', () => {
     const cold = await Promise.all(Array.from({ length: 100 }, (_, i) => post(gw.app, String(i))))
     expect(cold.every((r) => r.status === 200)).toBe(true)
     expect(backend.calls('tools/list')).toHaveLength(1)
-    await sleep(30)
+    clock.advance(30)
     const hit = (await post(gw.app, '"later"')).response()
     expect(hit.id).toBe('later')
     expect(hit.result).toMatchObject({ resultType: 'complete', cacheScope: 'public' })
     expect(hit.result?.ttlMs).toBeLessThan(60_000)
+    expect(hit.result?.ttlMs).toBe(60_000 - 30) // exactly the entry's age on the cache clock
     expect(hit.result?._meta).toEqual({
       'io.modelcontextprotocol/serverInfo': { name: 'test-sdk', version: '1.0.0' },
     })
@@ -380,9 +382,15 @@ describe('edge cache: stale-if-error', () => {
     const backend = await closing(
       startNonValidatingBackend({ toolsListCache: { ttlMs: 200, cacheScope: 'public' } }),
     )
-    const gw = await cacheGateway(backend.url, { staleIfErrorMs: 60_000 })
+    const clock = manualClock()
+    const gw = await cacheGateway(
+      backend.url,
+      { staleIfErrorMs: 60_000 },
+      {},
+      { cache: { now: clock.now } },
+    )
     await post(gw.app, '1')
-    await sleep(300)
+    clock.advance(300) // past the 200 ms ttl, well within staleIfErrorMs
     backend.setBehaviour((req) => (req.rpcMethod === 'tools/list' ? 'reset' : 'normal'))
     const stale = await post(gw.app, '"s"')
     expect(stale.status).toBe(200)
@@ -399,9 +407,10 @@ describe('edge cache: stale-if-error', () => {
     const backend = await closing(
       startNonValidatingBackend({ toolsListCache: { ttlMs: 200, cacheScope: 'public' } }),
     )
-    const gw = await cacheGateway(backend.url)
+    const clock = manualClock()
+    const gw = await cacheGateway(backend.url, {}, {}, { cache: { now: clock.now } })
     await post(gw.app, '1')
-    await sleep(300)
+    clock.advance(300) // past the 200 ms ttl
     backend.setBehaviour((req) => (req.rpcMethod === 'tools/list' ? 'reset' : 'normal'))
     expect((await post(gw.app, '2')).status).toBe(502)
   })
