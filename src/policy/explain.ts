@@ -3,6 +3,7 @@ import { ConfigError, loadConfigFile } from '../config/load.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { memberTargets } from '../virtual/explain-target.js'
 import type { PolicyCaller } from './compile.js'
 import type { Decision, PolicySet } from './policy.js'
 
@@ -19,7 +20,8 @@ export interface ExplainIo {
 const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
                         (--tool NAME | --prompt NAME | --resource URI | --method NAME)
                         [--claims JSON] [--json]
-  Prints the policy decision for a caller and the rule that made it.
+  Prints the policy decision for a caller and the rule that made it. NAME may be a virtual
+  server: the member a (prefixed) name leads to decides, under its own rules.
   --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
             (omitted: an anonymous caller, which rules with \`when\` never match)
   exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
@@ -55,6 +57,8 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     return EXPLAIN_EXIT.invalidConfig
   }
   const servers = Object.keys(loaded.config.servers)
+  const virtual = loaded.config.virtualServers[opts.server]
+  if (virtual !== undefined) return explainVirtual(virtual, opts, loaded.policy, io)
   if (!servers.includes(opts.server)) {
     const known = servers.join(', ')
     io.err(`mcp-edge explain: no server "${opts.server}" in ${file} (servers: ${known})\n`)
@@ -72,6 +76,62 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     : describe(decision, opts, policy)
   io.out(text)
   return decision.allow ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
+}
+
+/**
+ * A virtual server has no rules of its own (docs/virtual-servers.md §Policy): each member that the
+ * name can reach is explained on its own endpoint, with its own name. Allowed when one of them is.
+ */
+function explainVirtual(
+  virtual: Parameters<typeof memberTargets>[0],
+  opts: ExplainOptions,
+  policy: PolicySet | undefined,
+  io: ExplainIo,
+): number {
+  const candidates =
+    opts.target.kind === 'method'
+      ? virtual.members.map((member) => ({ member, target: opts.target, via: 'any' as const }))
+      : memberTargets(virtual, opts.target)
+  if (candidates.length === 0) {
+    io.out(
+      opts.json
+        ? `${JSON.stringify({ decision: 'deny', members: [] })}\n`
+        : 'decision: deny\nreason: no member of this virtual server has that name\n',
+    )
+    return EXPLAIN_EXIT.deny
+  }
+  let allowed = false
+  const json: Record<string, unknown>[] = []
+  for (const c of candidates) {
+    const member = { ...opts, server: c.member, target: c.target }
+    const via =
+      c.via === 'prefix'
+        ? 'the prefix names it'
+        : c.via === 'resources'
+          ? 'its resources: route names it'
+          : "if it serves the name (the members' lists decide at run time)"
+    if (policy === undefined) {
+      allowed = true
+      if (opts.json) json.push({ member: c.member, via: c.via, decision: 'allow', policies: false })
+      else
+        io.out(
+          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n\n`,
+        )
+      continue
+    }
+    const d = policy.check(opts.caller, c.member, c.target)
+    if (d.allow) allowed = true
+    if (opts.json) json.push({ member: c.member, via: c.via, ...toJson(d, member, policy) })
+    else
+      io.out(
+        `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\n${describe(d, member, policy)}\n`,
+      )
+  }
+  if (opts.json)
+    io.out(
+      `${JSON.stringify({ virtualServer: opts.server, decision: allowed ? 'allow' : 'deny', members: json })}\n`,
+    )
+  return allowed ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
 }
 
 interface ExplainOptions {
