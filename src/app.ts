@@ -12,7 +12,7 @@ import { authorize } from './pipeline/authorize.js'
 import { classifyRequest } from './pipeline/classify.js'
 import { exchangeToken } from './pipeline/exchange-token.js'
 import { frontDoor } from './pipeline/front-door.js'
-import { listCache } from './pipeline/list-cache.js'
+import { edgeCache } from './pipeline/edge-cache.js'
 import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
 import { rateLimit } from './pipeline/rate-limit.js'
@@ -90,7 +90,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
         deps.log,
         deps.metrics,
       ),
-    deps.cache && listCache(deps.cache, deps.log), // cacheable results served from the edge
+    deps.cache && edgeCache(deps.cache, deps.log), // cacheable results served from the edge
     tracing && deps.cache && traceCacheMiss(),
     exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(deps.metrics.tools), // replica choice, streaming forward

@@ -22,7 +22,7 @@ import { isFresh, MemoryTier, type Clock, type Slot } from './store.js'
 /** How long a key whose answer had no usable hints bypasses the cache. */
 const PASS_MS = 30_000
 
-/** One cacheable request, resolved once by the list-cache stage. */
+/** One cacheable request, resolved once by the cache stage (pipeline/edge-cache.ts). */
 export interface CacheRequest {
   /** Server tag (key.ts serverTag). */
   readonly server: string
@@ -33,7 +33,7 @@ export interface CacheRequest {
   readonly privateKey: string | undefined
 }
 
-/** Closed set of cache event labels: a metric label takes bounded values, so its series stay few. */
+/** Closed set of cache event labels: bounded label values keep the metric's series few. */
 export type CacheEvent =
   | 'hit'
   | 'miss'

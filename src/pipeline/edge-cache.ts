@@ -23,13 +23,14 @@ const STALE_ON: ReadonlySet<ErrorCode> = new Set([
 ])
 
 /**
- * Edge cache of cacheable results (docs/cache.md). A hit is answered here from pre-serialised bytes
- * with the requester's own id, then filtered by the caller's policy; a miss joins or leads the
- * single flight for its key and registers a hook that stores the upstream's answer when policy
+ * Edge cache of cacheable results (docs/cache.md): the list methods, `resources/read` and
+ * `server/discover` (mcp/methods.ts CACHEABLE_METHODS). A hit is answered here from pre-serialised
+ * bytes with the requester's own id, then filtered by the caller's policy; a miss joins or leads
+ * the single flight for its key and registers a hook that stores the upstream's answer when policy
  * allows. Without `cache:` every request goes upstream.
  */
-export const listCache = (cache: EdgeCache, log: Logger): MiddlewareHandler<GatewayEnv> =>
-  async function listCache(c, next) {
+export const edgeCache = (cache: EdgeCache, log: Logger): MiddlewareHandler<GatewayEnv> =>
+  async function edgeCache(c, next) {
     const resolved = cacheRequestOf(
       c.get('server'),
       c.get('mcp'),
