@@ -4,7 +4,8 @@ import type { StoreDecision } from './policy.js'
 /**
  * One stored answer. The upstream's result is kept exactly (its `_meta.serverInfo` included) but
  * serialised once, without `ttlMs`, so a hit is spliced from bytes: prefix + the requester's raw id
- * + the result + the remaining ttl + suffix (docs/design/hot-path.md: a hit must not re-serialise the list).
+ * + the result + the remaining ttl + suffix (docs/design/hot-path.md: a hit must not
+ * re-serialise the list).
  */
 export interface CacheEntry {
   readonly key: string
