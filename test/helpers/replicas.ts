@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { onTestFinished } from 'vitest'
+import { onTestFinished, vi } from 'vitest'
 
 /** One JSON-RPC request as a mock replica received it. */
 export interface ReceivedCall {
@@ -222,18 +222,19 @@ export async function runLoad<T>(
 }
 
 /** Polls `check` every 20 ms until it returns a value other than undefined/false (or throws after `ms`). */
-export async function waitUntil<T>(
+export function waitUntil<T>(
   check: () => T | undefined | false,
   ms = 5000,
   what = 'condition',
 ): Promise<T> {
-  const end = performance.now() + ms
-  for (;;) {
-    const v = check()
-    if (v !== undefined && v !== false) return v
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
+  return vi.waitFor(
+    () => {
+      const v = check()
+      if (v === undefined || v === false) throw new Error(`timed out waiting for ${what}`)
+      return v
+    },
+    { timeout: ms, interval: 20 },
+  )
 }
 
 /** Gateway config with one server `app` in front of `replicas` (weights optional). */

@@ -364,8 +364,7 @@ describe('upstream failures are gateway errors, distinguishable from the backend
     })
     const gw = await startTestGateway(oneServer(b.url, { maxInFlight: 1 }))
     const slow = rawPost(gw.mcpUrl('app'), call(1), headers())
-    for (let i = 0; i < 50 && b.requests.length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10))
+    await expect.poll(() => b.requests.length).toBeGreaterThan(0) // the slow call holds the slot
     const res = await rawPost(gw.mcpUrl('app'), call(25), headers())
     expectGatewayError(res, 'overloaded', 25)
     expect(res.headers['retry-after']).toBe('1')

@@ -25,12 +25,7 @@ async function outIds(gw: TestGateway): Promise<string[]> {
 }
 
 async function waitOut(gw: TestGateway, ids: string[]): Promise<void> {
-  const want = [...ids].sort().join(',')
-  for (let i = 0; i < 250; i++) {
-    if ((await outIds(gw)).join(',') === want) return
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  throw new Error(`replicas out never became [${want}], is [${(await outIds(gw)).join(',')}]`)
+  await expect.poll(() => outIds(gw), { timeout: 5000 }).toEqual([...ids].sort())
 }
 
 function stateLogs(gw: TestGateway): Record<string, unknown>[] {

@@ -151,8 +151,7 @@ describe('2025-era clients and servers through the gateway', () => {
     const changed = new Promise<void>((resolve) => {
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve())
     })
-    for (let i = 0; i < 50 && !server.requests.some((r) => r.method === 'GET'); i++)
-      await new Promise((r) => setTimeout(r, 20))
+    await expect.poll(() => server.requests.some((r) => r.method === 'GET')).toBe(true)
     server.notify.toolsChanged()
     await changed
   })
