@@ -5,7 +5,7 @@ import type { GatewayMetrics } from '../observability/metrics.js'
 import { UpstreamFailure } from './failure.js'
 import type { ForwardResult, HeaderMap } from './forward.js'
 import { ActiveHealthCheck } from './health-check.js'
-import { ReplicaHealth, type HealthEvent, type ReplicaOut } from './health.js'
+import { ReplicaHealth, type CheckThresholds, type HealthEvent, type ReplicaOut } from './health.js'
 import type { HealthShare } from './health-share.js'
 import type { Lifecycle } from './lifecycle.js'
 import { UpstreamPool, type BalanceMode } from './pool.js'
@@ -32,8 +32,11 @@ export interface HashSource {
   readonly name: string
 }
 
-const OUTLIER_DEFAULTS = { consecutiveFailures: 5, baseEjectionMs: 30_000, maxEjectionMs: 300_000 }
-const CHECK_DEFAULTS = { unhealthyAfter: 3, healthyAfter: 2 }
+/**
+ * Thresholds of a server without `healthCheck:`: no active check ever reports, so none is reached.
+ * (The configured thresholds and their defaults live in config/schema.ts.)
+ */
+const NO_ACTIVE_CHECKS: CheckThresholds = { unhealthyAfter: Infinity, healthyAfter: Infinity }
 
 /**
  * Everything about one server's replicas, compiled once from config: the replicas (one object per
@@ -68,8 +71,8 @@ export class ServerBalancing {
   ) {
     const byUrl = new Map<string, Upstream>()
     const replicas: Upstream[] = []
-    const outlier = { ...OUTLIER_DEFAULTS, ...cfg.outlier }
-    const thresholds = cfg.healthCheck ?? CHECK_DEFAULTS
+    const outlier = cfg.outlier // the schema fills every field (config/schema.ts)
+    const thresholds = cfg.healthCheck ?? NO_ACTIVE_CHECKS
     const canEject = (h: ReplicaHealth): boolean =>
       replicas.some((r) => r.health !== h && r.available)
     const report = (h: ReplicaHealth, event: HealthEvent, detail: string): void =>
