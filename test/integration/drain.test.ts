@@ -3,7 +3,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Pool, request } from 'undici'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { stringify } from 'yaml'
 import { mcpBody, mcpHeaders, mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
@@ -79,14 +79,22 @@ async function serveGateway(config: Record<string, unknown>): Promise<ServedGate
     )
     onTestFinished(() => void child.kill('SIGKILL'))
     const base = `http://127.0.0.1:${port}`
-    for (let i = 0; i < 400 && !done; i++) {
-      const ok = await request(`${base}/healthz`).then(
-        (res) => res.body.dump().then(() => res.statusCode === 200),
-        () => false,
+    // Up when /healthz answers 200; false once the child has exited (a port taken meanwhile).
+    const up = await vi
+      .waitFor(
+        async () => {
+          if (done) return false
+          const ok = await request(`${base}/healthz`).then(
+            (res) => res.body.dump().then(() => res.statusCode === 200),
+            () => false,
+          )
+          if (!ok) throw new Error('not listening yet')
+          return true
+        },
+        { timeout: 20_000, interval: 50 },
       )
-      if (ok) return { child, base, exited, stderr: () => stderr }
-      await new Promise((res) => setTimeout(res, 50))
-    }
+      .catch(() => false)
+    if (up) return { child, base, exited, stderr: () => stderr }
     if (!stderr.includes('EADDRINUSE')) throw new Error(`gateway did not start: ${stderr}`)
   }
   throw new Error('no free port found')
