@@ -2,7 +2,6 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { parseAllDocuments } from 'yaml'
 import { loadConfigFile, parseConfigText } from '../../../src/config/load.js'
 
 /** A policy folder for the production-shaped examples (they front only `weather`). */
@@ -33,14 +32,15 @@ describe('shipped configs', () => {
     expect(config.servers.weather?.headers).toEqual({ Authorization: 'Bearer t' })
   })
 
-  it('the Kubernetes ConfigMap carries a valid config', () => {
-    const docs = parseAllDocuments(readFileSync('deploy/kubernetes/mcp-edge.yaml', 'utf8')).map(
-      (d) => d.toJS() as Record<string, unknown>,
-    )
-    const map = docs.find((d) => d.kind === 'ConfigMap') as { data: Record<string, string> }
-    const text = (map.data['gateway.yaml'] as string).replace('/etc/mcp-edge/policies', policies)
-    expect(() =>
-      parseConfigText(text, { dir: resolve('deploy'), env: { WEATHER_TOKEN: 't' } }),
-    ).not.toThrow()
-  })
+  it.each(['base/gateway.yaml', 'overlays/ha-redis/gateway.yaml'])(
+    'the Kubernetes ConfigMap file deploy/kubernetes/%s is a valid config',
+    (file) => {
+      const text = readFileSync(`deploy/kubernetes/${file}`, 'utf8').replace(
+        '/etc/mcp-edge/policies',
+        policies,
+      )
+      const env = { WEATHER_TOKEN: 't', REDIS_PASSWORD: 'p' }
+      expect(() => parseConfigText(text, { dir: resolve('deploy'), env })).not.toThrow()
+    },
+  )
 })
