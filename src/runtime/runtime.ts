@@ -7,13 +7,13 @@ import { LimitState } from '../limits/state.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import { BODY_TARGET_METHODS, CACHEABLE_METHODS } from '../mcp/methods.js'
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
-import { loadConfiguredPolicies } from '../policy/load.js'
+import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import type { ReplicaOut } from '../upstream/health.js'
 import type { HealthShare } from '../upstream/health-share.js'
-import { Lifecycle } from '../upstream/lifecycle.js'
+import type { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
 import { compileVirtual, type VirtualCore } from '../virtual/compile.js'
 
@@ -98,15 +98,20 @@ export interface RuntimeShared {
   readonly health?: HealthShare
 }
 
-/** Compiles servers and their connection pools. */
+/**
+ * Compiles servers and their connection pools. No file I/O: `policy` is the one loaded with the
+ * config (LoadedConfig.policy), so both are one snapshot; `dir` resolves the auth key files.
+ */
 export function createRuntime(
   config: GatewayConfig,
   log: Logger,
-  dir = process.cwd(),
-  // SECURITY: with `policies:` set a runtime never exists without its policy (throws PolicyError).
-  policy: PolicySet | undefined = loadConfiguredPolicies(config, dir),
-  shared: RuntimeShared = { lifecycle: new Lifecycle(), metrics: undefined },
+  dir: string,
+  policy: PolicySet | undefined,
+  shared: RuntimeShared,
 ): GatewayRuntime {
+  // SECURITY: with `policies:` set a runtime never exists without its policy.
+  if (config.policies !== undefined && policy === undefined)
+    throw new PolicyError(['policies: is set but no policy was loaded with the config'])
   const parseMethods = parseMethodsFor(config)
   const servers = new Map<string, ServerRuntime>()
   const key = sessionKey(config.legacySessions?.key)
