@@ -35,6 +35,9 @@ export interface AccessWriter {
 export function createAccessWriter(log: Logger, opts: { batch: boolean }): AccessWriter {
   const none = { write: undefined, flush: () => undefined, close: () => undefined }
   if (!log.isLevelEnabled('info')) return none
+  // pino.symbols is exported for integrations (pino docs/api.md "pino.symbols"), but streamSym is
+  // not a promised interface: package.json pins pino's major, and should a release drop the
+  // symbol, lines go through log.info (slower, same content).
   const stream = (log as unknown as Record<symbol, { write(line: string): unknown }>)[
     pino.symbols.streamSym
   ]
