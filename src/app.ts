@@ -104,11 +104,25 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   if (runtime.virtualServers.size > 0) {
     const virtual = [
       accessLog(deps.access, deps.metrics),
+      tracing && traceRequest(tracing),
       frontDoor(deps.ref, runtime),
       runtime.auth && authenticate(runtime.auth),
       readRequest(),
       classifyRequest(),
-      virtualStage({ log: deps.log, metrics: deps.metrics, cache: deps.cache }),
+      virtualStage({
+        log: deps.log,
+        metrics: deps.metrics,
+        cache: deps.cache,
+        // Members' limits, on the routed call under the member's name (buckets live in limitState).
+        limit:
+          limits.length > 0
+            ? rateLimit(
+                new Limiter(limits, runtime.limitState, runtime.config.rateLimits?.replicas ?? 1),
+                deps.log,
+                deps.metrics,
+              )
+            : undefined,
+      }),
     ].filter((s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function')
     const names = [...runtime.virtualServers.keys()].map((n) => n.replace(/\./g, '\\.'))
     app.all(`/mcp/:server{${names.join('|')}}`, ...(virtual as [MiddlewareHandler<GatewayEnv>]))
