@@ -16,7 +16,8 @@ export interface Child {
 }
 
 export interface SpawnOptions {
-  readonly cpu: number
+  /** One CPU, or a taskset list such as "0,1" (a gateway with workers). */
+  readonly cpu: number | string
   readonly nice?: number
   readonly ipc?: boolean
   readonly cwd?: string

@@ -19,7 +19,7 @@ export interface GatewaySpec {
   /** Server name → upstream URL; each is served at POST /mcp/<name>. */
   readonly servers: Readonly<Record<string, string>>
   readonly trustHeaders: boolean
-  readonly cpu: number
+  readonly cpu: number | string
   /** More top-level config keys (policies, rateLimits). */
   readonly extra?: Readonly<Record<string, unknown>>
 }
