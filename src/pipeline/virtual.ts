@@ -19,7 +19,6 @@ import { sendWithRetries } from '../upstream/attempts.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { fanOut } from '../virtual/fan-out.js'
 import { itemsOf, LISTS, mergeItems, type ListSpec, type MemberPage } from '../virtual/lists.js'
-import { callMember } from '../virtual/member-call.js'
 import {
   GATEWAY_INFO,
   mergeCapabilities,
@@ -32,7 +31,8 @@ import { routeResource } from '../virtual/resources.js'
 import { replaceParam } from '../virtual/rewrite.js'
 import type { NamedKind } from '../virtual/state.js'
 import { ALREADY_SENT } from './node-response.js'
-import { legacyFront } from './virtual-legacy.js'
+import { legacyFront, sessionOf } from './virtual-legacy.js'
+import { answerBody, callerKey, callInEra, eraOf, type EraCaller } from './virtual-members.js'
 import { virtualListen } from './virtual-listen.js'
 
 /** What the virtual stage needs from the process. */
@@ -41,6 +41,11 @@ export interface VirtualDeps {
   readonly metrics: GatewayMetrics
   /** The edge cache, when `cache:` is configured: members' answers are cached as on their own endpoints. */
   readonly cache: EdgeCache | undefined
+  /**
+   * The rate-limit stage (pipeline/rate-limit.ts), run around each routed call as the member's own
+   * endpoint runs it: under the member's name and the target's own name. Undefined without limits.
+   */
+  readonly limit?: MiddlewareHandler<GatewayEnv> | undefined
 }
 
 /** One request to a virtual server, as its handler sees it. */
@@ -91,7 +96,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
   return async function virtual(c) {
     const v = c.get('runtime').virtualServers.get(c.get('server').name) as VirtualRuntime
     // 2025-era clients: the gateway holds their session; what is left is a 2026-07-28 request.
-    const legacy = c.get('mcp').era === 'legacy' ? await legacyFront(c, v) : undefined
+    const legacy = c.get('mcp').era === 'legacy' ? await legacyFront(c, v, deps.log) : undefined
     if (legacy?.kind === 'answered') return legacy.response
     const mcp = c.get('mcp')
     const message = mcp.message
@@ -211,16 +216,21 @@ async function askMember(
   const generation =
     cache === undefined || cached === undefined ? 0 : cache.generation(cached.server)
   const auth = await exchangeFor(r, member)
-  const answer = await callMember(member, {
-    headers: memberHeaders(r, member, auth, body, { method, name: null }),
-    body,
-    method,
-    rawId: r.rawId,
-    targets: [],
-    owner: r.principal,
-    maxBytes: r.c.get('runtime').config.limits.maxInspectBytes,
-    signal,
-  })
+  const answer = await callInEra(
+    r.v,
+    member,
+    {
+      headers: memberHeaders(r, member, auth, body, { method, name: null }),
+      body,
+      method,
+      rawId: r.rawId,
+      targets: [],
+      owner: r.principal,
+      maxBytes: r.c.get('runtime').config.limits.maxInspectBytes,
+      signal,
+    },
+    eraCaller(r),
+  )
   if (cache !== undefined && cached !== undefined && answer.status === 200) {
     cache.event('miss')
     cache.capture(cached, answer.message, generation)
@@ -561,7 +571,39 @@ async function callByName(
   }
   // Mcp-Name names the tool or prompt for tools/call and prompts/get (SEP-2243); not for completions.
   const name = r.method === 'completion/complete' ? undefined : route.name
-  return forwardTo(r, member, text, [target], name)
+  return limited(r, member, target, () => forwardTo(r, member, text, [target], name))
+}
+
+/**
+ * Runs `send` inside the members' rate limits: the limit stage sees the member as the server and
+ * the member's own target, so a limit on `weather`'s tools counts the same calls whichever endpoint
+ * they come through (docs/rate-limits.md). Over a limit it throws 429 and nothing is forwarded.
+ */
+async function limited(
+  r: VirtualRequest,
+  member: ServerRuntime,
+  target: McpTarget,
+  send: () => Promise<Response>,
+): Promise<Response> {
+  const limit = r.deps.limit
+  if (limit === undefined) return send()
+  const c = r.c
+  const own = c.get('server')
+  const mcp = c.get('mcp')
+  let res: Response | undefined
+  c.set('server', member)
+  c.set('mcp', { ...mcp, targets: [target] })
+  try {
+    await limit(c, async () => {
+      c.set('server', own)
+      c.set('mcp', mcp)
+      res = await send()
+    })
+  } finally {
+    c.set('server', own)
+    c.set('mcp', mcp)
+  }
+  return res as Response
 }
 
 /** The member and own name of an exposed name; a list fetch when the map is not fresh. */
@@ -621,7 +663,7 @@ async function readResource(r: VirtualRequest): Promise<Response> {
   if (member === undefined) return denied(r, { kind: 'resource', uri }, 'virtual_unknown_name')
   const target: McpTarget = { kind: 'resource', uri }
   if (!allowed(r, member, target)) return denied(r, target)
-  return forwardTo(r, member, r.text, [target], undefined)
+  return limited(r, member, target, () => forwardTo(r, member, r.text, [target], undefined))
 }
 
 /** completion/complete: a prompt by name (prefix off `ref.name`) or a resource template by URI. */
@@ -633,7 +675,7 @@ async function complete(r: VirtualRequest): Promise<Response> {
     const target: McpTarget = { kind: 'resource', uri: ref.uri }
     if (member === undefined) return denied(r, target, 'virtual_unknown_name')
     if (!allowed(r, member, target)) return denied(r, target)
-    return forwardTo(r, member, r.text, [target], undefined)
+    return limited(r, member, target, () => forwardTo(r, member, r.text, [target], undefined))
   }
   throw new GatewayError('invalid_params', 'params.ref must be a ref/prompt or ref/resource')
 }
@@ -706,6 +748,33 @@ async function forwardTo(
 ): Promise<Response> {
   const body = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
   const auth = await exchangeFor(r, member)
+  // A member's era is learnt from its discovery before the first call is streamed to it.
+  if (eraOf(r.v, member) === undefined) {
+    const probe = readBody(r, 'server/discover', undefined)
+    const signal = AbortSignal.timeout(r.v.config.fanOutTimeoutMs)
+    await askMember(r, member, 'server/discover', probe, signal).catch(() => undefined)
+  }
+  if (eraOf(r.v, member) === 'legacy') {
+    // A 2025-only member is answered within its session, and its result given `resultType`.
+    const headers = memberHeaders(r, member, auth, body, name === undefined ? {} : { name })
+    const limits = r.c.get('runtime').config.limits
+    const a = await callInEra(
+      r.v,
+      member,
+      {
+        headers,
+        body,
+        method: r.method,
+        rawId: r.rawId,
+        targets,
+        owner: r.principal,
+        maxBytes: limits.maxInspectBytes,
+      },
+      eraCaller(r),
+    )
+    r.c.set('outcome', 'ok')
+    return r.c.body(answerBody(r.rawId, a.message), 200, { 'content-type': 'application/json' })
+  }
   const b = member.balancing
   const plan = {
     pool: b.poolFor(targets),
@@ -746,4 +815,13 @@ function valueAt(root: unknown, path: readonly string[]): unknown {
     cur = cur[k]
   }
   return cur
+}
+
+/** Whose member sessions a request to a 2025-only member uses (pipeline/virtual-members.ts). */
+function eraCaller(r: VirtualRequest): EraCaller {
+  return {
+    session: sessionOf(r.c),
+    owner: callerKey(r.principal, r.c.env.incoming.socket.remoteAddress),
+    log: r.deps.log,
+  }
 }

@@ -338,6 +338,43 @@ rules:
   })
 })
 
+describe("rate limits are the members' limits", () => {
+  it("counts a routed call against the member's limit, shared with its own endpoint", async () => {
+    const weather = await closing(startWeatherServer())
+    const docs = await closing(startDocsServer())
+    const dir = policyDir(`
+rules:
+  - { name: all, servers: ["*"], allow: { tools: ["*"] } }
+limits:
+  - { name: forecasts, servers: [weather], tools: [get_forecast], key: ip, rate: 2/hour, burst: 2 }
+`)
+    const gw = await startTestGateway(
+      {
+        servers: {
+          weather: { upstreams: [{ url: weather.url }] },
+          docs: { upstreams: [{ url: docs.url }] },
+        },
+        policies: '.',
+        virtualServers: { ws: { members: ['weather', 'docs'] } },
+      },
+      { dir },
+    )
+    const call = (url: string, id: number) =>
+      mcpPost(url, 'tools/call', { name: 'get_forecast', arguments: { city: 'Oslo' } }, { id })
+    expect((await call(gw.mcpUrl('ws'), 1)).status).toBe(200)
+    expect((await call(gw.mcpUrl('weather'), 2)).status).toBe(200)
+    const refused = await call(gw.mcpUrl('ws'), 3)
+    expect(refused.status).toBe(429)
+    expect(refused.response()).toMatchObject({ id: 3, error: { data: { reason: 'rate_limited' } } })
+    // search_docs is docs', which has no limit.
+    const other = await mcpPost(gw.mcpUrl('ws'), 'tools/call', {
+      name: 'search_docs',
+      arguments: { query: 'x' },
+    })
+    expect(other.status).toBe(200)
+  })
+})
+
 describe('merged cache', () => {
   it('serves a merged list again from the cache, with the minimum ttl and the member scopes', async () => {
     const weather = await closing(startWeatherServer())
