@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { connectClient, mcpPost } from '../helpers/clients.js'
+import { connectClient, connectLegacyClient, mcpPost } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
 import { closing } from '../helpers/lifecycle.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
@@ -90,6 +90,32 @@ limits:
     expect(metrics).toContain('mcp_edge_rate_limited_total{limit="calls"} 1')
   })
 
+  it('exposes the RateLimit fields to browser clients (CORS)', async () => {
+    const { url } = await setup(
+      `
+limits:
+  - name: browser
+    servers: [app]
+    tools: ["*"]
+    key: none
+    rate: 5/second
+`,
+      { origins: ['https://app.example'] },
+    )
+    const res = await mcpPost(
+      url,
+      'tools/call',
+      { name: 'whoami', arguments: {} },
+      { headers: { origin: 'https://app.example' } },
+    )
+    expect(res.status).toBe(200)
+    expect(res.headers['ratelimit']).toBe('"browser";r=4;t=0')
+    const exposed = String(res.headers['access-control-expose-headers']).split(/,\s*/)
+    expect(exposed).toEqual(
+      expect.arrayContaining(['ratelimit', 'ratelimit-policy', 'retry-after']),
+    )
+  })
+
   it('keys on a header: one caller over its limit leaves another untouched', async () => {
     const { server, url } = await setup(`
 limits:
@@ -159,6 +185,27 @@ limits:
     )
     expect(err).toBeInstanceOf(Error)
     expect(String((err as Error).message)).toMatch(/429|Rate limit exceeded/)
+  })
+
+  it('the 2025-era SDK v1 client is limited alike and surfaces the 429', async () => {
+    const { server, url } = await setup(`
+limits:
+  - name: legacy-calls
+    servers: [app]
+    tools: [whoami]
+    key: ip
+    rate: 1/hour
+`)
+    const client = await closing(connectLegacyClient(url))
+    await client.callTool({ name: 'whoami', arguments: {} })
+    const seen = server.calls('tools/call').length
+    const err = await client.callTool({ name: 'whoami', arguments: {} }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(err).toBeInstanceOf(Error)
+    expect(String((err as Error).message)).toMatch(/429|Rate limit exceeded/)
+    expect(server.calls('tools/call')).toHaveLength(seen)
   })
 
   it('a concurrency limit holds slow calls per key and frees each slot when its call ends', async () => {
