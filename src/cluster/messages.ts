@@ -10,6 +10,9 @@ export interface HealthMessage {
 /** Env variable naming a worker's slot (0…N-1); slot 0 runs the active health checks. */
 export const SLOT_ENV = 'MCP_EDGE_WORKER_SLOT'
 
+/** Env variable carrying the primary's random sealing key (hex) when `legacySessions.key` is unset. */
+export const KEY_ENV = 'MCP_EDGE_WORKER_SEALING_KEY'
+
 export function isHealthMessage(msg: unknown): msg is HealthMessage {
   return (
     typeof msg === 'object' &&

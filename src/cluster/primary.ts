@@ -1,10 +1,11 @@
 import cluster, { type Worker } from 'node:cluster'
+import { randomBytes } from 'node:crypto'
 import { availableParallelism } from 'node:os'
 import { AggregatorRegistry } from 'prom-client'
 import type { GatewayConfig } from '../config/schema.js'
 import { startAdmin } from '../observability/admin.js'
 import { createLogger } from '../observability/log.js'
-import { isHealthMessage, SLOT_ENV, type HealthMessage } from './messages.js'
+import { isHealthMessage, KEY_ENV, SLOT_ENV, type HealthMessage } from './messages.js'
 
 /** Restart backoff of a crashing worker: 100 ms doubling to 30 s, reset after 30 s of uptime. */
 const BACKOFF_MIN_MS = 100
@@ -41,6 +42,8 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   const crashes: number[] = slots.map(() => 0)
   const restarts = new Set<NodeJS.Timeout>()
   const health = new Map<string, HealthMessage>()
+  // Without legacySessions.key every worker would seal 2025-era ids with its own random key.
+  const sealing = randomBytes(32).toString('hex')
   let listening = 0
   let up = false
   let stopping = false
@@ -60,7 +63,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
 
   const fork = (slot: number): void => {
     const started = Date.now()
-    const w = cluster.fork({ [SLOT_ENV]: String(slot) })
+    const w = cluster.fork({ [SLOT_ENV]: String(slot), [KEY_ENV]: sealing })
     slots[slot] = w
     let listened = false
     w.on('message', (msg: unknown) => {

@@ -2,7 +2,8 @@ import { AggregatorRegistry } from 'prom-client'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import type { RuntimeRef } from '../runtime/ref.js'
 import type { HealthShare } from '../upstream/health-share.js'
-import { isHealthMessage, SLOT_ENV, type HealthMessage } from './messages.js'
+import { shareProcessKey } from '../upstream/sessions.js'
+import { isHealthMessage, KEY_ENV, SLOT_ENV, type HealthMessage } from './messages.js'
 
 /** A worker's side of the cluster: shared health state, metrics for the primary's /metrics. */
 export interface ClusterWorker {
@@ -16,6 +17,10 @@ export interface ClusterWorker {
  * Slot 0 probes replicas and publishes every result; the primary relays them to the others.
  */
 export function joinCluster(metrics: GatewayMetrics): ClusterWorker {
+  // 2025-era session and task ids sealed by one worker must open in the others.
+  const sealing = process.env[KEY_ENV]
+  if (sealing !== undefined) shareProcessKey(Buffer.from(sealing, 'hex'))
+  delete process.env[KEY_ENV]
   // The constructor installs the worker's answer to the primary's metrics requests.
   new AggregatorRegistry()
   AggregatorRegistry.setRegistries([metrics.registry])

@@ -16,6 +16,14 @@ let processKey: Buffer | undefined
  * (kept across reloads, so ids survive them). Returns whether it was generated, so the caller can
  * warn that several gateway instances then cannot read each other's ids.
  */
+/**
+ * Sets the per-process key before first use: the workers of one `mcp-edge serve` share the key
+ * their primary drew, so an id one worker sealed opens in any other (docs/operations.md §Workers).
+ */
+export function shareProcessKey(key: Buffer): void {
+  processKey = key
+}
+
 export function sessionKey(configured: string | undefined): { key: Buffer; generated: boolean } {
   if (configured !== undefined) return { key: Buffer.from(configured, 'utf8'), generated: false }
   processKey ??= randomBytes(32)
