@@ -1,4 +1,5 @@
 import type { Context } from 'hono'
+import type { Logger } from 'pino'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
@@ -14,6 +15,7 @@ import {
   pingAnswer,
 } from '../virtual/legacy-lifecycle.js'
 import { GATEWAY_INFO } from '../virtual/merge.js'
+import { endMemberSessions } from './virtual-members.js'
 
 const MODERN = '2026-07-28'
 /** Request headers that name the era, the session or the routing: replaced when modernising. */
@@ -34,6 +36,14 @@ function codecOf(c: Context<GatewayEnv>, v: VirtualRuntime): VirtualSessionCodec
   return codec
 }
 
+/** The 2025-era session of each request being served (its member sessions are keyed by it). */
+const sessions = new WeakMap<Context<GatewayEnv>, VirtualSession>()
+
+/** The 2025-era client session of a request, or undefined for a 2026-07-28 client. */
+export function sessionOf(c: Context<GatewayEnv>): VirtualSession | undefined {
+  return sessions.get(c)
+}
+
 /** What the stage does after {@link legacyFront}: nothing more, or finish an `initialize`. */
 export type LegacyTurn =
   | { readonly kind: 'answered'; readonly response: Response }
@@ -49,7 +59,11 @@ const passThrough = (res: Response): Promise<Response> => Promise.resolve(res)
  * request it carries (virtual/envelope.ts), so members of either era and the stage's routing,
  * policy and cache see one protocol.
  */
-export async function legacyFront(c: Context<GatewayEnv>, v: VirtualRuntime): Promise<LegacyTurn> {
+export async function legacyFront(
+  c: Context<GatewayEnv>,
+  v: VirtualRuntime,
+  log: Logger,
+): Promise<LegacyTurn> {
   const codec = codecOf(c, v)
   const owner = c.get('principal')
   const head = c.get('head')
@@ -60,6 +74,7 @@ export async function legacyFront(c: Context<GatewayEnv>, v: VirtualRuntime): Pr
     const params = message.params ?? {}
     const version = negotiateVersion(params.protocolVersion)
     const { token, session } = codecOf(c, v).issue(version, params, owner)
+    sessions.set(c, session)
     const discover = discoverMessage(message.rawId as string, session)
     c.set(
       'body',
@@ -78,10 +93,12 @@ export async function legacyFront(c: Context<GatewayEnv>, v: VirtualRuntime): Pr
   // SECURITY: unknown, tampered and other callers' ids are refused, never guessed at; the 404
   // makes the client start a new session (spec 2025-11-25 §Session Management).
   if (session === undefined) throw new GatewayError('session_not_found')
+  sessions.set(c, session)
   // The standalone GET stream is not offered: the capabilities in `initialize` promise no
   // notifications, and 405 is what a stateless 2025 server answers (SH §Listening for Messages).
   if (method === 'GET') throw new GatewayError('method_not_allowed')
   if (method === 'DELETE') {
+    await endMemberSessions(v, session, log)
     c.set('outcome', 'ok')
     return { kind: 'answered', response: c.body(null, 200) }
   }

@@ -773,7 +773,9 @@ async function forwardTo(
       eraCaller(r),
     )
     r.c.set('outcome', 'ok')
-    return r.c.body(answerBody(r.rawId, a.message), 200, { 'content-type': 'application/json' })
+    return r.c.body(answerBody(r.rawId, r.method, a.message), 200, {
+      'content-type': 'application/json',
+    })
   }
   const b = member.balancing
   const plan = {

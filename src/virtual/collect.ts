@@ -16,8 +16,12 @@ export class CollectingResponse extends EventEmitter {
   headersSent = false
   statusCode = 0
 
-  writeHead(status: number): this {
+  /** The response headers, as the dispatch handler wrote them (a member's Mcp-Session-Id). */
+  headers: Readonly<Record<string, unknown>> = {}
+
+  writeHead(status: number, headers?: Readonly<Record<string, unknown>>): this {
     this.statusCode = status
+    this.headers = headers ?? {}
     this.headersSent = true
     return this
   }

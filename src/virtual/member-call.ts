@@ -7,6 +7,7 @@ import { sendWithRetries } from '../upstream/attempts.js'
 import type { ServerBalancing } from '../upstream/balancing.js'
 import type { HeaderMap } from '../upstream/forward-types.js'
 import type { HandleOwner } from '../upstream/sessions.js'
+import type { Upstream } from '../upstream/upstream.js'
 import { CollectingResponse } from './collect.js'
 
 /** What a virtual server needs of a member (a ServerRuntime has all of it). */
@@ -33,12 +34,18 @@ export interface MemberRequest {
   readonly maxBytes: number
   /** Stops waiting (fan-out deadline): the member request is aborted. */
   readonly signal?: AbortSignal | undefined
+  /** The replica that holds the member's 2025-era session (virtual/member-era.ts), if any. */
+  readonly pinned?: Upstream | undefined
 }
 
 /** A member's final JSON-RPC response (a result or an error), and its HTTP status. */
 export interface MemberAnswer {
   readonly status: number
   readonly message: Record<string, unknown>
+  /** The member's `Mcp-Session-Id` response header (a 2025-era member's `initialize`). */
+  readonly sessionId?: string | undefined
+  /** The replica that answered. */
+  readonly upstream?: Upstream | undefined
 }
 
 /**
@@ -56,14 +63,14 @@ export async function callMember(member: MemberRuntime, req: MemberRequest): Pro
   let message: Record<string, unknown> | undefined
   const b = member.balancing
   try {
-    const result = await sendWithRetries(sink.asResponse(), b, {
+    const plan = {
       pool: b.poolFor(req.targets),
-      pinned: undefined,
+      pinned: req.pinned,
       hashKey: undefined,
       safe: RETRY_SAFE_METHODS.has(req.method),
       legacy: false,
       owner: req.owner,
-      method: 'POST',
+      method: 'POST' as const,
       headers: req.headers,
       body: req.body,
       transform: (status: number, h: HeaderMap) =>
@@ -80,13 +87,20 @@ export async function callMember(member: MemberRuntime, req: MemberRequest): Pro
           req.rawId,
         ),
       stop: undefined,
-      upstream: undefined,
-    })
+      upstream: undefined as Upstream | undefined,
+    }
+    const result = await sendWithRetries(sink.asResponse(), b, plan)
     if (result.kind !== 'done' || message === undefined) {
       if (sink.destroyed) throw new GatewayError('upstream_timeout', 'fan-out deadline')
       throw new GatewayError('upstream_bad_response', `member ${member.name}: no answer`)
     }
-    return { status: result.status, message }
+    const sid = sink.headers['mcp-session-id']
+    return {
+      status: result.status,
+      message,
+      sessionId: typeof sid === 'string' ? sid : undefined,
+      upstream: plan.upstream,
+    }
   } finally {
     req.signal?.removeEventListener('abort', onAbort)
   }

@@ -10,6 +10,8 @@ export interface EraAnswer {
   readonly message: Record<string, unknown> | undefined
   /** The member's `Mcp-Session-Id` response header, when it sent one. */
   readonly sessionId?: string | undefined
+  /** The replica that answered (a session lives on one). */
+  readonly pin?: unknown
 }
 
 /** Sends one message to the member through its own path (virtual/member-call.ts). */
@@ -17,6 +19,7 @@ export type MemberSend = (
   headers: readonly string[],
   body: Buffer,
   rawId: string | undefined,
+  pin?: unknown,
 ) => Promise<EraAnswer>
 
 const INIT_ID = 'mcp-edge-initialize'
@@ -78,13 +81,17 @@ export async function initializeMember(
   if (answer.status !== 200 || typeof result !== 'object' || result === null)
     throw new Error(`member refused initialize (HTTP ${answer.status})`)
   const agreed = (result as Record<string, unknown>).protocolVersion
+  const caps = (result as Record<string, unknown>).capabilities
   const session: MemberSession = {
     sessionId: answer.sessionId,
     version: typeof agreed === 'string' ? agreed : version,
+    capabilities:
+      typeof caps === 'object' && caps !== null ? (caps as Record<string, unknown>) : {},
+    pin: answer.pin,
   }
   const note = Buffer.from('{"jsonrpc":"2.0","method":"notifications/initialized"}')
   // A notification is answered 202 without a body; what matters is that it was delivered.
-  await send(legacyHeaders(headers, session), note, undefined).catch(() => undefined)
+  await send(legacyHeaders(headers, session), note, undefined, session.pin).catch(() => undefined)
   return session
 }
 
@@ -103,11 +110,11 @@ export async function sendInLegacySession(
   headers: readonly string[],
   body: Buffer,
   rawId: string,
-): Promise<EraAnswer> {
+): Promise<EraAnswer & { readonly session: MemberSession }> {
   for (let attempt = 0; ; attempt++) {
     const session = await sessions.get(key, member, () => initializeMember(send, headers, client))
-    const answer = await send(legacyHeaders(headers, session), body, rawId)
-    if (answer.status !== 404 || attempt > 0) return answer
+    const answer = await send(legacyHeaders(headers, session), body, rawId, session.pin)
+    if (answer.status !== 404 || attempt > 0) return { ...answer, session }
     await sessions.forget(key, member, session)
   }
 }

@@ -6,6 +6,10 @@ export interface MemberSession {
   readonly sessionId: string | undefined
   /** The protocol version the member agreed to: sent as MCP-Protocol-Version from then on. */
   readonly version: string
+  /** What the member said it can do (its `initialize` result), for the merged discovery. */
+  readonly capabilities?: Readonly<Record<string, unknown>> | undefined
+  /** The member replica that holds the session: later requests go there (pinned). */
+  readonly pin?: unknown
 }
 
 /** Initialises one member for one client session; rejects when the member cannot be reached. */

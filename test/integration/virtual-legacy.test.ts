@@ -1,10 +1,10 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startDocsServer } from '../../deploy/demo/docs-server.js'
 import { forecastFor, startWeatherServer } from '../../deploy/demo/weather-server.js'
-import { connectLegacyClient, rawPost, rawRequest } from '../helpers/clients.js'
+import { connectClient, connectLegacyClient, rawPost, rawRequest } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
-import { startSdkServer } from '../helpers/sdk-servers.js'
+import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 
@@ -19,7 +19,9 @@ async function members() {
   const weather = await closing(startWeatherServer())
   const docs = await closing(startDocsServer())
   const tickets = await closing(startSdkServer({ name: 'tickets', toolsPageSize: 2 }))
-  return { weather, docs, tickets }
+  // a 2025-era server (v1 SDK, sessions): tool echo, resource legacy://info, prompt hello
+  const old = await closing(startLegacyV1Server())
+  return { weather, docs, tickets, old }
 }
 
 function config(m: Awaited<ReturnType<typeof members>>, key = KEY): Record<string, unknown> {
@@ -29,10 +31,11 @@ function config(m: Awaited<ReturnType<typeof members>>, key = KEY): Record<strin
       weather: { upstreams: [{ url: m.weather.url }] },
       docs: { upstreams: [{ url: m.docs.url }] },
       tickets: { upstreams: [{ url: m.tickets.url }] },
+      old: { upstreams: [{ url: m.old.url }] },
     },
     virtualServers: {
       workspace: {
-        members: ['weather', 'docs', 'tickets'],
+        members: ['weather', 'docs', 'tickets', 'old'],
         prefix: 'onCollision',
         resources: { 'docs://*': 'docs' },
       },
@@ -59,6 +62,46 @@ async function alternatingClient(gateways: readonly TestGateway[]) {
   onTestFinished(() => client.close())
   return { client, transport, hits }
 }
+
+/** The 2025-only member, reached within a session the gateway opened with it. */
+async function expectOldMemberWorks(
+  client: Pick<V1Client, 'callTool' | 'readResource' | 'getPrompt'>,
+  m: Awaited<ReturnType<typeof members>>,
+): Promise<void> {
+  const echo = await client.callTool({ name: 'echo', arguments: { text: 'hi' } })
+  expect(textOf(echo)).toBe('echo: hi')
+  const info = await client.readResource({ uri: 'legacy://info' })
+  expect(info.contents[0]).toMatchObject({ text: 'a 2025-era server' })
+  const hello = await client.getPrompt({ name: 'hello' })
+  expect(hello.messages).toHaveLength(1)
+  const sessions = new Set(
+    m.old.requests.map((r) => r.header('mcp-session-id')).filter((s) => s !== undefined),
+  )
+  expect(sessions.size).toBeGreaterThanOrEqual(1)
+  expect(m.old.calls('initialize').length).toBeGreaterThanOrEqual(1)
+  // the member was spoken to in its own era
+  const call = m.old.calls('tools/call').at(-1)
+  expect(call?.header('mcp-protocol-version')).toMatch(/^2025-/)
+  expect(call?.header('mcp-method')).toBeUndefined()
+}
+
+describe('a virtual server with a 2025-only member, for the v2 client (auto)', () => {
+  it('discovers, lists, calls, reads and gets prompts across both eras', async () => {
+    const m = await members()
+    const gw = await startTestGateway(config(m))
+    const client = await closing(connectClient(gw.mcpUrl('workspace')))
+    expect(client.getProtocolEra()).toBe('modern')
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name)).toContain('echo')
+    expect(tools.map((t) => t.name)).toContain('weather_get_forecast')
+    await expectOldMemberWorks(client as unknown as V1Client, m)
+    const forecast = await client.callTool({
+      name: 'weather_get_forecast',
+      arguments: { city: 'Oslo' },
+    })
+    expect(textOf(forecast)).toBe(forecastFor('Oslo'))
+  })
+})
 
 describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
   it('initializes, lists, calls, reads, gets prompts and completes', async () => {
@@ -97,6 +140,7 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
     })
     expect(done.completion.values).toEqual(['security', 'sessions'])
     await client.ping()
+    await expectOldMemberWorks(client, m)
     // members were sent 2026-07-28 requests, never the gateway's session id
     expect(m.tickets.requests.length).toBeGreaterThan(0)
     expect(m.tickets.requests.every((r) => r.header('mcp-session-id') === undefined)).toBe(true)
@@ -118,7 +162,13 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
       expect(textOf(res)).toBe(forecastFor(`C${i}`))
     }
     expect((await client.listTools()).tools.length).toBeGreaterThan(5)
+    for (let i = 0; i < 2; i++) {
+      const res = await client.callTool({ name: 'echo', arguments: { text: `x${i}` } })
+      expect(textOf(res)).toBe(`echo: x${i}`)
+    }
     expect(hits.every((n) => n >= 2)).toBe(true)
+    // each gateway process initialised its own session with the 2025-only member
+    expect(m.old.calls('initialize')).toHaveLength(2)
     expect(transport.sessionId).toMatch(/^[A-Za-z0-9_-]+$/)
     await transport.terminateSession()
   })

@@ -111,8 +111,9 @@ describe('2025-only members', () => {
     )
     expect(again.status).toBe(200)
     expect(again.message?.result).toEqual({ ok: 's1' })
-    expect(await sessions.end(key)).toEqual([
-      ['tickets', { sessionId: 's1', version: '2025-06-18' }],
+    const ended = await sessions.end(key)
+    expect(ended.map(([name, sess]) => [name, sess.sessionId, sess.version])).toEqual([
+      ['tickets', 's1', '2025-06-18'],
     ])
     expect(sessions.size).toBe(0)
   })
