@@ -1,4 +1,3 @@
-import type { Logger } from 'pino'
 import { Agent } from 'undici'
 import type { EdgeCache } from './edge-cache.js'
 import { tagOf } from './request.js'
