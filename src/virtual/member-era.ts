@@ -118,11 +118,3 @@ export async function sendInLegacySession(
     await sessions.forget(key, member, session)
   }
 }
-
-/** Ends a member session (DELETE with its id, spec 2025-11-25 basic/transports §Session Management). */
-export function endHeaders(headers: readonly string[], session: MemberSession): string[] {
-  return legacyHeaders(headers, session).filter((_, i, a) => {
-    const name = (i % 2 === 0 ? a[i] : a[i - 1]) as string
-    return name.toLowerCase() !== 'content-type'
-  })
-}
