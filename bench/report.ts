@@ -12,6 +12,7 @@ export type TargetId =
   | 'gateway-policy'
   | 'gateway-limit'
   | 'gateway-limit-redis'
+  | 'gateway-virtual'
 
 /** Row labels; the legend under the table says what each one is. */
 export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
@@ -22,6 +23,7 @@ export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
   'gateway-policy': 'gateway, policy',
   'gateway-limit': 'gateway, policy + local limit',
   'gateway-limit-redis': 'gateway, policy + Redis limit',
+  'gateway-virtual': 'gateway, via virtual server',
 }
 
 /** One measured cell, or a cache-hit row that could not be measured (`skipped` says why). */
@@ -110,6 +112,9 @@ export function renderMarkdown(report: Report): string {
     '- **gateway, policy + local limit** / **+ Redis limit**: the same plus one rate limit on',
     '  every tool call (`key: ip`, never reached), held in memory or in a local redis-server; the',
     '  CPU a limit costs is the difference to the policy row (docs/rate-limits.md).',
+    '- **gateway, via virtual server**: the same tools/call sent to a virtual server whose member',
+    "  is the `gateway` row's server; it is routed by name (body parsed). Target: within 15% of",
+    '  the **gateway, verify body** row, the member endpoint that also parses (docs/virtual-servers.md).',
     '',
     "CPU per request is each process's utime+stime (/proc) over the measured window ÷ responses",
     "in it. `gateway ÷ backend CPU` divides by the backend's figure in the direct row with the",

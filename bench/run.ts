@@ -6,7 +6,8 @@
  * back, so every ratio compares cells measured seconds apart under the same machine noise.
  *
  * Env: BENCH_QUICK=1 (1 s cells, smoke test), BENCH_DURATION_S=<s>, BENCH_WARMUP_S=<s>,
- * BENCH_DIRECT_ONLY=1 (no gateway, e.g. before dist/cli.js exists).
+ * BENCH_DIRECT_ONLY=1 (no gateway, e.g. before dist/cli.js exists), BENCH_TARGETS=<ids> (only
+ * those rows, e.g. direct,gateway,gateway-verify,gateway-virtual).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -49,9 +50,14 @@ async function main(): Promise<number> {
   const placement = { repoRoot, configDir, gatewayCpu: GATEWAY_CPU, backendCpu: BACKEND_CPU }
   const backend = await startBackend(placement)
   const worker = await startLoadWorker(repoRoot, BACKEND_CPU)
-  const { targets, skipped, cacheState } = settings.isDirectOnly
+  const plan = settings.isDirectOnly
     ? directTargets(backend)
     : await gatewayTargets(placement, backend)
+  const { skipped, cacheState } = plan
+  // BENCH_TARGETS=direct,gateway-virtual,… measures only those rows (tools/call and tools/list).
+  const only = process.env['BENCH_TARGETS']?.split(',').filter((x) => x !== '')
+  const targets =
+    only === undefined ? plan.targets : plan.targets.filter((t) => only.includes(t.id))
   for (const t of targets) await checkTarget(TARGET_LABELS[t.id], t.url, t.method)
   log(`checks passed for ${targets.length} targets; ${estimate(settings, targets.length)}`)
 

@@ -74,6 +74,9 @@ export async function gatewayTargets(at: Placement, backend: Backend): Promise<T
     // `nostore` serves an uncacheable list, so tools/list forwarding stays measurable with a cache.
     servers: { bench: backend.url, nostore: backend.noStoreUrl },
     trustHeaders: true,
+    // The same tools/call through a virtual server over `bench` (docs/virtual-servers.md): the
+    // routed call against the member's own endpoint, in one process.
+    extra: { virtualServers: { virtual: { members: ['bench'] } } },
   })
   const verifying = await startGateway({
     ...common,
@@ -89,6 +92,7 @@ export async function gatewayTargets(at: Placement, backend: Backend): Promise<T
     direct(backend, 'tools/call'),
     via('gateway', 'tools/call', `${trusting.baseUrl}/mcp/bench`, trustPids),
     via('gateway-verify', 'tools/call', `${verifying.baseUrl}/mcp/bench`, verifyPids),
+    via('gateway-virtual', 'tools/call', `${trusting.baseUrl}/mcp/virtual`, trustPids),
     direct(backend, 'tools/list'),
     via('gateway', 'tools/list', `${trusting.baseUrl}/mcp/nostore`, trustPids),
   ]
