@@ -62,9 +62,13 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
     if (trace !== undefined) traceHeaders(headers, trace, c)
     const filter = c.get('listFilter')
     let observers = c.get('resultHooks') ?? []
-    // Tool names for the metrics' closed label set, from the backend's own list (throttled).
-    const learn = mcp.method === 'tools/list' ? tools.learner(server.name) : undefined
-    if (learn !== undefined) observers = [...observers, learn]
+    // Tool names for the metrics' closed label set, from the backend's own list (throttled), only
+    // where the answer is read anyway (cache capture, policy filter): learning never changes how
+    // an answer is relayed.
+    if (mcp.method === 'tools/list' && (observers.length > 0 || filter !== undefined)) {
+      const learn = tools.learner(server.name)
+      if (learn !== undefined) observers = [...observers, learn]
+    }
     const limits = c.get('runtime').config.limits
     const b = server.balancing
     // Handles (2025-era session ids, task ids) are sealed for this caller: its verified issuer and

@@ -9,8 +9,9 @@ const LEARN_EVERY_MS = 30_000
 /**
  * The tool names each server has listed, so a metric's `gen_ai_tool_name` label comes from a closed
  * set the backends published, never from what a client put in a tools/call (docs/operations.md
- * "Metrics"). Names are learnt from tools/list answers the gateway relays, a bounded number per
- * server, and forgotten never (a reload keeps them; a restart relearns them).
+ * "Metrics"). Names are learnt from tools/list answers the gateway reads for another feature (cache
+ * capture, policy filter), a bounded number per server, and never forgotten (a reload keeps them;
+ * a restart relearns them).
  */
 export class ToolCatalog {
   private readonly names = new Map<string, Set<string>>()

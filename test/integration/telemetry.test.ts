@@ -1,6 +1,8 @@
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { connectClient, connectLegacyClient, mcpPost, rawRequest } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
@@ -159,13 +161,22 @@ describe('OpenTelemetry traces', () => {
     const receiver = await startReceiver()
     const backend = await startLegacyV1Server()
     onTestFinished(() => backend.close())
+    // Tool names are learnt from tools/list answers the gateway reads anyway: here the policy
+    // filter (2025-era lists are not cached).
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-telemetry-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    writeFileSync(
+      join(dir, 'main.yaml'),
+      'rules:\n  - name: all\n    servers: [app]\n    allow: { tools: ["*"] }\n',
+    )
     const gw = await startTestGateway(
       {
         ...oneServer(backend.url, { legacyClients: 'allow' }),
+        policies: '.',
         admin: { host: '127.0.0.1', port: 0 },
         telemetry: { otlp: { endpoint: receiver.url } },
       },
-      { autoClose: false },
+      { autoClose: false, dir },
     )
     const client = await connectLegacyClient(gw.mcpUrl('app'))
     await client.listTools()
@@ -198,6 +209,7 @@ describe('OpenTelemetry traces', () => {
     onTestFinished(() => backend.close())
     const gw = await startTestGateway({
       ...oneServer(backend.url),
+      cache: {}, // tool names are learnt from tools/list answers the gateway reads anyway
       admin: { host: '127.0.0.1', port: 0 },
     })
     const client = await connectClient(gw.mcpUrl('app'))
