@@ -5,7 +5,7 @@ export const GATEWAY_INFO = { name: 'mcp-edge', version: '0.1.0' } as const
 /** What the gateway serves a virtual server's clients (it speaks each member's own era to it). */
 export const VIRTUAL_VERSIONS: readonly string[] = ['2026-07-28']
 /** A partial answer (a member left out) is fresh this long, and never cached as complete. */
-export const PARTIAL_TTL_MS = 5000
+const PARTIAL_TTL_MS = 5000
 
 /** Cache hints of a merged answer (caching.mdx §ttlMs, §cacheScope). */
 export interface MergedHints {

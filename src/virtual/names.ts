@@ -11,7 +11,7 @@ export const MAX_NAME = 63
 const HASH_CHARS = 6
 
 /** Where an exposed name leads: the member (by index) and the member's own name. */
-export interface NameRoute {
+interface NameRoute {
   readonly member: number
   readonly name: string
 }
