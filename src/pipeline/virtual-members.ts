@@ -203,7 +203,7 @@ export async function callInEra(
  * basic/utilities/caching), which 2025-era servers never send: `0` / `private`, so nobody
  * caches what the member did not say may be cached.
  */
-export function modernResult(
+function modernResult(
   message: Readonly<Record<string, unknown>>,
   method: string,
 ): Record<string, unknown> {
