@@ -170,7 +170,9 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
     // each gateway process initialised its own session with the 2025-only member
     expect(m.old.calls('initialize')).toHaveLength(2)
     expect(transport.sessionId).toMatch(/^[A-Za-z0-9_-]+$/)
+    // DELETE ends the member session the gateway that received it holds (one of the two)
     await transport.terminateSession()
+    expect(m.old.requests.filter((r) => r.method === 'DELETE')).toHaveLength(1)
   })
 
   it('refuses unknown, tampered and foreign session ids with 404 and forwards nothing', async () => {
