@@ -59,6 +59,7 @@ async function startBackend(): Promise<Backend> {
 }
 
 interface Served {
+  readonly file: string
   readonly base: string
   readonly admin: string
   readonly exited: Promise<number | null>
@@ -74,22 +75,7 @@ interface Served {
 async function serveWorkers(upstream: string): Promise<Served> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-workers-'))
   const file = join(dir, 'gateway.yaml')
-  await writeFile(
-    file,
-    stringify({
-      listen: { host: '127.0.0.1', port: 0 },
-      admin: { host: '127.0.0.1', port: 0 },
-      workers: 2,
-      log: { level: 'info' },
-      shutdown: { drainMs: 10_000 },
-      servers: {
-        app: {
-          upstreams: [{ url: upstream }],
-          healthCheck: { intervalMs: INTERVAL_MS, timeoutMs: 1000 },
-        },
-      },
-    }),
-  )
+  await writeFile(file, workersConfig(upstream))
   const child = spawn(process.execPath, ['dist/cli.js', 'serve', '--config', file], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -113,6 +99,7 @@ async function serveWorkers(upstream: string): Promise<Served> {
   const port = find('primary', 'listening')?.['port'] as number
   const adminPort = find('primary', 'admin listening')?.['port'] as number
   return {
+    file,
     base: `http://127.0.0.1:${port}`,
     admin: `http://127.0.0.1:${adminPort}/metrics`,
     exited,
@@ -121,12 +108,30 @@ async function serveWorkers(upstream: string): Promise<Served> {
   }
 }
 
+/** Two workers, port 0 for both listeners, one server `app` (and more as `extra` servers). */
+function workersConfig(upstream: string, extra: Record<string, unknown> = {}): string {
+  return stringify({
+    listen: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0 },
+    workers: 2,
+    log: { level: 'info' },
+    shutdown: { drainMs: 10_000 },
+    servers: {
+      app: {
+        upstreams: [{ url: upstream }],
+        healthCheck: { intervalMs: INTERVAL_MS, timeoutMs: 1000 },
+      },
+      ...extra,
+    },
+  })
+}
+
 /** One tools/call on a connection of its own, so the primary hands each to the next worker. */
-async function call(base: string, id: number, name = 'work'): Promise<number> {
+async function call(base: string, id: number, name = 'work', server = 'app'): Promise<number> {
   const client = new Client(base)
   try {
     const res = await client.request({
-      path: '/mcp/app',
+      path: `/mcp/${server}`,
       method: 'POST',
       headers: mcpHeaders('tools/call', name),
       body: JSON.stringify(mcpBody('tools/call', { name }, id)),
@@ -201,11 +206,27 @@ describe('workers: 2 (mcp-edge serve as a cluster)', () => {
   )
 
   it(
-    'SIGTERM to the primary drains every worker: in-flight calls finish, exit 0',
+    'a config edit reaches every worker; SIGTERM to the primary drains them all, exit 0',
     { timeout: 60_000 },
     async () => {
       const backend = await startBackend()
       const gw = await serveWorkers(backend.url)
+      // A config edit and SIGHUP reach every worker: four calls in a row, dealt to both, find the
+      // new server.
+      expect(await call(gw.base, 1, 'work', 'added')).toBe(404)
+      const added = { added: { upstreams: [{ url: backend.url }] } }
+      await writeFile(gw.file, workersConfig(backend.url, added))
+      gw.signal('SIGHUP')
+      await expect
+        .poll(
+          async () => {
+            const statuses: number[] = []
+            for (let i = 0; i < 4; i++) statuses.push(await call(gw.base, 1, 'work', 'added'))
+            return statuses
+          },
+          { timeout: 15_000 },
+        )
+        .toEqual([200, 200, 200, 200])
       const calls = [1, 2, 3, 4].map((id) => call(gw.base, id, 'slow'))
       await expect.poll(() => backend.inFlight).toBe(4)
       gw.signal('SIGTERM')
