@@ -12,6 +12,7 @@ import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
+import { renderDenial } from '../policy/denial.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
 import { fanOut } from '../virtual/fan-out.js'
 import { ListenMerge, type ListenMember } from '../virtual/listen-merge.js'
@@ -49,18 +50,19 @@ export async function virtualListen(r: ListenRequest): Promise<Response> {
     (i, signal) => discoverCapabilities(endpointOf(v.members[i] as ServerRuntime), signal),
   )
   const policy = c.get('runtime').policy
-  // A URI goes to the member that serves it, and only if that member's policy lets the caller
-  // see it there (docs/virtual-servers.md §Policy): otherwise it is simply not honoured.
+  // A URI goes to the member that serves it. One its member's policy denies the caller refuses the
+  // whole listen, as on the member's own endpoint (docs/virtual-servers.md §Policy), before any
+  // member stream is opened; a URI no member is known to serve is not honoured.
   const owners = new Map<string, number>()
   for (const uri of uris) {
     const route = routeResource(uri, v.state, v.resourceRoute)
     if (route.kind !== 'member') continue
     const member = v.members[route.member] as ServerRuntime
-    if (
-      policy !== undefined &&
-      !policy.check(r.principal, member.name, { kind: 'resource', uri }).allow
-    )
-      continue
+    const target = { kind: 'resource', uri } as const
+    if (policy !== undefined && !policy.check(r.principal, member.name, target).allow) {
+      c.set('outcome', 'policy_denied')
+      return c.body(renderDenial(target, r.rawId), 200, { 'content-type': 'application/json' })
+    }
     owners.set(uri, route.member)
   }
   const members: ListenMember[] = v.members.map((m, i) => {

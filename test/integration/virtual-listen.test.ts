@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startDocsServer } from '../../deploy/demo/docs-server.js'
 import { startWeatherServer } from '../../deploy/demo/weather-server.js'
@@ -123,5 +126,36 @@ describe('subscriptions/listen on a virtual server (v2 client, auto)', () => {
     })
     expect(refused.id).toBe('listen:9')
     expect(tickets.calls('subscriptions/listen')).toHaveLength(1)
+  })
+
+  it('refuses a listen that subscribes to a resource its member denies; no member sees it', async () => {
+    const tickets = await closing(startSdkServer({ name: 'tickets' }))
+    const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-virtual-listen-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    writeFileSync(
+      join(dir, 'main.yaml'),
+      'rules:\n  - name: readme-only\n    servers: [tickets]\n    allow:\n      tools: ["*"]\n      resources: ["docs://readme"]\n',
+    )
+    const gw = await startTestGateway(
+      {
+        policies: '.',
+        servers: upstreams({ tickets }),
+        virtualServers: { workspace: { members: ['tickets'] } },
+      },
+      { dir },
+    )
+    const listed = await mcpPost(gw.mcpUrl('workspace'), 'resources/list', {})
+    expect(listed.status).toBe(200)
+    const res = await mcpPost(
+      gw.mcpUrl('workspace'),
+      'subscriptions/listen',
+      { notifications: { resourceSubscriptions: ['docs://readme', 'docs://changelog'] } },
+      { id: 'listen-1' },
+    )
+    expect(res.status).toBe(200)
+    expect(res.text).toBe(
+      '{"jsonrpc":"2.0","id":"listen-1","error":{"code":-32602,"message":"Resource not found: docs://changelog","data":{"uri":"docs://changelog"}}}',
+    )
+    expect(tickets.calls('subscriptions/listen')).toHaveLength(0)
   })
 })
