@@ -150,7 +150,7 @@ describe('subscriptions/listen on a virtual server (v2 client, auto)', () => {
       gw.mcpUrl('workspace'),
       'subscriptions/listen',
       { notifications: { resourceSubscriptions: ['docs://readme', 'docs://changelog'] } },
-      { id: 'listen-1' },
+      { id: 'listen-1', timeoutMs: 5000 },
     )
     expect(res.status).toBe(200)
     expect(res.text).toBe(
