@@ -296,7 +296,6 @@ export const configSchema = z.strictObject({
 
 export type GatewayConfig = z.infer<typeof configSchema>
 export type ServerConfig = z.infer<typeof server>
-type UpstreamConfig = z.infer<typeof upstream>
 export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
 export type VirtualServerConfig = z.infer<typeof virtualServer>
