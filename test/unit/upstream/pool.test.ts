@@ -1,46 +1,17 @@
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { GatewayError } from '../../../src/errors.js'
-import { ReplicaHealth } from '../../../src/upstream/health.js'
 import { UpstreamPool, type BalanceMode } from '../../../src/upstream/pool.js'
-import { Upstream } from '../../../src/upstream/upstream.js'
+import type { Upstream } from '../../../src/upstream/upstream.js'
+import { replicaFactory, type ReplicaState as State } from '../../helpers/replica-fixtures.js'
 
 // Selection rules, one table per rule (after caddy's selectionpolicies_test.go). The stream
 // budget rows live in stream-budget.test.ts.
 
-const TIMEOUTS = { connectMs: 1000, responseHeadersMs: 1000, streamIdleMs: 1000 }
-const OUTLIER = { consecutiveFailures: 5, baseEjectionMs: 1000, maxEjectionMs: 1000 }
-const made: Upstream[] = []
-afterAll(() => Promise.all(made.map((u) => u.destroy())))
+/** Replica `i` (URL port 9000+i, id `app#i`) with caps of 10 in the given state. */
+const replica = replicaFactory(10, 10)
 afterEach(() => {
   vi.restoreAllMocks()
 })
-
-interface State {
-  /** Ordinary requests in flight. */
-  readonly inFlight?: number
-  readonly streams?: number
-  readonly down?: boolean
-  readonly ejected?: boolean
-}
-
-/** Replica `i` (URL port 9000+i, id `app#i`) with caps of 10 in the given state; no connection is made. */
-function replica(i: number, s: State = {}): Upstream {
-  const id = `app#${i}`
-  const health = new ReplicaHealth(
-    id,
-    OUTLIER,
-    { unhealthyAfter: 1, healthyAfter: 1 },
-    () => true,
-    () => {},
-  )
-  const u = new Upstream(id, new URL(`http://127.0.0.1:${9000 + i}/mcp`), TIMEOUTS, 10, 10, health)
-  u.streams = s.streams ?? 0
-  u.inFlight = (s.inFlight ?? 0) + u.streams
-  health.down = s.down === true
-  health.ejected = s.ejected === true
-  made.push(u)
-  return u
-}
 
 function poolOf(
   states: readonly State[],

@@ -1,42 +1,11 @@
-import { afterAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.js'
-import { ReplicaHealth } from '../../../src/upstream/health.js'
 import { Lifecycle } from '../../../src/upstream/lifecycle.js'
 import { UpstreamPool } from '../../../src/upstream/pool.js'
-import { Upstream } from '../../../src/upstream/upstream.js'
+import { replicaFactory, type ReplicaState as State } from '../../helpers/replica-fixtures.js'
 
-const TIMEOUTS = { connectMs: 1000, responseHeadersMs: 1000, streamIdleMs: 1000 }
-const OUTLIER = { consecutiveFailures: 5, baseEjectionMs: 1000, maxEjectionMs: 1000 }
-const made: Upstream[] = []
-
-interface State {
-  readonly inFlight?: number
-  readonly streams?: number
-  readonly down?: boolean
-  readonly ejected?: boolean
-}
-
-/** A replica with maxInFlight 2 and maxStreams 2 in the given state (no connection is made). */
-function replica(i: number, s: State = {}): Upstream {
-  const id = `app#${i}`
-  const health = new ReplicaHealth(
-    id,
-    OUTLIER,
-    { unhealthyAfter: 1, healthyAfter: 1 },
-    () => true,
-    () => {},
-  )
-  const u = new Upstream(id, new URL(`http://127.0.0.1:${9000 + i}/mcp`), TIMEOUTS, 2, 2, health)
-  // inFlight counts every request on the replica, streams included (forward() counts them all).
-  u.streams = s.streams ?? 0
-  u.inFlight = (s.inFlight ?? 0) + u.streams
-  health.down = s.down === true
-  health.ejected = s.ejected === true
-  made.push(u)
-  return u
-}
-
-afterAll(() => Promise.all(made.map((u) => u.destroy())))
+/** A replica with maxInFlight 2 and maxStreams 2 in the given state. */
+const replica = replicaFactory(2, 2)
 
 function pick(states: readonly State[], stream: boolean): string {
   const members = states.map((s, i) => replica(i, s))
