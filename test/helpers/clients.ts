@@ -180,6 +180,18 @@ export function envelope(overrides: Record<string, unknown> = {}): Record<string
   }
 }
 
+/** A 2025-11-25 `initialize` request, as a raw client (no SDK) sends it to open a session. */
+export const LEGACY_INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: {
+    protocolVersion: '2025-11-25',
+    capabilities: {},
+    clientInfo: { name: 'raw', version: '1' },
+  },
+} as const
+
 /** A JSON-RPC request body with the envelope merged into `params._meta`. */
 export function mcpBody(
   method: string,

@@ -1,7 +1,7 @@
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { mcpPost, rawPost, rawRequest } from '../helpers/clients.js'
+import { mcpPost, rawPost, rawRequest, LEGACY_INITIALIZE } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplica } from '../helpers/replicas.js'
 import { startLegacyV1Server, type TestServer } from '../helpers/sdk-servers.js'
@@ -59,20 +59,7 @@ function sessionIdsSeen(backend: TestServer): string[] {
 }
 
 async function initializeVia(gw: TestGateway): Promise<string> {
-  const init = await rawPost(
-    gw.mcpUrl('app'),
-    {
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'initialize',
-      params: {
-        protocolVersion: '2025-11-25',
-        capabilities: {},
-        clientInfo: { name: 'raw', version: '1' },
-      },
-    },
-    LEGACY_HEADERS,
-  )
+  const init = await rawPost(gw.mcpUrl('app'), LEGACY_INITIALIZE, LEGACY_HEADERS)
   expect(init.status).toBe(200)
   return String(init.headers['mcp-session-id'])
 }

@@ -1,7 +1,13 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startDocsServer } from '../../deploy/demo/docs-server.js'
 import { forecastFor, startWeatherServer } from '../../deploy/demo/weather-server.js'
-import { connectClient, connectLegacyClient, rawPost, rawRequest } from '../helpers/clients.js'
+import {
+  connectClient,
+  connectLegacyClient,
+  rawPost,
+  rawRequest,
+  LEGACY_INITIALIZE,
+} from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
@@ -179,20 +185,7 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
     const m = await members()
     const gw = await startTestGateway(config(m))
     const foreign = await startTestGateway(config(m, 'another-key-of-16-chars-or-more'))
-    const init = await rawPost(
-      foreign.mcpUrl('workspace'),
-      {
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'initialize',
-        params: {
-          protocolVersion: '2025-11-25',
-          capabilities: {},
-          clientInfo: { name: 'r', version: '1' },
-        },
-      },
-      LEGACY_HEADERS,
-    )
+    const init = await rawPost(foreign.mcpUrl('workspace'), LEGACY_INITIALIZE, LEGACY_HEADERS)
     expect(init.status).toBe(200)
     const sid = String(init.headers['mcp-session-id'])
     const before = m.tickets.requests.length

@@ -1,7 +1,13 @@
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { mcpPost, rawPost, rawRequest, type RawResponse } from '../helpers/clients.js'
+import {
+  mcpPost,
+  rawPost,
+  rawRequest,
+  type RawResponse,
+  LEGACY_INITIALIZE,
+} from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { closing } from '../helpers/lifecycle.js'
 import {
@@ -130,20 +136,10 @@ describe('2025-era session ids are bound to the principal that opened them', () 
     const backends = [await closing(startLegacyV1Server()), await closing(startLegacyV1Server())]
     const gw1 = await gateway(p, backends, { balance: 'round-robin' })
     const gw2 = await gateway(p, backends, { balance: 'round-robin' })
-    const init = await rawPost(
-      gw1.mcpUrl('app'),
-      {
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'initialize',
-        params: {
-          protocolVersion: '2025-11-25',
-          capabilities: {},
-          clientInfo: { name: 'raw', version: '1' },
-        },
-      },
-      { ...LEGACY, authorization: `Bearer ${p.alice}` },
-    )
+    const init = await rawPost(gw1.mcpUrl('app'), LEGACY_INITIALIZE, {
+      ...LEGACY,
+      authorization: `Bearer ${p.alice}`,
+    })
     expect(init.status).toBe(200)
     const id = String(init.headers['mcp-session-id'])
     const list = (token: string, sid: string, rid: number): Promise<RawResponse> =>
@@ -173,20 +169,7 @@ describe('2025-era session ids are bound to the principal that opened them', () 
     })
     const authed = await gateway(p, [backend])
     const init = (gw: TestGateway, auth: Record<string, string>): Promise<RawResponse> =>
-      rawPost(
-        gw.mcpUrl('app'),
-        {
-          jsonrpc: '2.0',
-          id: 0,
-          method: 'initialize',
-          params: {
-            protocolVersion: '2025-11-25',
-            capabilities: {},
-            clientInfo: { name: 'raw', version: '1' },
-          },
-        },
-        { ...LEGACY, ...auth },
-      )
+      rawPost(gw.mcpUrl('app'), LEGACY_INITIALIZE, { ...LEGACY, ...auth })
     const anonId = String((await init(anonymous, {})).headers['mcp-session-id'])
     const aliceId = String(
       (await init(authed, { authorization: `Bearer ${p.alice}` })).headers['mcp-session-id'],

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Agent, request, type Dispatcher } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { mcpBody, mcpHeaders, mcpPost, rawPost } from '../helpers/clients.js'
+import { mcpBody, mcpHeaders, mcpPost, rawPost, LEGACY_INITIALIZE } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplica, startReplicas, type Fault } from '../helpers/replicas.js'
 import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
@@ -251,20 +251,7 @@ describe('per-caller stream cap (limits.maxStreamsPerPrincipal)', () => {
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': '2025-11-25',
     }
-    const init = await rawPost(
-      url,
-      {
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'initialize',
-        params: {
-          protocolVersion: '2025-11-25',
-          capabilities: {},
-          clientInfo: { name: 'raw', version: '1' },
-        },
-      },
-      legacy,
-    )
+    const init = await rawPost(url, LEGACY_INITIALIZE, legacy)
     expect(init.status).toBe(200)
     const session = { ...legacy, 'mcp-session-id': String(init.headers['mcp-session-id']) }
     const initialized = { jsonrpc: '2.0', method: 'notifications/initialized' }
