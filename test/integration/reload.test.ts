@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { pino } from 'pino'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { loadConfigFile } from '../../src/config/load.js'
-import { watchConfig } from '../../src/config/watch.js'
+import { watchConfig, type ConfigWatcher } from '../../src/config/watch.js'
 import type { PolicySet } from '../../src/policy/policy.js'
 import { startGateway, type RunningGateway } from '../../src/server.js'
 import { connectClient, mcpBody, mcpHeaders, rawPost, rawRequest } from '../helpers/clients.js'
@@ -138,21 +138,8 @@ describe('hot reload', () => {
   })
 
   it('polls the policy folder and swaps in a changed policy', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-poll-'))
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
-    writeFileSync(join(dir, 'gateway.yaml'), configFor('http://127.0.0.1:1/mcp'))
-    mkdirSync(join(dir, 'policies'))
-    writeFileSync(join(dir, 'policies/main.yaml'), allowing('a'))
-    const swapped: (PolicySet | undefined)[] = []
-    const watcher = watchConfig({
-      loaded: loadConfigFile(join(dir, 'gateway.yaml')),
-      log: pino({ level: 'silent' }),
-      applyConfig: () => Promise.reject(new Error('the config did not change')),
-      applyPolicy: (p) => void swapped.push(p),
-      pollMs: 200,
-    })
-    onTestFinished(() => watcher?.close())
-    writeFileSync(join(dir, 'policies/main.yaml'), allowing('a', 'b'))
+    const { swapped, edit } = watchedPolicyFolder(200)
+    edit(allowing('a', 'b'))
     await expect.poll(() => swapped.length, { timeout: 3000 }).toBe(1)
     expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
   })
@@ -160,25 +147,37 @@ describe('hot reload', () => {
 
 describe('re-reading on demand (SIGHUP)', () => {
   it('check() applies an edit at once, without waiting for the poll', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-hup-'))
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
-    writeFileSync(join(dir, 'gateway.yaml'), configFor('http://127.0.0.1:1/mcp'))
-    mkdirSync(join(dir, 'policies'))
-    writeFileSync(join(dir, 'policies/main.yaml'), allowing('a'))
-    const swapped: (PolicySet | undefined)[] = []
-    const watcher = watchConfig({
-      loaded: loadConfigFile(join(dir, 'gateway.yaml')),
-      log: pino({ level: 'silent' }),
-      applyConfig: () => Promise.reject(new Error('the config did not change')),
-      applyPolicy: (p) => void swapped.push(p),
-      pollMs: 600_000, // the poll never runs during this test
-    })
-    onTestFinished(() => watcher?.close())
-    await watcher?.check()
+    const { swapped, edit, watcher } = watchedPolicyFolder(600_000) // the poll never runs here
+    await watcher.check()
     expect(swapped).toHaveLength(0) // nothing changed yet
-    writeFileSync(join(dir, 'policies/main.yaml'), allowing('a', 'b'))
-    await watcher?.check()
+    edit(allowing('a', 'b'))
+    await watcher.check()
     expect(swapped).toHaveLength(1)
     expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
   })
 })
+
+/** A watcher on a temp config whose policy folder allows tool `a`; records every policy swap. */
+function watchedPolicyFolder(pollMs: number): {
+  swapped: (PolicySet | undefined)[]
+  edit: (rules: string) => void
+  watcher: ConfigWatcher
+} {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-watch-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(join(dir, 'gateway.yaml'), configFor('http://127.0.0.1:1/mcp'))
+  mkdirSync(join(dir, 'policies'))
+  const edit = (rules: string): void => writeFileSync(join(dir, 'policies/main.yaml'), rules)
+  edit(allowing('a'))
+  const swapped: (PolicySet | undefined)[] = []
+  const watcher = watchConfig({
+    loaded: loadConfigFile(join(dir, 'gateway.yaml')),
+    log: pino({ level: 'silent' }),
+    applyConfig: () => Promise.reject(new Error('the config did not change')),
+    applyPolicy: (p) => void swapped.push(p),
+    pollMs,
+  })
+  if (watcher === undefined) throw new Error('a policy folder is always watched')
+  onTestFinished(() => watcher.close())
+  return { swapped, edit, watcher }
+}
