@@ -83,6 +83,56 @@ const tokenExchange = z.strictObject({
   timeoutMs: positiveMs.default(5000),
 })
 
+/**
+ * A curated tool or prompt name (docs/catalog.md §Curation): what clients commonly accept and the
+ * spec recommends (spec 2026-07-28 server/tools §Tool names: 1 to 128 of A-Z a-z 0-9 _ - .), so a
+ * rename never introduces a name a client rejects or a reader sees differently.
+ */
+const curatedName = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]{1,128}$/, 'expected 1 to 128 of A-Z a-z 0-9 _ - . (spec tool names)')
+/** Replacement text a model reads; empty text would hide what the tool does. */
+const curatedText = z.string().min(1, "empty text; leave the key out to keep the backend's")
+
+/** How one backend prompt is shown (keyed by the backend's own name). */
+const promptCuration = z.strictObject({
+  /** The name clients see and call; the backend's own name is then unknown to clients. */
+  name: curatedName.optional(),
+  title: curatedText.optional(),
+  description: curatedText.optional(),
+  /** Absent from lists and unknown to calls. */
+  hidden: z.boolean().default(false),
+})
+
+/** How one backend tool is shown; `annotations` replaces the backend's object whole. */
+const toolCuration = promptCuration.extend({
+  annotations: z
+    .strictObject({
+      title: curatedText.optional(),
+      readOnlyHint: z.boolean().optional(),
+      destructiveHint: z.boolean().optional(),
+      idempotentHint: z.boolean().optional(),
+      openWorldHint: z.boolean().optional(),
+    })
+    .optional(),
+})
+
+/** Backend names are the keys: non-empty (the load-time checks refuse invisible characters). */
+const backendName = z.string().min(1, 'empty name')
+
+/**
+ * Run-time pinning (docs/catalog.md §Run-time pinning): definitions are compared with the digests
+ * of `mcp-edge pin`'s lock file.
+ */
+const pinning = z.strictObject({
+  /** The lock `mcp-edge pin` writes; relative to the config file. */
+  lockFile: z.string().min(1).default('catalog.lock.yaml'),
+  /** A definition whose digest differs from its pin: hidden and unknown to calls, or served and reported. */
+  onDrift: z.enum(['hide', 'warn']).default('hide'),
+  /** A definition the lock does not name: hidden (nobody reviewed it) or served. */
+  newTools: z.enum(['hide', 'allow']).default('hide'),
+})
+
 const server = z.strictObject({
   upstreams: z.array(upstream).min(1),
   /** true = this backend enforces HeaderMismatch (-32020) itself, so headers can be trusted. */
@@ -110,6 +160,10 @@ const server = z.strictObject({
   routes: z.array(route).default([]),
   retry: retry.default(retry.parse({})),
   tokenExchange: tokenExchange.optional(),
+  /** Curation of the backend's tools, keyed by its own names (docs/catalog.md §Curation). */
+  tools: z.record(backendName, toolCuration).default({}),
+  /** Curation of the backend's prompts, keyed by its own names. */
+  prompts: z.record(backendName, promptCuration).default({}),
 })
 
 /**
@@ -280,6 +334,7 @@ export const configSchema = z.strictObject({
   trustedProxies: z
     .array(z.string().refine((s) => parseCidr(s) !== undefined, 'expected an IP address or CIDR'))
     .default([]),
+  pinning: pinning.optional(),
   legacySessions: z
     .strictObject({ key: z.string().min(16, 'use at least 16 characters') })
     .optional(),
@@ -298,4 +353,5 @@ export type GatewayConfig = z.infer<typeof configSchema>
 export type ServerConfig = z.infer<typeof server>
 export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
+export type PinningConfig = z.infer<typeof pinning>
 export type VirtualServerConfig = z.infer<typeof virtualServer>
