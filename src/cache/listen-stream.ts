@@ -91,7 +91,7 @@ export class ListenStream {
 }
 
 /** The cache entries a change notification makes stale. */
-function invalidationOf(
+export function invalidationOf(
   method: unknown,
   params: Readonly<Record<string, unknown>>,
 ): Invalidation | undefined {

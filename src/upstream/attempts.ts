@@ -34,6 +34,11 @@ export interface AttemptPlan {
   readonly transform:
     ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
   readonly stop: StreamStop | undefined
+  /**
+   * Replaces the response-header hook (a virtual server's 2025-only member: its session id must
+   * not reach the client, whatever the status); default: balancing's, or the session rewriter.
+   */
+  readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /** Called before each try with the replica and the retries so far (tracing; else unset). */
   readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
   /** The replica of the latest attempt (for the access log). */
@@ -85,7 +90,9 @@ export async function sendWithRetries(
           // SDK) keep subscriptions/listen and long tool calls open while both sides are alive.
           bodyTimeoutMs: b.streamIdleMs,
           transform: plan.transform,
-          onHeaders: plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders,
+          onHeaders:
+            plan.onHeaders ??
+            (plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders),
           stop: plan.stop,
         })
         b.settled(upstream, result)
