@@ -14,6 +14,7 @@ const PURE_CORE = [
   'src/limits/**',
   'src/telemetry/**',
   'src/virtual/**',
+  'src/catalog/**',
 ]
 
 export default tseslint.config(
