@@ -21,6 +21,7 @@ import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { EVENT } from '../telemetry/events.js'
+import { bodyWithTraceContext, setTraceHeaders } from '../telemetry/propagate.js'
 import type { RequestTrace } from '../telemetry/request-trace.js'
 import type { ToolCatalog } from '../telemetry/tool-catalog.js'
 import { spanRequest } from './trace.js'
@@ -57,9 +58,9 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
       'x-forwarded-host', head.host ?? '',
     ]
     const trace = c.get('trace')
-    // Trace context for the backend, in the W3C header only: the body is forwarded as judged
-    // (docs/security.md), so a `params._meta.traceparent` in it reaches the backend unchanged.
-    if (trace !== undefined) traceHeaders(headers, trace, c)
+    // Trace context for the backend in both places MCP carries it: the W3C headers here, the
+    // body's `params._meta` below (docs/operations.md "Context: in and out").
+    const propagation = trace === undefined ? undefined : traceHeaders(headers, trace, c)
     const filter = c.get('listFilter')
     let observers = c.get('resultHooks') ?? []
     // Tool names for the metrics' closed label set, from the backend's own list (throttled), only
@@ -140,6 +141,10 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
     } else if (mcp.method === 'subscriptions/listen') {
       refuseTaskSubscriptions(mcp.message ?? parseMessage(body, server.classify.maxDepth))
     }
+    // Only a body the gateway parsed (and judged) gets the splice; one forwarded unparsed under
+    // trusted headers keeps the client's `_meta` (docs/security.md "Trace context in the body").
+    if (propagation !== undefined && mcp.message !== undefined && method === 'POST')
+      forwardBody = bodyWithTraceContext(forwardBody, mcp.message, propagation)
     const hash = b.hash
     const hashKey =
       hash === undefined
@@ -213,14 +218,19 @@ function inBand(c: Context<GatewayEnv>, outcome: string, text: string): Response
   return c.body(text, 200, { 'content-type': 'application/json' })
 }
 
-/** Replaces the client's `traceparent` / `tracestate` with ones naming the gateway's span. */
-function traceHeaders(headers: string[], trace: RequestTrace, c: Context<GatewayEnv>): void {
+/**
+ * Replaces the client's `traceparent` / `tracestate` with ones naming the gateway's span, and
+ * returns them for the body.
+ */
+function traceHeaders(
+  headers: string[],
+  trace: RequestTrace,
+  c: Context<GatewayEnv>,
+): Record<string, string> {
   trace.begin(spanRequest(c))
-  for (let i = headers.length - 2; i >= 0; i -= 2) {
-    const name = (headers[i] as string).toLowerCase()
-    if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2)
-  }
-  for (const [k, v] of Object.entries(trace.propagation())) headers.push(k, v)
+  const propagation = trace.propagation()
+  setTraceHeaders(headers, propagation)
+  return propagation
 }
 
 /** Replaces the value of header `name` (lower-case) in a [name, value, …] list. */

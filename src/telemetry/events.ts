@@ -6,6 +6,8 @@ export const EVENT = {
   policy: 'mcp_edge.policy',
   cache: 'mcp_edge.cache',
   attempt: 'mcp_edge.upstream.attempt',
+  /** One member of a virtual server's fan-out (discovery, lists). */
+  member: 'mcp_edge.virtual.member',
 } as const
 
 const AUTH_REFUSALS: ReadonlySet<string> = new Set([

@@ -36,6 +36,8 @@ export interface MemberRequest {
   readonly signal?: AbortSignal | undefined
   /** The replica that holds the member's 2025-era session (virtual/member-era.ts), if any. */
   readonly pinned?: Upstream | undefined
+  /** Each try of a replica (a span event, when telemetry is on: pipeline/virtual-trace.ts). */
+  readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
 }
 
 /** A member's final JSON-RPC response (a result or an error), and its HTTP status. */
@@ -88,6 +90,7 @@ export async function callMember(member: MemberRuntime, req: MemberRequest): Pro
         ),
       stop: undefined,
       upstream: undefined as Upstream | undefined,
+      onAttempt: req.onAttempt,
     }
     const result = await sendWithRetries(sink.asResponse(), b, plan)
     if (result.kind !== 'done' || message === undefined) {

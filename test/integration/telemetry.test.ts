@@ -1,60 +1,12 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type IncomingHttpHeaders } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { connectClient, connectLegacyClient, mcpPost, rawRequest } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
+import { attrs, header, startReceiver, type OtlpSpan } from '../helpers/otlp-receiver.js'
 import { startRecordingBackend } from '../helpers/recording-backend.js'
 import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
-
-/** A span as the OTLP/HTTP JSON exporter encodes it (OTLP spec, JSON Protobuf Encoding). */
-interface OtlpSpan {
-  readonly traceId: string
-  readonly spanId: string
-  readonly parentSpanId?: string
-  readonly name: string
-  readonly kind: number
-  readonly attributes: readonly { key: string; value: Record<string, unknown> }[]
-  readonly events?: readonly { name: string; attributes?: OtlpSpan['attributes'] }[]
-  readonly status?: { code?: number }
-}
-
-/** A real OTLP/HTTP receiver: node:http, decoding the JSON the exporter sends to /v1/traces. */
-async function startReceiver() {
-  const spans: OtlpSpan[] = []
-  const posts: { url: string; headers: IncomingHttpHeaders }[] = []
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      posts.push({ url: req.url ?? '', headers: req.headers })
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
-        resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[]
-      }
-      for (const rs of body.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans)
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  return { spans, posts, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }
-}
-
-/** Attribute values flattened (OTLP AnyValue: stringValue, intValue …). */
-function attrs(span: OtlpSpan | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const a of span?.attributes ?? []) out[a.key] = Object.values(a.value)[0]
-  return out
-}
-
-function header(raw: readonly string[], name: string): string[] {
-  const out: string[] = []
-  for (let i = 0; i < raw.length; i += 2)
-    if ((raw[i] as string).toLowerCase() === name) out.push(raw[i + 1] as string)
-  return out
-}
 
 const META_TRACE = '0af7651916cd43dd8448eb211c80319c'
 const META_PARENT = 'b7ad6b7169203331'
@@ -131,14 +83,16 @@ describe('OpenTelemetry traces', () => {
     const attempt = call?.events?.find((e) => e.name === 'mcp_edge.upstream.attempt')
     expect(attrs(attempt as OtlpSpan)).toMatchObject({ retry: 0 })
 
-    // The backend gets the gateway's span as parent in the W3C header, the caller's tracestate
-    // with it; the body (and its _meta.traceparent) exactly as the gateway judged it.
+    // The backend gets the gateway's span as parent in the W3C header and in `_meta`, the
+    // caller's tracestate with it in both places.
     const [first, second] = backend.requests
-    expect(header(first?.rawHeaders ?? [], 'traceparent')).toEqual([
-      `00-${META_TRACE}-${call?.spanId}-01`,
-    ])
+    const gatewayParent = `00-${META_TRACE}-${call?.spanId}-01`
+    expect(header(first?.rawHeaders ?? [], 'traceparent')).toEqual([gatewayParent])
     expect(header(first?.rawHeaders ?? [], 'tracestate')).toEqual(['vendor=1'])
-    expect(first?.body.toString('utf8')).toContain(`"traceparent":"${metaParent}"`)
+    expect(first?.body.toString('utf8')).toContain(
+      `"traceparent":"${gatewayParent}","tracestate":"vendor=1"`,
+    )
+    expect(first?.body.toString('utf8')).not.toContain(metaParent)
 
     expect(list?.name).toBe('tools/list')
     expect(list?.traceId).toBe(HEADER_TRACE)
