@@ -7,6 +7,7 @@ import { jsonSchemaText, JSON_SCHEMAS, type SchemaName } from './config/json-sch
 import { ConfigError, loadConfigFile } from './config/load.js'
 import { explainCommand } from './policy/explain.js'
 import { startGateway } from './server.js'
+import { pinCommand } from './cli/pin.js'
 
 const USAGE = `usage:
   mcp-edge serve --config FILE    run the gateway
@@ -14,6 +15,10 @@ const USAGE = `usage:
   mcp-edge explain --config FILE --server NAME (--tool NAME | --prompt NAME | --resource URI)
                    [--claims JSON] [--json]
                                   the policy decision and the rule that made it; exits 0 allow, 3 deny
+  mcp-edge pin --config FILE [--lock PATH] [--server NAME]... [--check]
+                                  write the tool and prompt digests of every server to the lock
+                                  file; --check compares instead: exits 0 clean, 1 drift (with a
+                                  diff), 2 config or connection error (docs/catalog.md)
   mcp-edge schema (config | policy) [--write]
                                   the JSON Schema of a config or policy file, for editors; --write
                                   rewrites the shipped copy (deploy/gateway.schema.json, policies/schema.json)
@@ -47,6 +52,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       return explainCommand(file, rest, {
         out: (text) => process.stdout.write(text),
         err: (text) => process.stderr.write(text),
+      })
+    case 'pin':
+      return pinCommand(file, rest, {
+        out: (text) => process.stdout.write(text),
+        err: (text) => process.stderr.write(text),
+        color: process.stdout.isTTY === true && process.env.NO_COLOR === undefined,
       })
     default:
       process.stderr.write(`mcp-edge: unknown command ${command}\n${USAGE}`)

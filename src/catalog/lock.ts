@@ -137,10 +137,10 @@ export function renderLock(lock: CatalogLock): string {
       const defs = entry?.[kind] ?? new Map<string, LockedDefinition>()
       for (const name of sortedKeys(defs)) {
         const d = defs.get(name) as LockedDefinition
-        out[kind]![name] = { digest: d.digest, definition: readingOrder(kind, d.definition) }
+        setOwn(out[kind]!, name, { digest: d.digest, definition: readingOrder(kind, d.definition) })
       }
     }
-    servers[server] = out
+    setOwn(servers, server, out)
   }
   return HEADER + renderYaml({ version: 1, servers })
 }
@@ -173,16 +173,14 @@ function sortedDeep(v: unknown): unknown {
   const out: Record<string, unknown> = {}
   for (const k of Object.keys(v).sort()) {
     const x = (v as Record<string, unknown>)[k]
-    // defineProperty: a member named `__proto__` (JSON.parse makes it an own key) stays a member
-    if (x !== undefined)
-      Object.defineProperty(out, k, {
-        value: sortedDeep(x),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      })
+    if (x !== undefined) setOwn(out, k, sortedDeep(x))
   }
   return out
+}
+
+/** `obj[key] = value`, except that a key `__proto__` (a legal name) stays an own member. */
+function setOwn(obj: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true })
 }
 
 function sortedKeys(m: ReadonlyMap<string, unknown>): string[] {

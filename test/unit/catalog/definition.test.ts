@@ -110,8 +110,8 @@ describe('canonicalJson', () => {
       '{"B":3,"a":2,"b":1,"e\u0301":5,"é":4}',
     )
     expect(canonicalJson('é')).not.toBe(canonicalJson('e\u0301'))
-    // U+FFFF sorts after U+1F600 in code points but before it in UTF-16 (RFC 8785 §3.2.3).
-    expect(canonicalJson({ '\u{1F600}': 1, '\uFFFF': 2 })).toBe('{"\uFFFF":2,"\u{1F600}":1}')
+    // U+1F600 is D83D DE00 in UTF-16: before U+FFFF there, after it by code point (RFC 8785 §3.2.3).
+    expect(canonicalJson({ '\uFFFF': 2, '\u{1F600}': 1 })).toBe('{"\u{1F600}":1,"\uFFFF":2}')
   })
 
   it('writes numbers and strings as JSON.stringify does (RFC 8785)', () => {

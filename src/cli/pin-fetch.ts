@@ -1,0 +1,295 @@
+/**
+ * Asks one configured server for every tool and prompt definition it lists, for `mcp-edge pin`
+ * (docs/catalog.md §Pinning). The requests go through the same path as a virtual server's member
+ * requests (virtual/member-call.ts): the server's replicas, retries, health, timeouts and its
+ * configured upstream headers, so the pin sees what the gateway's own credentials see. A server
+ * that speaks only 2025-era protocol is asked within a session the gateway initialises
+ * (virtual/member-era.ts), as virtual servers do.
+ */
+import type { CatalogKind } from '../catalog/definition.js'
+import { isRecord } from '../mcp/jsonrpc.js'
+import { UpstreamFailure } from '../upstream/failure.js'
+import type { Upstream } from '../upstream/upstream.js'
+import { callMember, type MemberAnswer, type MemberRuntime } from '../virtual/member-call.js'
+import {
+  initializeMember,
+  legacyHeaders,
+  sendInLegacySession,
+  type MemberSend,
+} from '../virtual/member-era.js'
+import { type MemberSession, MemberSessions } from '../virtual/member-sessions.js'
+
+const MODERN = '2026-07-28'
+/** Pages one list may have before the server counts as looping (its cursors never end). */
+const MAX_PAGES = 1000
+
+/** Definitions by the server's own names, as it listed them (whole items), per kind. */
+export type ServerDefinitions = Readonly<
+  Record<CatalogKind, ReadonlyMap<string, Readonly<Record<string, unknown>>>>
+>
+
+/** A server that could not be asked, or that answered something a pin cannot use. */
+class PinFetchError extends Error {
+  override readonly name = 'PinFetchError'
+}
+
+const LIST_METHOD: Readonly<Record<CatalogKind, string>> = {
+  tools: 'tools/list',
+  prompts: 'prompts/list',
+}
+
+/**
+ * Every tool and prompt `server` lists, all pages; a kind the server declares no capability for
+ * is empty (spec 2026-07-28 server/tools §Capabilities, server/prompts §Capabilities). Throws
+ * PinFetchError naming the server.
+ */
+export async function fetchDefinitions(
+  server: MemberRuntime,
+  maxBytes: number,
+): Promise<ServerDefinitions> {
+  let conversation: Conversation | undefined
+  try {
+    conversation = await open(server, maxBytes)
+    const out: Record<CatalogKind, Map<string, Readonly<Record<string, unknown>>>> = {
+      tools: new Map(),
+      prompts: new Map(),
+    }
+    for (const kind of ['tools', 'prompts'] as const) {
+      if (isRecord(conversation.capabilities[kind])) await listAll(conversation, kind, out[kind])
+    }
+    return out
+  } catch (err) {
+    throw new PinFetchError(`server ${server.name}: ${describe(err)}`, { cause: err })
+  } finally {
+    await conversation?.close()
+  }
+}
+
+/** Reads every page of one list into `into`; a name listed twice is an error. */
+async function listAll(
+  c: Conversation,
+  kind: CatalogKind,
+  into: Map<string, Readonly<Record<string, unknown>>>,
+): Promise<void> {
+  const method = LIST_METHOD[kind]
+  const seen = new Set<string>()
+  let cursor: string | undefined
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const result = await c.ask(method, cursor === undefined ? {} : { cursor })
+    const items = result[kind]
+    if (!Array.isArray(items)) throw new PinFetchError(`${method}: the result has no ${kind} list`)
+    for (const item of items) {
+      if (!isRecord(item) || typeof item.name !== 'string')
+        throw new PinFetchError(`${method}: an item without a string name`)
+      if (into.has(item.name))
+        throw new PinFetchError(`${method}: ${JSON.stringify(item.name)} is listed twice`)
+      into.set(item.name, item)
+    }
+    const next = result.nextCursor
+    if (next === undefined || next === null) return
+    // spec 2026-07-28 utilities/pagination: an opaque string; one seen before would loop forever.
+    if (typeof next !== 'string' || seen.has(next))
+      throw new PinFetchError(`${method}: invalid or repeated nextCursor`)
+    seen.add(next)
+    cursor = next
+  }
+  throw new PinFetchError(`${method}: more than ${MAX_PAGES} pages`)
+}
+
+/** One open conversation with a server, in the era it speaks. */
+interface Conversation {
+  readonly capabilities: Readonly<Record<string, unknown>>
+  /** Sends one request; resolves to its JSON-RPC result, throws on the server's error. */
+  ask(method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
+  /** Ends what the conversation left on the server (a 2025-era session). Never throws. */
+  close(): Promise<void>
+}
+
+/** The envelope every 2026-07-28 request carries in `params._meta` (spec basic/index). */
+const MODERN_META = {
+  'io.modelcontextprotocol/protocolVersion': MODERN,
+  'io.modelcontextprotocol/clientInfo': { name: 'mcp-edge-pin', version: '0.1.0' },
+  'io.modelcontextprotocol/clientCapabilities': {},
+}
+
+let lastId = 0
+
+/** A request's body and its raw id (the answer must carry it: virtual/member-call.ts). */
+function request(method: string, params: Record<string, unknown>): [body: Buffer, rawId: string] {
+  const rawId = JSON.stringify(`mcp-edge-pin-${++lastId}`)
+  const text = `{"jsonrpc":"2.0","id":${rawId},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`
+  return [Buffer.from(text, 'utf8'), rawId]
+}
+
+/**
+ * The headers of a 2026-07-28 request: what a client sends (spec basic/transports/streamable-http),
+ * then the server's configured upstream headers, as pipeline/proxy.ts appends them.
+ */
+function modernHeaders(server: MemberRuntime, method: string, body: Buffer): string[] {
+  // prettier-ignore
+  return [
+    'content-type', 'application/json',
+    'accept', 'application/json, text/event-stream',
+    'mcp-protocol-version', MODERN,
+    'mcp-method', method,
+    ...server.upstreamHeaders,
+    'content-length', String(body.length),
+  ]
+}
+
+type Send = (
+  method: string,
+  headers: readonly string[],
+  body: Buffer,
+  rawId: string,
+  pinned?: Upstream,
+) => Promise<MemberAnswer>
+
+/**
+ * Opens the conversation: `server/discover` in 2026-07-28, or, when the server refuses that as a
+ * 2025-era server refuses a request without a session (a 4xx other than 404), an `initialize`
+ * and its session (spec 2025-11-25 basic/lifecycle §Initialization; spec 2026-07-28
+ * basic/versioning: a client falls back to `initialize` on such an answer).
+ */
+async function open(server: MemberRuntime, maxBytes: number): Promise<Conversation> {
+  const send: Send = (method, headers, body, rawId, pinned) =>
+    callMember(server, {
+      headers,
+      body,
+      method,
+      rawId,
+      targets: [],
+      owner: undefined,
+      maxBytes,
+      pinned,
+    })
+  const [body, rawId] = request('server/discover', { _meta: MODERN_META })
+  let answer: MemberAnswer
+  try {
+    answer = await send(
+      'server/discover',
+      modernHeaders(server, 'server/discover', body),
+      body,
+      rawId,
+    )
+  } catch (err) {
+    // 2025-era servers refuse a request without a session with `"id": null`, which the id check
+    // takes for another request's answer (as pipeline/virtual-members.ts notes).
+    if (!(err instanceof UpstreamFailure) || !legacyRefusal(err.status)) throw err
+    return legacy(server, send, `HTTP ${err.status}`)
+  }
+  const result = answer.message.result
+  if (answer.status === 200 && isRecord(result)) {
+    const caps = result.capabilities
+    return {
+      capabilities: isRecord(caps) ? caps : {},
+      ask: async (method, params) => {
+        const [b, id] = request(method, { ...params, _meta: MODERN_META })
+        const a = await send(method, modernHeaders(server, method, b), b, id)
+        return resultOf(method, a.status, a.message)
+      },
+      close: async () => {},
+    }
+  }
+  const why = `HTTP ${answer.status}${errorText(answer.message)}`
+  if (!legacyRefusal(answer.status)) throw new PinFetchError(`server/discover failed: ${why}`)
+  return legacy(server, send, why)
+}
+
+function legacyRefusal(status: number | undefined): boolean {
+  return status !== undefined && status >= 400 && status < 500 && status !== 404
+}
+
+/** A 2025-era session with the server, through the member-era code virtual servers use. */
+async function legacy(server: MemberRuntime, send: Send, refused: string): Promise<Conversation> {
+  const sessions = new MemberSessions(1)
+  const via =
+    (method: string): MemberSend =>
+    async (headers, body, rawId, pin) => {
+      const a = await send(method, headers, body, rawId ?? '""', pin as Upstream | undefined)
+      return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }
+    }
+  // prettier-ignore
+  const base = [
+    'content-type', 'application/json',
+    'accept', 'application/json, text/event-stream',
+    ...server.upstreamHeaders,
+  ]
+  let session: MemberSession
+  try {
+    session = await sessions.get('pin', server.name, () =>
+      initializeMember(via('initialize'), base, undefined),
+    )
+  } catch (err) {
+    throw new PinFetchError(
+      `server/discover refused (${refused}) and initialize failed: ${describe(err)}`,
+    )
+  }
+  return {
+    capabilities: session.capabilities ?? {},
+    ask: async (method, params) => {
+      const [b, id] = request(method, params)
+      const a = await sendInLegacySession(
+        sessions,
+        'pin',
+        server.name,
+        undefined,
+        via(method),
+        base,
+        b,
+        id,
+      )
+      session = a.session
+      return resultOf(method, a.status, a.message ?? {})
+    },
+    close: () => endSession(server, session),
+  }
+}
+
+/** DELETE of the session (spec 2025-11-25 basic/transports §Session Management); best effort. */
+async function endSession(server: MemberRuntime, session: MemberSession): Promise<void> {
+  const up = (session.pin as Upstream | undefined) ?? server.balancing.pool.upstreams[0]
+  if (up === undefined || session.sessionId === undefined) return
+  try {
+    const res = await up.dispatcher.request({
+      origin: up.origin,
+      path: up.path,
+      method: 'DELETE',
+      headers: legacyHeaders(server.upstreamHeaders, session),
+      headersTimeout: server.config.timeouts.responseHeadersMs,
+      bodyTimeout: server.config.timeouts.responseHeadersMs,
+    })
+    await res.body.dump()
+  } catch {
+    // The server forgets idle sessions on its own.
+  }
+}
+
+/** The result of a list answer, or a PinFetchError with the server's error. */
+function resultOf(
+  method: string,
+  status: number,
+  message: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const result = message.result
+  if (status === 200 && isRecord(result)) return result
+  throw new PinFetchError(`${method} failed: HTTP ${status}${errorText(message)}`)
+}
+
+/** `: -32601 Method not found` for a JSON-RPC error, else ''. */
+function errorText(message: Readonly<Record<string, unknown>>): string {
+  const e = message.error
+  if (!isRecord(e)) return ''
+  return `: ${String(e.code)} ${typeof e.message === 'string' ? e.message : ''}`.trimEnd()
+}
+
+/** An error and its causes, one line. */
+function describe(err: unknown): string {
+  let text = err instanceof Error ? err.message : String(err)
+  let cause = err instanceof Error ? err.cause : undefined
+  while (cause instanceof Error) {
+    if (!text.includes(cause.message)) text += ` (${cause.message})`
+    cause = cause.cause
+  }
+  return text
+}
