@@ -13,9 +13,14 @@ const EXPECT: Readonly<Record<BenchMethod, (result: Record<string, unknown>) => 
 }
 
 /** Sends the load's request (id 1) and one with a fresh string id; both must come back intact. */
-export async function checkTarget(label: string, url: string, method: BenchMethod): Promise<void> {
+export async function checkTarget(
+  label: string,
+  url: string,
+  method: BenchMethod,
+  extraHeaders: Readonly<Record<string, string>> = {},
+): Promise<void> {
   for (const id of [1, `check-${method}-${Date.now()}`]) {
-    const { status, message, raw } = await post(url, method, id)
+    const { status, message, raw } = await post(url, method, id, extraHeaders)
     const where = `${label}: ${method} id=${JSON.stringify(id)} → HTTP ${status}`
     if (status !== 200) throw new Error(`${where}, expected 200. Body: ${raw.slice(0, 300)}`)
     if (message === undefined)
@@ -59,13 +64,18 @@ interface Answer {
   readonly raw: string
 }
 
-async function post(url: string, method: BenchMethod, id: string | number): Promise<Answer> {
+async function post(
+  url: string,
+  method: BenchMethod,
+  id: string | number,
+  extraHeaders: Readonly<Record<string, string>>,
+): Promise<Answer> {
   const { headers, body } = buildRequest(method, id)
   let res: Response
   try {
     res = await fetch(url, {
       method: 'POST',
-      headers,
+      headers: { ...headers, ...extraHeaders },
       body,
       signal: AbortSignal.timeout(TIMEOUT_MS),
     })

@@ -35,15 +35,7 @@ export function gatewayEntry(repoRoot: string): string {
 }
 
 /** Writes the config, starts the gateway and resolves once GET /healthz answers 200. */
-export async function startGateway(spec: GatewaySpec): Promise<Gateway> {
-  const entry = gatewayEntry(spec.repoRoot)
-  if (!existsSync(entry)) {
-    throw new Error(
-      `gateway not built: ${entry} is missing. Run \`npm run build\` first, ` +
-        'or set BENCH_DIRECT_ONLY=1 to measure the backend alone.',
-    )
-  }
-  const port = await freePort()
+export function startGateway(spec: GatewaySpec): Promise<Gateway> {
   const servers = Object.fromEntries(
     Object.entries(spec.servers).map(([name, url]) => [
       name,
@@ -52,19 +44,37 @@ export async function startGateway(spec: GatewaySpec): Promise<Gateway> {
   )
   // Production defaults: access log at info (to /dev/null-like pipe) and the edge cache on, so the
   // figures are what an operator runs. The cache only answers the public list of `bench`.
-  const config = {
+  return launchGateway(spec, (port) => ({
     listen: { host: '127.0.0.1', port },
     servers,
     log: { level: process.env['BENCH_LOG_LEVEL'] ?? 'info' },
     cache: {},
     ...spec.extra,
+  }))
+}
+
+/** Where a gateway process runs, whatever its config. */
+export type LaunchSpec = Pick<GatewaySpec, 'name' | 'repoRoot' | 'configDir' | 'cpu'>
+
+/** Starts the built gateway with the config `build` returns for a free port. */
+export async function launchGateway(
+  spec: LaunchSpec,
+  build: (port: number) => Record<string, unknown>,
+): Promise<Gateway> {
+  const entry = gatewayEntry(spec.repoRoot)
+  if (!existsSync(entry)) {
+    throw new Error(
+      `gateway not built: ${entry} is missing. Run \`npm run build\` first, ` +
+        'or set BENCH_DIRECT_ONLY=1 to measure the backend alone.',
+    )
   }
+  const port = await freePort()
   const configPath = join(spec.configDir, `${spec.name}.yaml`)
-  await writeFile(configPath, stringify(config))
-  const child = spawnNode(spec.name, [entry, 'serve', '--config', configPath], {
-    cpu: spec.cpu,
-    cwd: spec.repoRoot,
-  })
+  await writeFile(configPath, stringify(build(port)))
+  // BENCH_GATEWAY_FLAGS: node flags for every gateway (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
+  const flags = (process.env['BENCH_GATEWAY_FLAGS'] ?? '').split(' ').filter((f) => f !== '')
+  const args = [...flags, entry, 'serve', '--config', configPath]
+  const child = spawnNode(spec.name, args, { cpu: spec.cpu, cwd: spec.repoRoot })
   const baseUrl = `http://127.0.0.1:${port}`
   await waitHealthy(child, `${baseUrl}/healthz`, configPath)
   return { child, baseUrl }

@@ -21,6 +21,8 @@ export interface CellSpec {
   readonly gatewayPids: readonly number[]
   readonly backendPids: readonly number[]
   readonly backendStatsUrl: string
+  /** Extra request headers (a bearer token). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
 }
 
 /** Raw figures of one cell; ratios are derived later by the runner. */
@@ -54,7 +56,7 @@ export async function measureCell(spec: CellSpec): Promise<CellMeasurement> {
   const options = {
     url: spec.url,
     method: 'POST',
-    headers,
+    headers: { ...headers, ...spec.headers },
     body,
     connections: spec.connections,
     pipelining: 1,

@@ -6,6 +6,7 @@ import type { BenchMethod } from './requests.js'
 
 export type TargetId =
   | 'direct'
+  | 'floor'
   | 'gateway'
   | 'gateway-verify'
   | 'cache-hit'
@@ -13,10 +14,13 @@ export type TargetId =
   | 'gateway-limit'
   | 'gateway-limit-redis'
   | 'gateway-virtual'
+  | 'gateway-auth-policy'
+  | 'cache-hit-policy'
 
 /** Row labels; the legend under the table says what each one is. */
 export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
   direct: 'direct',
+  floor: 'floor proxy',
   gateway: 'gateway',
   'gateway-verify': 'gateway, verify body',
   'cache-hit': 'gateway, cache hit',
@@ -24,6 +28,8 @@ export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
   'gateway-limit': 'gateway, policy + local limit',
   'gateway-limit-redis': 'gateway, policy + Redis limit',
   'gateway-virtual': 'gateway, via virtual server',
+  'gateway-auth-policy': 'gateway, JWT + 20 rules',
+  'cache-hit-policy': 'gateway, cache hit + policy filter',
 }
 
 /** One measured cell, or a cache-hit row that could not be measured (`skipped` says why). */
@@ -35,10 +41,14 @@ export interface Cell {
   readonly skipped?: string
 }
 
-/** Gateway figures relative to the direct cell with the same method and concurrency. */
+/** Gateway figures relative to the direct and floor cells with the same method and concurrency. */
 interface Ratios {
   /** Gateway CPU per request ÷ the backend's CPU per request when answering directly. */
   readonly gatewayCpuVsBackend: number | null
+  /** Gateway CPU per request ÷ the floor proxy's CPU per request (null without a floor cell). */
+  readonly gatewayCpuVsFloor: number | null
+  /** p50 latency ÷ the floor proxy's p50 (null without a floor cell). */
+  readonly p50VsFloor: number | null
   readonly throughputVsDirect: number
   readonly addedP50Ms: number
 }
@@ -48,21 +58,28 @@ export interface Report {
   readonly cells: readonly (Cell & { readonly ratios?: Ratios })[]
 }
 
-/** Attaches ratios to every gateway cell that has a direct twin. */
+/** Attaches ratios to every proxied cell that has a direct twin (and a floor twin, if run). */
 export function buildReport(meta: Report['meta'], cells: readonly Cell[]): Report {
-  const direct = (c: Cell): CellMeasurement | undefined =>
+  const twin = (target: TargetId, c: Cell): CellMeasurement | undefined =>
     cells.find(
-      (d) => d.target === 'direct' && d.method === c.method && d.connections === c.connections,
+      (d) => d.target === target && d.method === c.method && d.connections === c.connections,
     )?.measured
   return {
     meta,
     cells: cells.map((cell) => {
-      const base = direct(cell)
+      const base = twin('direct', cell)
+      const floor = twin('floor', cell)
       const m = cell.measured
       if (cell.target === 'direct' || base === undefined || m === undefined) return cell
+      const floorCpu = floor?.gatewayCpuUsPerReq ?? null
       const ratios: Ratios = {
         gatewayCpuVsBackend:
           m.gatewayCpuUsPerReq === null ? null : m.gatewayCpuUsPerReq / base.backendCpuUsPerReq,
+        gatewayCpuVsFloor:
+          m.gatewayCpuUsPerReq === null || floorCpu === null || cell.target === 'floor'
+            ? null
+            : m.gatewayCpuUsPerReq / floorCpu,
+        p50VsFloor: floor === undefined || cell.target === 'floor' ? null : m.p50Ms / floor.p50Ms,
         throughputVsDirect: m.rps / base.rps,
         addedP50Ms: m.p50Ms - base.p50Ms,
       }
@@ -81,6 +98,8 @@ const HEADER = [
   'gateway µs/req',
   'backend µs/req',
   'gateway ÷ backend CPU',
+  'CPU ÷ floor',
+  'p50 ÷ floor',
   'req/s ÷ direct',
   '+p50 ms',
   'backend hits/req',
@@ -103,6 +122,9 @@ export function renderMarkdown(report: Report): string {
     ...rows,
     '',
     '- **direct**: load straight at the backend.',
+    '- **floor proxy**: a bare `node:http` server handing the body to undici `Pool.stream` (no',
+    '  parsing, no logging; floor.ts), pinned where the gateway runs. `CPU ÷ floor` and',
+    "  `p50 ÷ floor` divide a row's proxy CPU per request and p50 by this row's.",
     '- **gateway**: through the gateway, `trustHeaders: true`; its tools/list route serves a',
     '  `no-store` list, so that row is always forwarded.',
     '- **gateway, verify body**: `trustHeaders: false`; the gateway reads and checks the body.',
@@ -115,6 +137,10 @@ export function renderMarkdown(report: Report): string {
     '- **gateway, via virtual server**: the same tools/call sent to a virtual server whose member',
     "  is the `gateway` row's server; it is routed by name (body parsed). Target: within 15% of",
     '  the **gateway, verify body** row, the member endpoint that also parses (docs/virtual-servers.md).',
+    '- **gateway, JWT + 20 rules**: the default `trustHeaders: false`, with JWT auth (ES256 key',
+    '  file; verified tokens remembered, as by default) and a 20-rule policy.',
+    '- **gateway, cache hit + policy filter**: the cacheable tools/list through the **policy**',
+    '  gateway: an org-wide filter keeps the entry `public` (docs/cache.md).',
     '',
     "CPU per request is each process's utime+stime (/proc) over the measured window ÷ responses",
     "in it. `gateway ÷ backend CPU` divides by the backend's figure in the direct row with the",
@@ -139,9 +165,9 @@ function renderRow(cell: Report['cells'][number]): string {
     fmt(m.p99Ms, 3),
     m.gatewayCpuUsPerReq === null ? '–' : fmt(m.gatewayCpuUsPerReq, 0),
     fmt(m.backendCpuUsPerReq, 0),
-    r?.gatewayCpuVsBackend === undefined || r.gatewayCpuVsBackend === null
-      ? '–'
-      : fmt(r.gatewayCpuVsBackend, 2),
+    ratio(r?.gatewayCpuVsBackend),
+    ratio(r?.gatewayCpuVsFloor),
+    ratio(r?.p50VsFloor),
     r === undefined ? '–' : fmt(r.throughputVsDirect, 2),
     r === undefined ? '–' : (r.addedP50Ms >= 0 ? '+' : '') + fmt(r.addedP50Ms, 3),
     fmt(m.backendPerResponse, 2),
@@ -150,6 +176,10 @@ function renderRow(cell: Report['cells'][number]): string {
     fmt(m.clientCpuPct, 0),
   ]
   return `| ${[...head, ...values].join(' | ')} |`
+}
+
+function ratio(value: number | null | undefined): string {
+  return value === undefined || value === null ? '–' : fmt(value, 2)
 }
 
 function fmt(value: number, digits: number): string {

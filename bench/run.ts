@@ -7,7 +7,8 @@
  *
  * Env: BENCH_QUICK=1 (1 s cells, smoke test), BENCH_DURATION_S=<s>, BENCH_WARMUP_S=<s>,
  * BENCH_DIRECT_ONLY=1 (no gateway, e.g. before dist/cli.js exists), BENCH_TARGETS=<ids> (only
- * those rows, e.g. direct,gateway,gateway-verify,gateway-virtual).
+ * those rows, e.g. direct,floor,gateway,gateway-verify,gateway-virtual,gateway-auth-policy,
+ * cache-hit-policy).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -58,7 +59,7 @@ async function main(): Promise<number> {
   const only = process.env['BENCH_TARGETS']?.split(',').filter((x) => x !== '')
   const targets =
     only === undefined ? plan.targets : plan.targets.filter((t) => only.includes(t.id))
-  for (const t of targets) await checkTarget(TARGET_LABELS[t.id], t.url, t.method)
+  for (const t of targets) await checkTarget(TARGET_LABELS[t.id], t.url, t.method, t.headers)
   log(`checks passed for ${targets.length} targets; ${estimate(settings, targets.length)}`)
 
   const cells = await runCells(settings, worker, backend, targets)
@@ -109,6 +110,7 @@ async function runCells(
     gatewayPids: t.gatewayPids,
     backendPids: backend.pids,
     backendStatsUrl: backend.statsUrl,
+    headers: t.headers,
   })
   // Unmeasured: lets every process JIT its hot path and fill its pools before the first c=1 cell.
   for (const t of targets) await worker.run(spec(t, 16, settings.warmupS))
@@ -144,7 +146,8 @@ function screenCacheHit(cell: Cell): Cell {
         `(${hits.toFixed(2)} hits/req)`,
     )
   }
-  if (cell.target !== 'cache-hit' || hits <= 0.01) return cell
+  const isHit = cell.target === 'cache-hit' || cell.target === 'cache-hit-policy'
+  if (!isHit || hits <= 0.01) return cell
   const { measured: _dropped, ...rest } = cell
   return { ...rest, skipped: `cache: not active (backend ${hits.toFixed(2)} hits/req)` }
 }

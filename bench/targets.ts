@@ -6,6 +6,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
+import { exportSPKI, generateKeyPair, SignJWT } from 'jose'
 import { detectListCache } from './check.js'
 import { spawnNode, waitForLine } from './children.js'
 import { startGateway } from './gateway.js'
@@ -19,6 +20,8 @@ export interface Target {
   readonly method: BenchMethod
   readonly url: string
   readonly gatewayPids: readonly number[]
+  /** Headers every request to this target carries on top of the MCP ones (a bearer token). */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 /** The running backend: cacheable-list endpoint, uncacheable-list endpoint, request counter. */
@@ -58,6 +61,25 @@ export async function startBackend(at: Placement): Promise<Backend> {
   }
 }
 
+/**
+ * The floor proxy (floor.ts) pinned where the gateway runs: node:http + undici `Pool.stream`, no
+ * parsing, no logging. Its CPU per request is what any Node proxy hop costs on this machine.
+ */
+export async function floorTargets(at: Placement, backend: Backend): Promise<Target[]> {
+  const script = join(at.repoRoot, 'bench', 'floor.ts')
+  const upstream = new URL(backend.url).origin
+  const args = ['--import', 'tsx', script, '--upstream', upstream, '--port', '0', '--lifeline']
+  const child = spawnNode('floor', args, { cpu: at.gatewayCpu, cwd: at.repoRoot })
+  const match = await waitForLine(child, /listening (\d+)/, 20_000)
+  const base = `http://127.0.0.1:${match[1] ?? ''}`
+  const pids = processTree(child.pid)
+  return [
+    { id: 'floor', method: 'tools/call', url: `${base}/mcp`, gatewayPids: pids },
+    // The uncacheable list, as the forwarded `gateway` tools/list row.
+    { id: 'floor', method: 'tools/list', url: `${base}/mcp-nostore`, gatewayPids: pids },
+  ]
+}
+
 /** The direct targets only, for runs without a gateway. */
 export function directTargets(backend: Backend): TargetPlan {
   const methods: readonly BenchMethod[] = ['tools/call', 'tools/list']
@@ -88,15 +110,19 @@ export async function gatewayTargets(at: Placement, backend: Backend): Promise<T
   const verifyPids = processTree(verifying.child.pid)
   const via = (id: TargetId, method: BenchMethod, url: string, pids: readonly number[]) =>
     ({ id, method, url, gatewayPids: pids }) satisfies Target
+  const floor = await floorTargets(at, backend)
   const targets: Target[] = [
     direct(backend, 'tools/call'),
+    ...floor.filter((t) => t.method === 'tools/call'),
     via('gateway', 'tools/call', `${trusting.baseUrl}/mcp/bench`, trustPids),
     via('gateway-verify', 'tools/call', `${verifying.baseUrl}/mcp/bench`, verifyPids),
     via('gateway-virtual', 'tools/call', `${trusting.baseUrl}/mcp/virtual`, trustPids),
     direct(backend, 'tools/list'),
+    ...floor.filter((t) => t.method === 'tools/list'),
     via('gateway', 'tools/list', `${trusting.baseUrl}/mcp/nostore`, trustPids),
   ]
   targets.push(...(await limitTargets(at, backend)))
+  targets.push(...(await authPolicyTargets(at, backend)))
   const cacheUrl = `${trusting.baseUrl}/mcp/bench`
   if (!(await detectListCache(cacheUrl, backend.statsUrl))) {
     const skipped: Cell = {
@@ -152,9 +178,81 @@ async function limitTargets(at: Placement, backend: Backend): Promise<Target[]> 
   for (const [id, extra] of specs) {
     const gw = await startGateway({ ...common, name: id, extra })
     const pids = processTree(gw.child.pid)
-    targets.push({ id, method: 'tools/call', url: `${gw.baseUrl}/mcp/bench`, gatewayPids: pids })
+    const url = `${gw.baseUrl}/mcp/bench`
+    targets.push({ id, method: 'tools/call', url, gatewayPids: pids })
+    // The cacheable list behind an org-wide policy filter: the filtered bytes stay `public`
+    // (docs/cache.md "Policy after the cache"), so every caller is served from one entry.
+    if (id === 'gateway-policy' && (await detectListCache(url, backend.statsUrl)))
+      targets.push({ id: 'cache-hit-policy', method: 'tools/list', url, gatewayPids: pids })
   }
   return targets
+}
+
+const BENCH_ISSUER = 'https://issuer.bench.invalid'
+const BENCH_AUDIENCE = 'mcp-edge-bench'
+
+/**
+ * Twenty rules, as an organisation's allowlist might have, all naming the bench server so every one
+ * is looked at: eighteen allowing other tool families, one deny and the one that lets the bench
+ * tool through. None depends on claims, so answers stay shareable.
+ */
+function twentyRules(): string {
+  const lines = ['rules:']
+  for (let i = 0; i < 18; i++)
+    lines.push(`  - name: team-${i}`, '    servers: [bench]', `    allow: { tools: ["t${i}_*"] }`)
+  lines.push('  - name: no-deletes', '    servers: ["*"]', '    deny: { tools: ["delete_*"] }')
+  lines.push('  - name: bench', '    servers: [bench]', '    allow: { tools: ["get_*"] }')
+  return `${lines.join('\n')}\n`
+}
+
+/**
+ * The default config (`trustHeaders: false`) with JWT auth (an ES256 key from a file, a token the
+ * load presents; verified tokens are remembered as in production) and the 20-rule policy.
+ */
+async function authPolicyTargets(at: Placement, backend: Backend): Promise<Target[]> {
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true })
+  const keyFile = join(at.configDir, 'bench-key.pem')
+  await writeFile(keyFile, await exportSPKI(publicKey))
+  const token = await new SignJWT({ scope: 'mcp' })
+    .setProtectedHeader({ alg: 'ES256' })
+    .setIssuer(BENCH_ISSUER)
+    .setAudience(BENCH_AUDIENCE)
+    .setSubject('bench-agent')
+    .setIssuedAt()
+    .setExpirationTime('6h')
+    .sign(privateKey)
+  const dir = join(at.configDir, 'policy-twenty')
+  await mkdir(dir, { recursive: true })
+  await writeFile(join(dir, 'policy.yaml'), twentyRules())
+  const gw = await startGateway({
+    repoRoot: at.repoRoot,
+    configDir: at.configDir,
+    cpu: at.gatewayCpu,
+    name: 'gateway-auth-policy',
+    servers: { bench: backend.url },
+    trustHeaders: false,
+    extra: {
+      policies: dir,
+      auth: {
+        publicUrl: 'http://127.0.0.1',
+        jwt: {
+          issuer: BENCH_ISSUER,
+          audience: BENCH_AUDIENCE,
+          publicKeyFile: keyFile,
+          algorithms: ['ES256'],
+        },
+      },
+    },
+  })
+  return [
+    {
+      id: 'gateway-auth-policy',
+      method: 'tools/call',
+      url: `${gw.baseUrl}/mcp/bench`,
+      gatewayPids: processTree(gw.child.pid),
+      headers: { authorization: `Bearer ${token}` },
+    },
+  ]
 }
 
 /** redis-server pinned beside the backend, killed with the bench; undefined when not installed. */
