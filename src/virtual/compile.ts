@@ -3,6 +3,7 @@ import { compilePattern, type Matcher } from '../policy/pattern.js'
 import { CursorCodec } from './cursor.js'
 import { MergedCache } from './merged-cache.js'
 import { VirtualState } from './state.js'
+import { VirtualTaskCodec } from './tasks.js'
 
 /** The config-derived half of a virtual server (the runtime adds its members and front). */
 export interface VirtualCore {
@@ -11,6 +12,8 @@ export interface VirtualCore {
   readonly memberNames: readonly string[]
   readonly state: VirtualState
   readonly cursors: CursorCodec
+  /** Task ids this virtual server hands out, each naming its member (virtual/tasks.ts). */
+  readonly tasks: VirtualTaskCodec
   /** `resources:` — the member configured for a URI two members serve, if a pattern matches. */
   readonly resourceRoute: (uri: string) => number | undefined
   /** Merged answers, when `cache:` is configured. */
@@ -36,6 +39,7 @@ export function compileVirtual(
     memberNames,
     state: new VirtualState(memberNames, config.prefix),
     cursors: new CursorCodec(key),
+    tasks: new VirtualTaskCodec(key, name),
     // Config order: the first pattern that matches decides.
     resourceRoute: (uri) => routes.find(([match]) => match(uri))?.[1],
     merged: maxTtlMs === undefined ? undefined : new MergedCache(maxTtlMs),
