@@ -9,6 +9,7 @@ import { peekRawId } from './mcp/jsonrpc.js'
 import { accessLog } from './pipeline/access-log.js'
 import { authenticate } from './pipeline/authenticate.js'
 import { authorize } from './pipeline/authorize.js'
+import { catalogView } from './pipeline/catalog.js'
 import { classifyRequest } from './pipeline/classify.js'
 import { exchangeToken } from './pipeline/exchange-token.js'
 import { frontDoor } from './pipeline/front-door.js'
@@ -25,7 +26,7 @@ import type { Tracing } from './telemetry/tracing.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
 import type { RuntimeRef } from './runtime/ref.js'
 import type { ReplicaOut } from './upstream/health.js'
-import type { GatewayRuntime } from './runtime/runtime.js'
+import { catalogWarnings, type GatewayRuntime } from './runtime/runtime.js'
 
 /** What the app needs from the process around it. */
 export interface GatewayDeps {
@@ -61,7 +62,8 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     // failing readiness on them would turn one bad edit or one dead backend into a full outage.
     // Names a virtual server cannot expose (collisions under `prefix: never`, names too long to
     // prefix; docs/virtual-servers.md §Names) are warnings too: the rest of it keeps serving.
-    const warnings = [...deps.warnings(), ...virtualProblems(runtime)]
+    // Definitions that differ from their pin (docs/catalog.md §Run-time pinning): names only.
+    const warnings = [...deps.warnings(), ...virtualProblems(runtime), ...catalogWarnings(runtime)]
     const upstreamsOut = deps.replicasOut?.() ?? []
     return c.json(
       { ready: problems.length === 0, problems, warnings, upstreamsOut },
@@ -74,6 +76,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   const tracing = deps.tracing
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
   const limits = runtime.policy?.limits ?? []
+  const catalogs = [...runtime.servers.values()].some((s) => s.catalog !== undefined)
   const stages: (MiddlewareHandler<GatewayEnv> | undefined | false)[] = [
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
@@ -82,6 +85,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     tracing && runtime.auth && traceMark(EVENT.auth, { result: 'ok' }),
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
+    catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
     runtime.policy && authorize(runtime.policy, deps.log, deps.metrics), // policy on named targets; list filters for lists
     tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
     limits.length > 0 && // per-principal limits (docs/rate-limits.md); before the cache

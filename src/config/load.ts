@@ -3,6 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
+import { curationProblems, loadLockFor } from '../catalog/config.js'
 import { checkVirtualServers } from '../virtual/config-check.js'
 import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
@@ -26,21 +27,28 @@ export interface LoadedConfig {
   readonly policy?: PolicySet | undefined
 }
 
-/** Reads, validates and freezes a YAML config file. Throws ConfigError naming every problem. */
-export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+/**
+ * Reads, validates and freezes a YAML config file. Throws ConfigError naming every problem.
+ * `lock: false` skips reading `pinning.lockFile`: `mcp-edge pin` is what writes it.
+ */
+export function loadConfigFile(
+  file: string,
+  env: NodeJS.ProcessEnv = process.env,
+  { lock = true }: { lock?: boolean } = {},
+): LoadedConfig {
   let text: string
   try {
     text = readFileSync(file, 'utf8')
   } catch (err) {
     throw new ConfigError([`${file}: ${(err as Error).message}`])
   }
-  return parseConfigText(text, { file, dir: dirname(resolve(file)), env })
+  return parseConfigText(text, { file, dir: dirname(resolve(file)), env, lock })
 }
 
 /** Validates config text (YAML or JSON); used by the loader, hot reload and tests. */
 export function parseConfigText(
   text: string,
-  opts: { file?: string; dir: string; env?: NodeJS.ProcessEnv },
+  opts: { file?: string; dir: string; env?: NodeJS.ProcessEnv; lock?: boolean },
 ): LoadedConfig {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
   if (doc.errors.length > 0) throw new ConfigError(doc.errors.map((e) => `yaml: ${e.message}`))
@@ -50,6 +58,9 @@ export function parseConfigText(
   if (!parsed.success) problems.push(...parsed.error.issues.map(formatIssue))
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems)
   problems.push(...crossCheck(parsed.data, opts.dir))
+  if (problems.length > 0) throw new ConfigError(problems)
+  // The pinning lock is part of the config: `check` and reloads report its problems too.
+  if (opts.lock !== false) problems.push(...loadLockFor(parsed.data, opts.dir))
   if (problems.length > 0) throw new ConfigError(problems)
   const policy = loadPolicies(parsed.data, opts.dir)
   return { config: deepFreeze(parsed.data), file: opts.file, dir: opts.dir, policy }
@@ -132,6 +143,7 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
   if (c.rateLimits?.redis === 'cache' && c.cache?.redis === undefined)
     problems.push('rateLimits.redis: "cache" needs cache.redis to be set')
   problems.push(...checkVirtualServers(c)) // members exist, no name shared with a server
+  problems.push(...curationProblems(c)) // one shown name per definition, readable backend names
   for (const [name, s] of Object.entries(c.servers)) {
     problems.push(...upstreamHeaderProblems(name, s.headers)) // names the gateway owns, case twins
     if (s.requiredScopes.length > 0 && c.auth === undefined) {

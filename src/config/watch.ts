@@ -1,6 +1,7 @@
 import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
+import { lockOf, lockPath } from '../catalog/config.js'
 import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { ConfigError, loadConfigFile, type LoadedConfig } from './load.js'
@@ -116,7 +117,20 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
 
 function changeIn(current: LoadedConfig, next: LoadedConfig): 'config' | 'policies' | 'nothing' {
   if (JSON.stringify(next.config) !== JSON.stringify(current.config)) return 'config'
+  // A re-pinned lock (docs/catalog.md §Run-time pinning) is compiled into the servers' catalogs.
+  if (lockText(next) !== lockText(current)) return 'config'
   return next.policy?.id !== current.policy?.id ? 'policies' : 'nothing'
+}
+
+/** The pins a loaded config was read with, comparable across loads. */
+function lockText(loaded: LoadedConfig): string {
+  const lock = lockOf(loaded.config)
+  if (lock === undefined) return ''
+  const digests = (m: ReadonlyMap<string, { readonly digest: string }>): string[][] =>
+    [...m].map(([name, d]) => [name, d.digest])
+  return JSON.stringify(
+    [...lock.servers].map(([s, l]) => [s, digests(l.tools), digests(l.prompts)]),
+  )
 }
 
 /**
@@ -127,6 +141,8 @@ async function fingerprint(loaded: LoadedConfig): Promise<string> {
   const policies = loaded.config.policies
   const folder = policies === undefined ? undefined : resolve(loaded.dir, policies)
   const files = loaded.file === undefined ? [] : [resolve(loaded.file)]
+  const lock = lockPath(loaded.config, loaded.dir)
+  if (lock !== undefined) files.push(lock)
   if (folder !== undefined) {
     const names = await readdir(folder).catch(() => [] as string[])
     files.push(folder, ...names.sort().map((n) => join(folder, n)))

@@ -37,3 +37,20 @@ export function filterMessage(
 export function listFilterHook(filter: ListFilter, method: string): ResultHook {
   return (message) => filterMessage(filter, method, message)
 }
+
+/**
+ * `first`, then `then` on what it kept: policy (which judges the backend's own names) before the
+ * catalog view (which renames them; docs/catalog.md §Curation). Either may be absent.
+ */
+export function chainFilters(
+  first: ListFilter | undefined,
+  then: ListFilter | undefined,
+): ListFilter | undefined {
+  if (first === undefined) return then
+  if (then === undefined) return first
+  return {
+    key: `${first.key}>${then.key}`,
+    identityDependent: first.identityDependent || then.identityDependent,
+    apply: (method, result) => then.apply(method, first.apply(method, result)),
+  }
+}

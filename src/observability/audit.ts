@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import type { DriftEvent } from '../catalog/pin-state.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../policy/compile.js'
 import type { Decision } from '../policy/policy.js'
@@ -33,6 +34,8 @@ interface LimitEntry {
 export interface AuditLog {
   record(entry: AuditEntry): void
   rateLimited(entry: LimitEntry): void
+  /** A definition whose digest is not its pin (docs/catalog.md §Run-time pinning). */
+  drift(event: DriftEvent): void
 }
 
 /**
@@ -76,6 +79,13 @@ export function createAuditLog(log: Logger): AuditLog {
           policy,
         },
         'rate limit refused a request',
+      )
+    },
+    drift({ server, kind, name, pinned, seen, action }) {
+      // Names and digests only: the new text is the backend's, and may be an attack on readers.
+      audit.info(
+        { server, kind, ...named(name), decision: 'catalog_drift', pinned, seen, action },
+        'catalog definition differs from its pin',
       )
     },
   }

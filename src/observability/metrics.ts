@@ -30,6 +30,8 @@ export interface GatewayMetrics {
   readonly rateLimitFallbacks: Counter
   /** Merged answers of a virtual server that left a member out (failed or too slow). */
   readonly virtualPartial: Counter<'server'>
+  /** Definitions seen with another digest than their pin (docs/catalog.md §Run-time pinning). */
+  readonly catalogDrift: Counter<'server' | 'kind'>
 }
 
 /** Maps a method to a bounded label value. */
@@ -64,6 +66,12 @@ export function createMetrics(defaults = true): GatewayMetrics {
       name: 'mcp_edge_virtual_partial_total',
       help: 'Merged virtual-server answers that left a member out',
       labelNames: ['server'],
+      registers,
+    }),
+    catalogDrift: new Counter({
+      name: 'mcp_edge_catalog_drift_total',
+      help: 'Tool and prompt definitions seen with another digest than their pin',
+      labelNames: ['server', 'kind'],
       registers,
     }),
     policyDecisions: new Counter({

@@ -4,6 +4,7 @@ import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { peekRawId } from '../mcp/jsonrpc.js'
+import { chainFilters } from '../mcp/list-filter.js'
 import { LIST_ITEMS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import { createAuditLog } from '../observability/audit.js'
@@ -46,7 +47,8 @@ export const authorize = (
       targets = [{ kind: 'method', name: method }]
     }
     if (method !== undefined && Object.hasOwn(LIST_ITEMS, method)) {
-      c.set('listFilter', policy.listFilter(principal, server))
+      // Policy judges the backend's names, so it filters before a catalog view renames them.
+      c.set('listFilter', chainFilters(policy.listFilter(principal, server), c.get('listFilter')))
       return next()
     }
     // SECURITY: a URI with dot segments or encoded separators resolves elsewhere at the backend

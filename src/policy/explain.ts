@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util'
+import { explainCatalog } from '../catalog/explain.js'
 import { ConfigError, loadConfigFile } from '../config/load.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
@@ -64,16 +65,31 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     io.err(`mcp-edge explain: no server "${opts.server}" in ${file} (servers: ${known})\n`)
     return EXPLAIN_EXIT.usage
   }
+  // The name a client uses may be a curated one; policy judges the backend's (docs/catalog.md).
+  const catalog = explainCatalog(loaded.config, opts.server, opts.target)
+  const extra = catalog === undefined ? '' : `${catalog.lines.join('\n')}\n`
+  const catalogJson = catalog === undefined ? {} : { catalog: catalog.json }
+  if (catalog !== undefined && catalog.backend === undefined) {
+    const json = JSON.stringify({ decision: 'deny', ...catalogJson })
+    io.out(opts.json ? `${json}\n` : `decision: deny\n${extra}`)
+    return EXPLAIN_EXIT.deny
+  }
+  const judged =
+    catalog?.backend === undefined ||
+    opts.target.kind === 'resource' ||
+    opts.target.kind === 'method'
+      ? opts
+      : { ...opts, target: { kind: opts.target.kind, name: catalog.backend } }
   const policy = loaded.policy
   if (policy === undefined) {
-    const json = JSON.stringify({ decision: 'allow', policies: false })
-    io.out(opts.json ? `${json}\n` : 'decision: allow\nreason: no policies configured\n')
+    const json = JSON.stringify({ decision: 'allow', policies: false, ...catalogJson })
+    io.out(opts.json ? `${json}\n` : `decision: allow\nreason: no policies configured\n${extra}`)
     return EXPLAIN_EXIT.allow
   }
-  const decision = policy.check(opts.caller, opts.server, opts.target)
+  const decision = policy.check(judged.caller, judged.server, judged.target)
   const text = opts.json
-    ? `${JSON.stringify(toJson(decision, opts, policy))}\n`
-    : describe(decision, opts, policy)
+    ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...catalogJson })}\n`
+    : describe(decision, judged, policy) + extra
   io.out(text)
   return decision.allow ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
 }

@@ -1,6 +1,9 @@
 import type { Logger } from 'pino'
 import type { AuthCarryOver } from '../auth/carry-over.js'
 import { compileAuth, type AuthRuntime } from '../auth/compile.js'
+import { compileCatalog } from '../catalog/compile.js'
+import type { ServerCatalog } from '../catalog/curate.js'
+import type { DriftReporter } from '../catalog/pin-state.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import { clientAddress, type ClientAddress } from '../limits/client-ip.js'
 import { LimitState } from '../limits/state.js'
@@ -9,6 +12,7 @@ import { BODY_TARGET_METHODS, CACHEABLE_METHODS } from '../mcp/methods.js'
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
+import { createAuditLog } from '../observability/audit.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import type { ReplicaOut } from '../upstream/health.js'
@@ -30,6 +34,8 @@ export interface ServerRuntime {
   readonly headerRules: HeaderRules
   /** Allowed Origin values for this server. */
   readonly origins: ReadonlySet<string>
+  /** Curation and pins (docs/catalog.md); undefined when the server has neither. */
+  readonly catalog?: ServerCatalog | undefined
 }
 
 /**
@@ -88,6 +94,20 @@ function parseMethodsFor(config: GatewayConfig): Set<string> {
   return methods
 }
 
+/** Methods whose tool or prompt name the catalog stage resolves (pipeline/catalog.ts). */
+function withCatalogMethods(methods: ReadonlySet<string>): Set<string> {
+  return new Set([...methods, 'tools/call', 'prompts/get', 'completion/complete'])
+}
+
+/** Drift goes to the audit log and a metric (docs/catalog.md §Run-time pinning). */
+function driftReporter(log: Logger, metrics: GatewayMetrics | undefined): DriftReporter {
+  const audit = createAuditLog(log)
+  return (event) => {
+    audit.drift(event)
+    metrics?.catalogDrift.inc({ server: event.server, kind: event.kind })
+  }
+}
+
 /** What outlives a config reload: the drain state and the metrics registry of one gateway. */
 export interface RuntimeShared {
   readonly lifecycle: Lifecycle
@@ -127,7 +147,9 @@ export function createRuntime(
     sessionKey: key.key,
     health: shared.health,
   }
+  const drift = driftReporter(log, shared.metrics)
   for (const [name, cfg] of Object.entries(config.servers)) {
+    const catalog = compileCatalog(name, cfg, config, drift)
     const upstreamHeaders: string[] = []
     for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
     const balancing = new ServerBalancing(name, cfg, upstreamHeaders, balancingContext)
@@ -137,7 +159,8 @@ export function createRuntime(
       config: cfg,
       classify: {
         parseAlways: !cfg.trustHeaders,
-        parseMethods,
+        // The catalog stage reads (and may rewrite) the name in these bodies, as policy does.
+        parseMethods: catalog === undefined ? parseMethods : withCatalogMethods(parseMethods),
         allowLegacy: cfg.legacyClients === 'allow',
         maxDepth: config.limits.maxJsonDepth,
       },
@@ -145,6 +168,7 @@ export function createRuntime(
       upstreamHeaders,
       headerRules: compileHeaderRules(Object.keys(cfg.headers), hashHeader),
       origins: new Set(cfg.origins ?? config.origins),
+      catalog,
     })
   }
   const virtualServers = new Map<string, VirtualRuntime>()
@@ -221,5 +245,21 @@ export function replicasOut(rt: GatewayRuntime): (ReplicaOut & { readonly server
   const out: (ReplicaOut & { readonly server: string })[] = []
   for (const s of rt.servers.values())
     for (const o of s.balancing.out()) out.push({ server: s.name, ...o })
+  return out
+}
+
+/** Definitions whose digest is not their pin, for /readyz: server and name, never the text. */
+export function catalogWarnings(rt: GatewayRuntime): string[] {
+  const out: string[] = []
+  for (const s of rt.servers.values()) {
+    const pins = s.catalog?.pins
+    if (pins === undefined) continue
+    const action =
+      pins.mode.onDrift === 'hide' ? 'hidden until re-pinned' : 'served (onDrift: warn)'
+    for (const d of pins.driftedNames())
+      out.push(
+        `catalog: ${s.name} ${d.kind === 'tools' ? 'tool' : 'prompt'} ${JSON.stringify(d.name)} differs from its pin; ${action}`,
+      )
+  }
   return out
 }

@@ -1,0 +1,133 @@
+import type { ServerConfig } from '../config/schema.js'
+import { isRecord } from '../mcp/jsonrpc.js'
+import type { ListFilter } from '../mcp/list-filter.js'
+import type { CatalogKind } from './definition.js'
+import { foldName } from './fold.js'
+import type { PinState } from './pin-state.js'
+
+/** How one backend definition is shown (config `servers.<name>.tools|prompts.<backendName>`). */
+type ItemCuration = ServerConfig['tools'][string]
+
+/** The list method of each catalog kind, and the array its result carries. */
+export const CATALOG_LISTS: Readonly<Record<string, CatalogKind>> = {
+  'tools/list': 'tools',
+  'prompts/list': 'prompts',
+}
+
+/** The curation of one kind (tools or prompts) of one server, compiled once. */
+class KindCuration {
+  /** curated name → backend name, for renamed definitions only */
+  readonly toBackend = new Map<string, string>()
+
+  /** Folded (foldName) backend names clients may not use: hidden or renamed away. */
+  private readonly withheld = new Set<string>()
+
+  constructor(readonly byBackend: ReadonlyMap<string, ItemCuration>) {
+    for (const [backend, c] of byBackend) {
+      if (c.name !== undefined && !c.hidden) this.toBackend.set(c.name, backend)
+      if (c.hidden || c.name !== undefined) this.withheld.add(foldName(backend))
+    }
+  }
+
+  /**
+   * The backend name a client's name reaches, or undefined when it is unknown to clients: a
+   * backend name that was renamed away, a hidden one, or one a curated name shadows.
+   */
+  resolve(exposed: string): string | undefined {
+    const renamed = this.toBackend.get(exposed)
+    if (renamed !== undefined) return renamed
+    const own = this.byBackend.get(exposed)
+    if (own !== undefined) return own.hidden || own.name !== undefined ? undefined : exposed
+    return this.isVariantOfWithheld(exposed) ? undefined : exposed
+  }
+
+  /**
+   * SECURITY: a backend that matches names loosely (case, compatibility forms, spaces) would run a
+   * hidden or renamed-away definition for `DEBUG_DUMP`; such a variant is as unknown as the name.
+   */
+  private isVariantOfWithheld(name: string): boolean {
+    return this.withheld.size > 0 && this.withheld.has(foldName(name))
+  }
+
+  /** The name clients see for a backend name, or undefined when they do not see it at all. */
+  exposed(backend: string): string | undefined {
+    const c = this.byBackend.get(backend)
+    if (c?.hidden === true) return undefined
+    if (c?.name !== undefined) return c.name
+    if (c === undefined && this.isVariantOfWithheld(backend)) return undefined
+    // A curated name equal to this backend name shadows it: that name reaches the renamed one.
+    return this.toBackend.has(backend) ? undefined : backend
+  }
+}
+
+/**
+ * One server's catalog view (docs/catalog.md §Curation, §Run-time pinning): renames, replaced
+ * text, hidden definitions, and, with `pinning:`, definitions whose digest is not the pinned one.
+ * Everything here depends on the config and the lock only, never on who asks: the rewritten list
+ * stays `public`, and the edge cache keeps the rewritten bytes once per cached list.
+ */
+export class ServerCatalog implements ListFilter {
+  readonly identityDependent = false
+  private readonly kinds: Readonly<Record<CatalogKind, KindCuration>>
+
+  constructor(
+    readonly server: string,
+    config: Pick<ServerConfig, 'tools' | 'prompts'>,
+    readonly pins: PinState | undefined,
+    /** Equal keys rewrite identically: the curation and the pins (list-filter.ts ListFilter.key). */
+    readonly key: string,
+  ) {
+    this.kinds = {
+      tools: new KindCuration(new Map(Object.entries(config.tools))),
+      prompts: new KindCuration(new Map(Object.entries(config.prompts))),
+    }
+  }
+
+  /** The backend name a client's tool or prompt name reaches; undefined = unknown to clients. */
+  resolve(kind: CatalogKind, exposed: string): string | undefined {
+    return this.kinds[kind].resolve(exposed)
+  }
+
+  /** The name clients see for a backend name (explain), or undefined when hidden by config. */
+  exposed(kind: CatalogKind, backend: string): string | undefined {
+    return this.kinds[kind].exposed(backend)
+  }
+
+  /**
+   * The list result clients see. Runs after the policy filter (which judges backend names) and
+   * before anything renames items for a virtual server. Learns each definition's digest on the way
+   * (pin-state.ts): a list is where the gateway sees what the backend now says.
+   */
+  apply(method: string, result: Readonly<Record<string, unknown>>): Record<string, unknown> {
+    const kind = Object.hasOwn(CATALOG_LISTS, method) ? CATALOG_LISTS[method] : undefined
+    if (kind === undefined) return { ...result }
+    const items = result[kind]
+    if (!Array.isArray(items)) return { ...result }
+    const curation = this.kinds[kind]
+    const out: Record<string, unknown>[] = []
+    for (const item of items as unknown[]) {
+      // SECURITY: an item without a readable name is dropped, never shown unjudged.
+      if (!isRecord(item) || typeof item.name !== 'string') continue
+      const name = item.name
+      if (this.pins !== undefined && !this.pins.visible(kind, name, item)) continue
+      const shown = curation.exposed(name)
+      if (shown === undefined) continue
+      const c = curation.byBackend.get(name)
+      out.push(c === undefined ? item : curated(item, shown, c))
+    }
+    return { ...result, [kind]: out }
+  }
+}
+
+/** A copy of a definition with the configured name and text in place of the backend's. */
+function curated(
+  item: Readonly<Record<string, unknown>>,
+  name: string,
+  c: ItemCuration,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...item, name }
+  if (c.title !== undefined) out.title = c.title
+  if (c.description !== undefined) out.description = c.description
+  if ('annotations' in c && c.annotations !== undefined) out.annotations = { ...c.annotations }
+  return out
+}

@@ -1,0 +1,124 @@
+import type { PinningConfig } from '../config/schema.js'
+import { foldName } from './fold.js'
+import { definitionDigest, type CatalogKind } from './definition.js'
+import type { LockedDefinition, ServerLock } from './lock.js'
+
+/** One definition seen with another digest than its pin (docs/catalog.md §Run-time pinning). */
+export interface DriftEvent {
+  readonly server: string
+  readonly kind: CatalogKind
+  /** The backend's own name. */
+  readonly name: string
+  /** The pinned digest, and the one the backend's list now gives. */
+  readonly pinned: string
+  readonly seen: string
+  /** What clients get: `hidden` (onDrift: hide) or `served` (onDrift: warn). */
+  readonly action: 'hidden' | 'served'
+}
+
+/** Where drift goes: the audit log and a metric (wired by the runtime). */
+export type DriftReporter = (event: DriftEvent) => void
+
+/** Whether a call may reach a backend name, as far as its pin is concerned. */
+type PinCall = 'yes' | 'no' | 'unseen'
+
+/**
+ * Names remembered per kind. A backend that lists ever new names cannot grow this without bound;
+ * a name past the cap is judged as not seen (a call then waits for a list: catalog/probe.ts).
+ */
+const MAX_SEEN = 10_000
+
+/**
+ * The pins of one server and what its lists have shown since this runtime started. Lists are
+ * judged item by item against the lock (stateless, so a list is never shown unjudged); calls are
+ * judged by the last digest a list showed for the name, since a call does not carry the definition.
+ */
+export class PinState {
+  private readonly seen: Record<CatalogKind, Map<string, string>> = {
+    tools: new Map(),
+    prompts: new Map(),
+  }
+  /** Drifted names and the digest last reported for each (one report per new digest). */
+  private readonly drifted: Record<CatalogKind, Map<string, string>> = {
+    tools: new Map(),
+    prompts: new Map(),
+  }
+
+  /** Pinned names by fold (curate.ts foldName), to refuse loose variants of them. */
+  private readonly folded: Record<CatalogKind, ReadonlySet<string>>
+
+  constructor(
+    readonly server: string,
+    private readonly lock: ServerLock,
+    readonly mode: Pick<PinningConfig, 'onDrift' | 'newTools'>,
+    private readonly report: DriftReporter,
+  ) {
+    const fold = (m: ReadonlyMap<string, unknown>): Set<string> =>
+      new Set([...m.keys()].map(foldName))
+    this.folded = { tools: fold(lock.tools), prompts: fold(lock.prompts) }
+  }
+
+  /** The pin of a backend name, if the lock has one. */
+  pin(kind: CatalogKind, name: string): LockedDefinition | undefined {
+    return this.lock[kind].get(name)
+  }
+
+  /** Whether a listed definition is shown; records what the list said. */
+  visible(kind: CatalogKind, name: string, item: Readonly<Record<string, unknown>>): boolean {
+    const digest = definitionDigest(kind, item)
+    const pin = this.pin(kind, name)
+    this.observe(kind, name, digest, pin)
+    if (pin === undefined) return this.mode.newTools === 'allow'
+    // SECURITY: what a model reads changed after review; hidden until re-pinned (onDrift: hide).
+    return pin.digest === digest || this.mode.onDrift === 'warn'
+  }
+
+  /** Whether a call to a backend name may go on: its last listed digest against its pin. */
+  callable(kind: CatalogKind, name: string): PinCall {
+    const pin = this.pin(kind, name)
+    if (pin === undefined) {
+      // SECURITY: a loose variant of a pinned name (case, spaces) would reach the pinned
+      // definition at a backend that matches loosely, drifted or not.
+      if (this.folded[kind].has(foldName(name))) return 'no'
+      return this.mode.newTools === 'allow' ? 'yes' : 'no'
+    }
+    if (this.mode.onDrift === 'warn') return 'yes'
+    const seen = this.seen[kind].get(name)
+    if (seen === undefined) return 'unseen'
+    return seen === pin.digest ? 'yes' : 'no'
+  }
+
+  /** Definitions whose last listed digest is not their pin, for /readyz (names only, never text). */
+  driftedNames(): { readonly kind: CatalogKind; readonly name: string }[] {
+    const out: { kind: CatalogKind; name: string }[] = []
+    for (const kind of ['tools', 'prompts'] as const)
+      for (const name of this.drifted[kind].keys()) out.push({ kind, name })
+    return out
+  }
+
+  private observe(
+    kind: CatalogKind,
+    name: string,
+    digest: string,
+    pin: LockedDefinition | undefined,
+  ): void {
+    const seen = this.seen[kind]
+    if (seen.has(name) || seen.size < MAX_SEEN) seen.set(name, digest)
+    if (pin === undefined) return
+    const drifted = this.drifted[kind]
+    if (pin.digest === digest) {
+      drifted.delete(name) // back to what was reviewed
+      return
+    }
+    if (drifted.get(name) === digest) return
+    drifted.set(name, digest)
+    this.report({
+      server: this.server,
+      kind,
+      name,
+      pinned: pin.digest,
+      seen: digest,
+      action: this.mode.onDrift === 'hide' ? 'hidden' : 'served',
+    })
+  }
+}
