@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
 import type { Logger } from 'pino'
+import type { EdgeCache } from '../cache/edge-cache.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
@@ -15,7 +16,8 @@ import {
   pingAnswer,
 } from '../virtual/legacy-lifecycle.js'
 import { GATEWAY_INFO } from '../virtual/merge.js'
-import { endMemberSessions } from './virtual-members.js'
+import { endLegacyListens, legacyListen } from './virtual-listen.js'
+import { endMemberSessions, type MemberHeaders } from './virtual-members.js'
 
 const MODERN = '2026-07-28'
 /** Request headers that name the era, the session or the routing: replaced when modernising. */
@@ -63,6 +65,7 @@ export async function legacyFront(
   c: Context<GatewayEnv>,
   v: VirtualRuntime,
   log: Logger,
+  deps?: { readonly cache: EdgeCache | undefined; readonly headersFor: MemberHeaders },
 ): Promise<LegacyTurn> {
   const codec = codecOf(c, v)
   const owner = c.get('principal')
@@ -94,10 +97,16 @@ export async function legacyFront(
   // makes the client start a new session (spec 2025-11-25 §Session Management).
   if (session === undefined) throw new GatewayError('session_not_found')
   sessions.set(c, session)
-  // The standalone GET stream is not offered: the capabilities in `initialize` promise no
-  // notifications, and 405 is what a stateless 2025 server answers (SH §Listening for Messages).
-  if (method === 'GET') throw new GatewayError('method_not_allowed')
+  // The standalone GET stream (SH §Listening for Messages from the Server): the members' change
+  // notifications, merged (virtual-listen.ts); 405 when no member offers any.
+  if (method === 'GET') {
+    if (deps === undefined) throw new GatewayError('method_not_allowed')
+    const { cache, headersFor } = deps
+    const stream = { c, v, principal: owner, log, cache, headersFor }
+    return { kind: 'answered', response: await legacyListen(stream, session) }
+  }
   if (method === 'DELETE') {
+    endLegacyListens(v, session)
     await endMemberSessions(v, session, log)
     c.set('outcome', 'ok')
     return { kind: 'answered', response: c.body(null, 200) }

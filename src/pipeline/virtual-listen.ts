@@ -3,22 +3,38 @@ import type { Logger } from 'pino'
 import type { Principal } from '../auth/principal.js'
 import {
   discoverCapabilities,
+  rpcBody,
   type ListenFilter,
   type UpstreamEndpoint,
 } from '../cache/discover.js'
 import type { EdgeCache } from '../cache/edge-cache.js'
 import type { Invalidation } from '../cache/key.js'
+import { ListenStream } from '../cache/listen-stream.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
+import type { VirtualSession } from '../virtual/client-session.js'
 import { fanOut } from '../virtual/fan-out.js'
-import { ListenMerge, type ListenMember } from '../virtual/listen-merge.js'
+import {
+  ListenMerge,
+  memberFilter,
+  type ListenMember,
+  type MemberLease,
+} from '../virtual/listen-merge.js'
 import { routeResource } from '../virtual/resources.js'
 import type { NamedKind, UriKind } from '../virtual/state.js'
 import { ALREADY_SENT } from './node-response.js'
+import {
+  callerKey,
+  callInEra,
+  eraOf,
+  legacyListenMember,
+  type EraCaller,
+  type MemberHeaders,
+} from './virtual-members.js'
 
 /** What the listen handler needs from the virtual stage. */
 export interface ListenRequest {
@@ -29,6 +45,11 @@ export interface ListenRequest {
   readonly principal: Principal | undefined
   readonly log: Logger
   readonly cache: EdgeCache | undefined
+  /**
+   * The member request headers of this caller (pipeline/virtual.ts memberHeaders); without them
+   * 2025-only members are not listened to.
+   */
+  readonly headersFor?: MemberHeaders | undefined
 }
 
 /**
@@ -43,12 +64,6 @@ export async function virtualListen(r: ListenRequest): Promise<Response> {
   refuseTaskSubscriptions(r.message)
   const filter = listenFilterOf(r.message)
   const uris = filter.resourceSubscriptions ?? []
-  // Each member's capabilities, asked in parallel (server/discover), within the fan-out deadline.
-  const caps = await fanOut(
-    v.members.map((_, i) => i),
-    v.config.fanOutTimeoutMs,
-    (i, signal) => discoverCapabilities(endpointOf(v.members[i] as ServerRuntime), signal),
-  )
   const policy = c.get('runtime').policy
   // A URI goes to the member that serves it. One its member's policy denies the caller refuses the
   // whole listen, as on the member's own endpoint (docs/virtual-servers.md §Policy), before any
@@ -65,42 +80,195 @@ export async function virtualListen(r: ListenRequest): Promise<Response> {
     }
     owners.set(uri, route.member)
   }
-  const members: ListenMember[] = v.members.map((m, i) => {
-    const o = caps[i]
-    return {
-      name: m.name,
-      capabilities: o?.ok === true ? o.value : {},
-      acquire: () => lease(m),
-    }
-  })
+  // Each member's capabilities, asked in parallel, within the fan-out deadline.
+  const members = await listenMembers(r, undefined)
+  return merged(r, members, filter, (uri) => owners.get(uri), 'listen')
+}
+
+/**
+ * The standalone GET stream of a 2025-era client (spec 2025-11-25 basic/transports §Listening for
+ * Messages from the Server; docs/virtual-servers.md "2025-era clients"): the members' change
+ * notifications of every kind some member offers, merged into one stream as for a listen. The
+ * 2025 era has no filter: what the client gets is what `initialize` advertised (`listChanged`).
+ * A virtual server none of whose members offers change notifications answers 405, as a 2025
+ * server without a stream does. `resources/subscribe` is not offered (no `resources/updated`).
+ */
+export async function legacyListen(
+  r: Omit<ListenRequest, 'message' | 'rawId'>,
+  session: VirtualSession,
+): Promise<Response> {
+  const { v } = r
+  const members = await listenMembers(r, session)
+  const all: ListenFilter = {
+    toolsListChanged: true,
+    promptsListChanged: true,
+    resourcesListChanged: true,
+  }
+  const none = (): boolean => false
+  const offered = members.some((m) => memberFilter(all, m.capabilities, none) !== undefined)
+  // SH §Listening: "or else return HTTP 405 Method Not Allowed, indicating that the server does
+  // not offer an SSE stream at this endpoint".
+  if (!offered) throw new GatewayError('method_not_allowed')
+  const key = `${v.name}\0${session.id}`
+  return merged({ ...r, rawId: '0' }, members, all, () => undefined, 'get', key)
+}
+
+/** The GET streams open in this process, per virtual server and 2025-era session. */
+const sessionStreams = new Map<string, Set<ListenMerge>>()
+
+/**
+ * Ends the GET streams of a 2025-era session in this process (its DELETE, spec 2025-11-25
+ * basic/transports §Session Management): the member sessions they listen in are ended too.
+ */
+export function endLegacyListens(v: VirtualRuntime, session: VirtualSession): void {
+  for (const merge of sessionStreams.get(`${v.name}\0${session.id}`) ?? []) merge.end()
+}
+
+/** The client's one stream: its caller's stream budget, then the merge until it ends. */
+async function merged(
+  r: Omit<ListenRequest, 'message'>,
+  members: readonly ListenMember[],
+  filter: ListenFilter,
+  memberForUri: (uri: string) => number | undefined,
+  mode: 'listen' | 'get',
+  session?: string,
+): Promise<Response> {
+  const { c, v } = r
   const limits = c.get('runtime').config.limits
   const lifecycle = (v.members[0] as ServerRuntime).balancing.lifecycle
   const stop = lifecycle.openStream(
     streamOwner(r.principal, c.env.incoming.socket.remoteAddress),
     limits.maxStreamsPerPrincipal,
   )
+  let untrack: (() => void) | undefined
   try {
     const merge = new ListenMerge(c.env.outgoing, {
       members,
       filter,
-      memberForUri: (uri) => owners.get(uri),
+      memberForUri,
       rawId: r.rawId,
       ackTimeoutMs: v.config.fanOutTimeoutMs,
       onChange: (member, what) => changed(r, member, what),
       log: r.log,
       stop,
+      mode,
     })
+    if (session !== undefined) untrack = track(session, merge)
     merge.start()
     await merge.done
     c.set('outcome', 'ok')
     return ALREADY_SENT
   } finally {
+    untrack?.()
     lifecycle.closeStream(stop)
   }
 }
 
+/** Keeps `merge` findable by its session until the returned function is called. */
+function track(session: string, merge: ListenMerge): () => void {
+  let set = sessionStreams.get(session)
+  if (set === undefined) sessionStreams.set(session, (set = new Set()))
+  set.add(merge)
+  return () => {
+    set.delete(merge)
+    if (set.size === 0) sessionStreams.delete(session)
+  }
+}
+
+/**
+ * Every member as a listen needs it, asked in parallel within `fanOutTimeoutMs`: a 2026-07-28
+ * member's capabilities from its `server/discover` and a `subscriptions/listen` stream; a
+ * 2025-only member's from the session the gateway holds with it for this caller, and its GET
+ * stream (pipeline/virtual-members.ts legacyListenMember). A member whose era is not known yet is
+ * asked once in its own era first. A member that does not answer in time is asked for nothing.
+ */
+async function listenMembers(
+  r: Omit<ListenRequest, 'message' | 'rawId'>,
+  session: VirtualSession | undefined,
+): Promise<ListenMember[]> {
+  const { c, v } = r
+  const caller = {
+    session,
+    owner: callerKey(r.principal, c.env.incoming.socket.remoteAddress),
+    log: r.log,
+    principal: r.principal,
+    maxBytes: c.get('runtime').config.limits.maxInspectBytes,
+  }
+  const outcomes = await fanOut(
+    v.members.map((_, i) => i),
+    v.config.fanOutTimeoutMs,
+    async (i, signal): Promise<ListenMember> => {
+      const m = v.members[i] as ServerRuntime
+      const headersFor = r.headersFor
+      if (headersFor !== undefined && eraOf(v, m) === undefined)
+        await learnEra(r, m, headersFor, caller, signal).catch(() => undefined)
+      if (eraOf(v, m) === 'legacy') {
+        if (headersFor === undefined) throw new Error('2025-only member: not listened to')
+        const headers = await headersFor(m, EMPTY, 'initialize')
+        return legacyListenMember(v, m, headers, caller)
+      }
+      const capabilities = await discoverCapabilities(endpointOf(m), signal)
+      return { name: m.name, capabilities, acquire: () => lease(m) }
+    },
+  )
+  return v.members.map((m, i) => {
+    const o = outcomes[i]
+    return o?.ok === true ? o.value : { name: m.name, capabilities: {}, acquire: () => lease(m) }
+  })
+}
+
+const EMPTY = Buffer.alloc(0)
+const DISCOVER_ID = 'mcp-edge-discover'
+const REPLACED: ReadonlySet<string> = new Set([
+  'mcp-protocol-version',
+  'content-type',
+  'accept',
+  'last-event-id',
+])
+
+/** One `server/discover` in the member's own era (pipeline/virtual-members.ts): its era is learnt. */
+async function learnEra(
+  r: Omit<ListenRequest, 'message' | 'rawId'>,
+  m: ServerRuntime,
+  headersFor: MemberHeaders,
+  caller: EraCaller & { readonly maxBytes: number },
+  signal: AbortSignal,
+): Promise<void> {
+  const body = Buffer.from(rpcBody(DISCOVER_ID, 'server/discover'), 'utf8')
+  // The caller's request may be a 2025-era GET: its version and Accept are not this request's.
+  const headers: string[] = []
+  const own = await headersFor(m, body, 'server/discover')
+  for (let i = 0; i < own.length; i += 2) {
+    if (!REPLACED.has((own[i] as string).toLowerCase()))
+      headers.push(own[i] as string, own[i + 1] as string)
+  }
+  headers.push(
+    'mcp-protocol-version',
+    '2026-07-28',
+    'content-type',
+    'application/json',
+    'accept',
+    'application/json, text/event-stream',
+  )
+  await callInEra(
+    r.v,
+    m,
+    {
+      headers,
+      body,
+      method: 'server/discover',
+      rawId: JSON.stringify(DISCOVER_ID),
+      targets: [],
+      owner: r.principal,
+      maxBytes: caller.maxBytes,
+      signal,
+    },
+    caller,
+  )
+}
+
 /** A member's change: the merged lists, the name map and the member's cache entries are stale. */
-function changed(r: ListenRequest, member: string, what: Invalidation): void {
+function changed(r: Pick<ListenRequest, 'v' | 'cache'>, member: string, what: Invalidation): void {
   const kinds: (NamedKind | UriKind)[] =
     what.kind === 'tools' || what.kind === 'prompts'
       ? [what.kind]
@@ -143,19 +311,20 @@ function endpointOf(m: ServerRuntime): UpstreamEndpoint {
  * A replica for one member stream, counted against its `maxStreams` until released; throws
  * `streams_at_capacity` / `no_upstream` as a direct listen would (upstream/pool.ts).
  */
-function lease(m: ServerRuntime): { ep: UpstreamEndpoint; release(): void } {
+function lease(m: ServerRuntime): MemberLease {
   const up = m.balancing.pool.select(undefined, undefined, true)
   up.inFlight++
   up.streams++
   let released = false
+  const ep: UpstreamEndpoint = {
+    url: up.url.href,
+    headers: m.upstreamHeaders,
+    dispatcher: up.dispatcher,
+    headersTimeoutMs: m.config.timeouts.responseHeadersMs,
+    bodyTimeoutMs: m.config.timeouts.streamIdleMs,
+  }
   return {
-    ep: {
-      url: up.url.href,
-      headers: m.upstreamHeaders,
-      dispatcher: up.dispatcher,
-      headersTimeoutMs: m.config.timeouts.responseHeadersMs,
-      bodyTimeoutMs: m.config.timeouts.streamIdleMs,
-    },
+    open: (filter, id, onChange) => new ListenStream(ep, filter, id, onChange),
     release: () => {
       if (released) return
       released = true

@@ -1,19 +1,29 @@
+import type { ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
 import type { Principal } from '../auth/principal.js'
+import { GatewayError } from '../errors.js'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
+import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
+import { sendWithRetries } from '../upstream/attempts.js'
 import { UpstreamFailure } from '../upstream/failure.js'
+import type { BodyTransform, ForwardResult, HeaderMap } from '../upstream/forward-types.js'
+import { full, hasRoom } from '../upstream/pool.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { VirtualSession } from '../virtual/client-session.js'
+import { LegacyGetStream, SessionGone } from '../virtual/legacy-get-stream.js'
+import type { ListenMember } from '../virtual/listen-merge.js'
 import { callMember, type MemberAnswer, type MemberRequest } from '../virtual/member-call.js'
 import {
   initializeMember,
+  legacyHeaders,
   memberSessionKey,
   sendInLegacySession,
   type MemberEra,
   type MemberSend,
 } from '../virtual/member-era.js'
-import { MemberSessions } from '../virtual/member-sessions.js'
+import { MemberSessions, type MemberSession } from '../virtual/member-sessions.js'
 
 /** What the gateway learnt about each member's era, and its sessions toward 2025-only members. */
 interface MemberState {
@@ -40,6 +50,17 @@ export interface EraCaller {
   readonly owner: string
   readonly log: Logger
 }
+
+/**
+ * The headers a member request of this caller carries, built as its own endpoint's proxy stage
+ * builds them (pipeline/virtual.ts memberHeaders: the judged client headers, the member's
+ * configured ones, its exchanged token, X-Forwarded-*), for `method` and `body`.
+ */
+export type MemberHeaders = (
+  member: ServerRuntime,
+  body: Buffer,
+  method: string,
+) => Promise<string[]>
 
 /** The member's era as far as the gateway knows yet (undefined before its first answer). */
 export function eraOf(v: VirtualRuntime, member: ServerRuntime): MemberEra | undefined {
@@ -157,16 +178,7 @@ export async function callInEra(
       'virtual server: member speaks 2025-era protocol only; the gateway initialises sessions with it',
     )
   }
-  const send: MemberSend = async (headers, body, rawId, pin) => {
-    const a = await callMember(member, {
-      ...req,
-      headers,
-      body,
-      rawId: rawId ?? '""',
-      pinned: pin as Upstream | undefined,
-    })
-    return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }
-  }
+  const send = sender(member, req)
   const key = memberSessionKey(caller.session, caller.owner)
   if (req.method === 'server/discover') {
     const session = await state.sessions.get(key, member.name, () =>
@@ -217,3 +229,206 @@ function modernResult(
 }
 
 const CACHEABLE: ReadonlySet<string> = new Set(['resources/read'])
+
+/** Sends one message of a 2025-era session to the member, collected (virtual/member-call.ts). */
+function sender(member: ServerRuntime, req: MemberRequest): MemberSend {
+  return async (headers, body, rawId, pin) => {
+    const a = await callMember(member, {
+      ...req,
+      headers,
+      body,
+      rawId: rawId ?? '""',
+      pinned: pin as Upstream | undefined,
+    })
+    return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }
+  }
+}
+
+/** A 404 for the member session: nothing is relayed, the caller initialises anew and retries. */
+const SESSION_GONE: BodyTransform = {
+  streaming: false,
+  push: () => undefined,
+  end: () => {
+    throw new GatewayError('session_not_found', 'the member no longer knows the session')
+  },
+}
+
+/**
+ * Streams a call routed to a 2025-only member to the client as the member answers it (progress
+ * events as they come, then the answer), within the member session of the caller, through the
+ * member's attempt loop pinned to the replica that holds the session (docs/virtual-servers.md
+ * "2025-only members"). The answer is read by the same bounded, id-checked reader as a filtered
+ * answer (mcp/result-transform.ts): whole events pass as they complete, one event is at most
+ * `maxBytes`, and an answer to another request id is refused (`upstream_id_mismatch`, in band
+ * once the stream has started). A 2026-07-28 client's result gets `resultType` (and the cache
+ * hints of modernResult); a 2025-era client gets the member's result as is; `hooks` then see
+ * it (task ids sealed, mcp/task-ids.ts). A member that answers 404 for its session (it
+ * restarted) is initialised again, once.
+ */
+export async function streamInEra(
+  res: ServerResponse,
+  v: VirtualRuntime,
+  member: ServerRuntime,
+  req: MemberRequest,
+  caller: EraCaller,
+  extra: readonly ResultHook[] = [],
+): Promise<{ readonly result: ForwardResult; readonly upstream: Upstream | undefined }> {
+  const state = stateOf(v)
+  const key = memberSessionKey(caller.session, caller.owner)
+  const send = sender(member, req)
+  const b = member.balancing
+  const hooks: ResultHook[] =
+    caller.session === undefined
+      ? [(m) => (isRecord(m.result) ? modernResult(m, req.method) : undefined), ...extra]
+      : [...extra]
+  for (let attempt = 0; ; attempt++) {
+    const session = await state.sessions.get(key, member.name, () =>
+      initializeMember(send, req.headers, caller.session),
+    )
+    const plan = {
+      pool: b.poolFor(req.targets),
+      pinned: session.pin as Upstream | undefined,
+      hashKey: undefined,
+      safe: RETRY_SAFE_METHODS.has(req.method),
+      legacy: false,
+      owner: req.owner,
+      method: 'POST' as const,
+      headers: legacyHeaders(req.headers, session),
+      body: req.body,
+      transform: (status: number, h: HeaderMap) =>
+        status === 404
+          ? SESSION_GONE
+          : resultTransform(
+              String(h['content-type'] ?? ''),
+              req.maxBytes,
+              hooks,
+              'rewrite',
+              req.rawId,
+            ),
+      onHeaders: (status: number, h: HeaderMap) => {
+        b.onHeaders(status, h)
+        // SECURITY: the member's session id is the gateway's business; the client has its own.
+        delete h['mcp-session-id']
+      },
+      stop: undefined,
+      upstream: undefined as Upstream | undefined,
+      onAttempt: req.onAttempt,
+    }
+    try {
+      const result = await sendWithRetries(res, b, plan)
+      return { result, upstream: plan.upstream }
+    } catch (err) {
+      const gone = err instanceof GatewayError && err.code === 'session_not_found'
+      if (!gone || attempt > 0) throw err
+      await state.sessions.forget(key, member.name, session)
+    }
+  }
+}
+
+/** Accept and Content-Type of a POST to a 2025-era member (spec 2025-11-25 §Sending Messages). */
+function postHeaders(headers: readonly string[]): string[] {
+  const out = withoutHeaders(headers, POST_REPLACED)
+  out.push('content-type', 'application/json', 'accept', 'application/json, text/event-stream')
+  return out
+}
+
+const POST_REPLACED: ReadonlySet<string> = new Set(['accept', 'content-type'])
+const GET_REPLACED: ReadonlySet<string> = new Set([
+  'accept',
+  'content-type',
+  'content-length',
+  'last-event-id',
+])
+
+function withoutHeaders(headers: readonly string[], drop: ReadonlySet<string>): string[] {
+  const out: string[] = []
+  for (let i = 0; i < headers.length; i += 2) {
+    if (drop.has((headers[i] as string).toLowerCase())) continue
+    out.push(headers[i] as string, headers[i + 1] as string)
+  }
+  return out
+}
+
+/** What a 2025-only member is asked to notify about: no `resources/subscribe` is sent to it. */
+function withoutSubscribe(caps: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const { resources, ...rest } = caps
+  if (!isRecord(resources)) return rest
+  const { subscribe: _s, ...kept } = resources
+  return { ...rest, resources: kept }
+}
+
+/**
+ * A 2025-only member as one stream of a merged listen (virtual/listen-merge.ts): its standalone
+ * GET stream (spec 2025-11-25 basic/transports §Listening for Messages from the Server), opened in
+ * the member session the caller's calls use, on the replica that holds it, counted against that
+ * replica's `maxStreams`. The caller's own session, not one the gateway shares between callers:
+ * a 2025-era server addresses notifications to a session, and may well tell only the session
+ * whose tools changed (the official SDK keeps one server instance per session). `headers` are
+ * the member request headers of the caller (pipeline/virtual.ts memberHeaders); the member
+ * session is initialised first when this process has none. A member that answers 404 for the
+ * session gets a new one on the next attempt.
+ */
+export async function legacyListenMember(
+  v: VirtualRuntime,
+  member: ServerRuntime,
+  headers: readonly string[],
+  caller: EraCaller & { readonly principal: Principal | undefined; readonly maxBytes: number },
+): Promise<ListenMember> {
+  const state = stateOf(v)
+  const key = memberSessionKey(caller.session, caller.owner)
+  const post = postHeaders(headers)
+  const send = sender(member, {
+    headers: post,
+    body: Buffer.alloc(0),
+    method: 'initialize',
+    rawId: '""',
+    targets: [],
+    owner: caller.principal,
+    maxBytes: caller.maxBytes,
+  })
+  const session = (): Promise<MemberSession> =>
+    state.sessions.get(key, member.name, () => initializeMember(send, post, caller.session))
+  const first = await session()
+  const timeouts = member.config.timeouts
+  return {
+    name: member.name,
+    capabilities: withoutSubscribe(first.capabilities ?? {}),
+    acquire: async () => {
+      const s = await session()
+      const pinned = s.pin as Upstream | undefined
+      if (pinned?.health.down === true) {
+        await state.sessions.forget(key, member.name, s)
+        throw new GatewayError('session_not_found', 'the session is no longer available')
+      }
+      const up = pinned ?? member.balancing.pool.select(undefined, undefined, true)
+      if (!hasRoom(up, true)) throw full(true)
+      up.inFlight++
+      up.streams++
+      let released = false
+      return {
+        open: (filter, _id, onChange) => {
+          const get = withoutHeaders(legacyHeaders(headers, s), GET_REPLACED)
+          get.push('accept', 'text/event-stream')
+          const ep = {
+            url: up.url.href,
+            headers: get,
+            dispatcher: up.dispatcher,
+            headersTimeoutMs: timeouts.responseHeadersMs,
+            bodyTimeoutMs: timeouts.streamIdleMs,
+          }
+          const stream = new LegacyGetStream(ep, filter, onChange)
+          void stream.ended.then((err) =>
+            err instanceof SessionGone ? state.sessions.forget(key, member.name, s) : undefined,
+          )
+          return stream
+        },
+        release: () => {
+          if (released) return
+          released = true
+          up.inFlight--
+          up.streams--
+        },
+      }
+    },
+  }
+}

@@ -20,19 +20,21 @@ export function negotiateVersion(requested: unknown): string {
 
 /**
  * The capabilities a 2025-era client of a virtual server is told about: the members' merged
- * capabilities, less what the gateway does not offer on that era. `listChanged` and
- * `resources.subscribe` are delivered on the 2025-era GET stream, which a virtual server answers
- * with 405 (docs/virtual-servers.md "2025-era clients"): advertising them would make a client
- * wait for notifications that never come. `tasks` are kept per member and cannot be merged.
+ * capabilities, less what the gateway does not offer on that era. `listChanged` stays: the
+ * members' change notifications reach the client on its GET stream (pipeline/virtual-listen.ts
+ * legacyListen), for the kinds some member advertises. `resources.subscribe` goes: the gateway
+ * keeps no per-session subscriptions (any replica must serve the session from its id alone), so
+ * `resources/subscribe` is not offered (docs/virtual-servers.md "2025-era clients"). `tasks` stays:
+ * task ids name their member and follow-ups are routed to it (docs/virtual-servers.md "Tasks").
  */
 export function legacyCapabilities(
   merged: Readonly<Record<string, unknown>>,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(merged)) {
-    if (k === 'tasks' || k === 'subscriptions') continue
+    if (k === 'subscriptions') continue
     if ((k === 'tools' || k === 'prompts' || k === 'resources') && isRecord(v)) {
-      const { listChanged: _l, subscribe: _s, ...rest } = v
+      const { subscribe: _s, ...rest } = v
       out[k] = rest
     } else out[k] = v
   }

@@ -1,8 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import type { ListenFilter, UpstreamEndpoint } from '../cache/discover.js'
+import type { ListenFilter } from '../cache/discover.js'
 import type { Invalidation } from '../cache/key.js'
-import { ListenStream } from '../cache/listen-stream.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import type { StreamStop } from '../upstream/lifecycle.js'
 
@@ -10,6 +9,29 @@ const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId'
 const KEEP_ALIVE_MS = 15_000
 /** A client that stops reading: its stream is ended rather than buffered without bound. */
 const MAX_BUFFERED = 1024 * 1024
+
+/**
+ * One member's notification stream: a 2026-07-28 `subscriptions/listen` (cache/listen-stream.ts)
+ * or a 2025-era standalone GET stream (virtual/legacy-get-stream.ts).
+ */
+export interface MemberStream {
+  /** Resolves with what the member honours once its stream is open; rejects when it failed. */
+  readonly acked: Promise<ListenFilter>
+  /** Resolves when the stream is over (an Error for why; {@link NoStream}: never re-open). */
+  readonly ended: Promise<Error | undefined>
+  close(): void
+}
+
+/** A member said it offers no stream at all (a 405 to its GET): it is not asked again. */
+export class NoStream extends Error {
+  override readonly name = 'NoStream'
+}
+
+/** One replica (and, for a 2025-only member, its session) held for one stream attempt. */
+export interface MemberLease {
+  open(filter: ListenFilter, id: string, onChange: (what: Invalidation) => void): MemberStream
+  release(): void
+}
 
 /** One member as a listen needs it. */
 export interface ListenMember {
@@ -20,7 +42,7 @@ export interface ListenMember {
    * A replica for one stream attempt, counted against that replica's `maxStreams` until
    * `release()`; throws (GatewayError `streams_at_capacity`, `no_upstream`) when none has room.
    */
-  acquire(attempt: number): { readonly ep: UpstreamEndpoint; release(): void }
+  acquire(attempt: number): MemberLease | Promise<MemberLease>
 }
 
 export interface ListenMergeOptions {
@@ -40,6 +62,13 @@ export interface ListenMergeOptions {
   readonly stop?: StreamStop | undefined
   readonly backoff?: { readonly baseMs: number; readonly maxMs: number } | undefined
   readonly keepAliveMs?: number | undefined
+  /**
+   * `listen` (default): a 2026-07-28 `subscriptions/listen` stream (acknowledgement, subscription
+   * ids, a final result). `get`: a 2025-era client's standalone GET stream (spec 2025-11-25
+   * basic/transports §Listening for Messages from the Server): bare notifications, no
+   * acknowledgement, and the stream simply ends.
+   */
+  readonly mode?: 'listen' | 'get' | undefined
 }
 
 /** The part of `requested` that member `i` is asked for: what it offers and, for URIs, serves. */
@@ -104,7 +133,7 @@ const LIST_CHANGED = {
  */
 export class ListenMerge {
   private closed = false
-  private readonly streams: (ListenStream | undefined)[] = []
+  private readonly streams: (MemberStream | undefined)[] = []
   private readonly wakers = new Set<() => void>()
   private honoured: ListenFilter = {}
   private acked = false
@@ -143,6 +172,9 @@ export class ListenMerge {
       void this.done.then(() => clearTimeout(t))
     })
     const honoured: (ListenFilter | undefined)[] = targets.map(() => undefined)
+    // A 2025-era client was promised these kinds in `initialize` (its capabilities) and is not
+    // told what a member honours: every kind some member is asked for is forwarded.
+    if (opts.mode === 'get') return this.acknowledge(targets)
     const all = Promise.all(firstAcks.map((p, i) => p.then((f) => void (honoured[i] = f))))
     void Promise.race([all, deadline]).then(() => this.acknowledge(honoured))
   }
@@ -150,6 +182,7 @@ export class ListenMerge {
   /** Ends the client's stream gracefully (drain): a result for the listen request. */
   end(): void {
     if (this.closed) return
+    if (this.opts.mode === 'get') return this.close() // 2025-era: the stream just ends
     const result = `{"resultType":"complete","_meta":{"${SUBSCRIPTION_ID}":${this.opts.rawId}}}`
     this.write(
       `event: message\ndata: {"jsonrpc":"2.0","id":${this.opts.rawId},"result":${result}}\n\n`,
@@ -174,10 +207,12 @@ export class ListenMerge {
     if (this.closed) return
     this.acked = true
     this.honoured = union(honoured.filter((f): f is ListenFilter => f !== undefined))
-    const params = `{"notifications":${JSON.stringify(this.honoured)},"_meta":{"${SUBSCRIPTION_ID}":${this.opts.rawId}}}`
-    this.write(
-      `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":${params}}\n\n`,
-    )
+    if (this.opts.mode !== 'get') {
+      const params = `{"notifications":${JSON.stringify(this.honoured)},"_meta":{"${SUBSCRIPTION_ID}":${this.opts.rawId}}}`
+      this.write(
+        `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":${params}}\n\n`,
+      )
+    }
     if (
       Object.keys(this.honoured).length === 0 &&
       !this.opts.members.some((_, i) => this.streams[i])
@@ -204,9 +239,9 @@ export class ListenMerge {
       let attempt = 0
       let opened = 0
       while (!this.closed) {
-        let lease: ReturnType<ListenMember['acquire']> | undefined
+        let lease: MemberLease | undefined
         try {
-          lease = member.acquire(attempt)
+          lease = await member.acquire(attempt)
         } catch (err) {
           first?.(undefined)
           first = undefined
@@ -215,12 +250,10 @@ export class ListenMerge {
             'virtual listen: no replica',
           )
         }
-        if (lease !== undefined) {
-          const stream = new ListenStream(
-            lease.ep,
-            filter,
-            `mcp-edge-virtual-listen:${opened++}`,
-            (what) => this.changed(member.name, what),
+        if (lease !== undefined && this.closed) lease.release()
+        else if (lease !== undefined) {
+          const stream = lease.open(filter, `mcp-edge-virtual-listen:${opened++}`, (what) =>
+            this.changed(member.name, what),
           )
           this.streams[i] = stream
           try {
@@ -237,6 +270,14 @@ export class ListenMerge {
           const err = await stream.ended
           lease.release()
           if (this.closed) break
+          if (err instanceof NoStream) {
+            // spec 2025-11-25 basic/transports §Listening: 405 = the server offers no stream.
+            this.opts.log.info(
+              { member: member.name },
+              'virtual listen: member offers no notification stream; not retried',
+            )
+            break
+          }
           this.opts.log.warn(
             { member: member.name, err: err === undefined ? 'ended' : String(err) },
             'virtual listen: member stream ended; re-opening',
@@ -298,6 +339,10 @@ export class ListenMerge {
   }
 
   private notify(method: string, params: string): void {
+    if (this.opts.mode === 'get') {
+      const bare = params === '' ? '' : `,"params":{${params.slice(0, -1)}}`
+      return this.write(`event: message\ndata: {"jsonrpc":"2.0","method":"${method}"${bare}}\n\n`)
+    }
     this.write(
       `event: message\ndata: {"jsonrpc":"2.0","method":"${method}","params":{${params}"_meta":{"${SUBSCRIPTION_ID}":${this.opts.rawId}}}}\n\n`,
     )

@@ -70,6 +70,10 @@ export interface SdkServerOptions {
   readonly toolsPageSize?: number
   /** Response shaping of modern requests (default 'auto'). */
   readonly responseMode?: 'auto' | 'sse' | 'json'
+  /** More tools (each answers its own name), read live: push a name, then notify.toolsChanged(). */
+  readonly extraTools?: readonly string[]
+  /** Tool descriptions in place of the demo's, read live (a backend that changes a definition). */
+  readonly descriptions?: Readonly<Record<string, string>>
 }
 
 /** A v2 SDK server with the demo tools, resources and prompts. */
@@ -120,6 +124,12 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
       tools['whoami'] = server.registerTool('whoami', { description: 'Names the server' }, () => ({
         content: [{ type: 'text', text: name }],
       }))
+      for (const extra of options.extraTools ?? [])
+        tools[extra] = server.registerTool(extra, { description: 'Added at run time' }, () => ({
+          content: [{ type: 'text', text: extra }],
+        }))
+      for (const [tool, description] of Object.entries(options.descriptions ?? {}))
+        tools[tool]?.update({ description })
       registerDocsResources(server)
       registerDocsPrompts(server)
       if (options.toolsPageSize !== undefined) paginateTools(server, tools, options.toolsPageSize)
@@ -179,12 +189,29 @@ function paginateTools(
   })
 }
 
+/** The 2025-era test server: a {@link TestServer} whose tools can change. */
+export interface LegacyTestServer extends TestServer {
+  /**
+   * Registers tool `name` (answering `name`) on every session's server, which makes each send
+   * `notifications/tools/list_changed` on its GET stream (the SDK does on registerTool), and on
+   * sessions opened later.
+   */
+  addTool(name: string): void
+  /** Lets the `progress` calls waiting now return their result. */
+  finishProgress(): void
+}
+
 /**
  * Starts a 2025-era stateful server (SDK v1, Mcp-Session-Id, GET stream, DELETE) with an `echo`
- * tool, a `legacy://info` resource and a `hello` prompt.
+ * tool, a `legacy://info` resource and a `hello` prompt; with `progress`, also a `progress` tool
+ * (a progress notification, then its result at the next finishProgress(), or after 5 s).
  */
-export async function startLegacyV1Server(): Promise<TestServer> {
+export async function startLegacyV1Server(
+  options: { readonly progress?: boolean } = {},
+): Promise<LegacyTestServer> {
   const sessions = new Map<string, { transport: V1Transport; server: V1McpServer }>()
+  const added: string[] = []
+  const gate = { waiters: new Set<() => void>(), tool: options.progress === true }
   const http = await startRecording(async (req, res, rec) => {
     const sessionId = rec.header('mcp-session-id')
     const session = sessionId === undefined ? undefined : sessions.get(sessionId)
@@ -194,7 +221,8 @@ export async function startLegacyV1Server(): Promise<TestServer> {
     if (req.method !== 'POST' || !isInitializeRequest(body)) {
       return sendRpcError(res, 400, -32000, 'Bad Request: No valid session ID provided')
     }
-    const server = createV1Server()
+    const server = createV1Server(gate)
+    for (const name of added) addTool(server, name)
     const transport: V1Transport = new V1Transport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
@@ -217,6 +245,13 @@ export async function startLegacyV1Server(): Promise<TestServer> {
       resourcesChanged: () => each((s) => s.sendResourceListChanged()),
       resourceUpdated: (uri) => each((s) => s.server.sendResourceUpdated({ uri })),
     },
+    addTool(name) {
+      added.push(name)
+      each((s) => addTool(s, name))
+    },
+    finishProgress() {
+      for (const wake of gate.waiters) wake()
+    },
     async close() {
       await Promise.all([...sessions.values()].map(({ server }) => server.close()))
       await http.close()
@@ -224,13 +259,20 @@ export async function startLegacyV1Server(): Promise<TestServer> {
   }
 }
 
-function createV1Server(): V1McpServer {
+function addTool(server: V1McpServer, name: string): void {
+  server.registerTool(name, { description: `Added at run time: ${name}` }, () => ({
+    content: [{ type: 'text', text: name }],
+  }))
+}
+
+function createV1Server(gate: Gate & { readonly tool: boolean }): V1McpServer {
   const server = new V1McpServer({ name: 'legacy-v1', version: '1.0.0' })
   server.registerTool(
     'echo',
     { description: 'Echo text back', inputSchema: { text: z.string() } },
     ({ text }) => ({ content: [{ type: 'text', text: `echo: ${text}` }] }),
   )
+  if (gate.tool) registerProgressTool(server, gate)
   server.registerResource('info', 'legacy://info', { mimeType: 'text/plain' }, (uri) => ({
     contents: [{ uri: uri.href, text: 'a 2025-era server' }],
   }))
@@ -238,6 +280,30 @@ function createV1Server(): V1McpServer {
     messages: [{ role: 'user', content: { type: 'text', text: 'hello' } }],
   }))
   return server
+}
+
+type Gate = { readonly waiters: Set<() => void> }
+
+/** `progress`: one progress notification, then the result once the gate opens (or after 5 s). */
+function registerProgressTool(server: V1McpServer, gate: Gate): void {
+  server.registerTool('progress', { description: 'Progress, then a result' }, async (extra) => {
+    const token = extra._meta?.progressToken
+    if (token !== undefined)
+      await extra.sendNotification({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress: 1, total: 2 },
+      })
+    await new Promise<void>((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer)
+        gate.waiters.delete(wake)
+        resolve()
+      }
+      const timer = setTimeout(wake, 5_000)
+      gate.waiters.add(wake)
+    })
+    return { content: [{ type: 'text', text: 'progressed' }] }
+  })
 }
 
 /** How the non-validating backend answers one request. */

@@ -118,8 +118,9 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
     const caps = client.getServerCapabilities()
     expect(caps?.tools).toBeDefined()
     expect(caps?.prompts).toBeDefined()
-    // no GET stream is offered, so no notifications are promised
-    expect(caps?.tools?.listChanged).toBeUndefined()
+    // the members' change notifications reach the client on its GET stream; no subscriptions
+    expect(caps?.tools?.listChanged).toBe(true)
+    expect(caps?.resources?.subscribe).toBeUndefined()
 
     const { tools } = await client.listTools()
     expect(tools.map((t) => t.name)).toContain('weather_get_forecast')
@@ -210,15 +211,19 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
     expect((missing.json() as { id: unknown }).id).toBe('x8')
     const after = m.tickets.requests.length
     expect(after).toBe(before)
-    // the GET stream is refused as a stateless 2025 server refuses it
-    const get = await rawRequest('GET', foreign.mcpUrl('workspace'), {
+    // so is the GET stream of a session this gateway did not issue: nothing is opened
+    const get = await rawRequest('GET', gw.mcpUrl('workspace'), {
       headers: {
         accept: 'text/event-stream',
         'mcp-session-id': sid,
         'mcp-protocol-version': '2025-11-25',
       },
     })
-    expect(get.status).toBe(405)
-    expect(get.headers.allow).toBe('POST')
+    expect(get.status).toBe(404)
+    expect((get.json() as { error: { data: { reason: string } } }).error.data.reason).toBe(
+      'session_not_found',
+    )
+    expect(m.tickets.requests.length).toBe(before)
+    expect(m.old.requests.filter((r) => r.method === 'GET')).toHaveLength(0)
   })
 })

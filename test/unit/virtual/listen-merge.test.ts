@@ -4,6 +4,8 @@ import pino from 'pino'
 import { Agent } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { Invalidation } from '../../../src/cache/key.js'
+import { ListenStream } from '../../../src/cache/listen-stream.js'
+import { LegacyGetStream } from '../../../src/virtual/legacy-get-stream.js'
 import { ListenMerge, memberFilter, type ListenMember } from '../../../src/virtual/listen-merge.js'
 import { closing } from '../../helpers/lifecycle.js'
 import {
@@ -16,7 +18,12 @@ import {
 const SUB = 'io.modelcontextprotocol/subscriptionId'
 const log = pino({ level: 'silent' })
 
-function member(name: string, server: TestServer, caps: Record<string, unknown>): ListenMember {
+function member(
+  name: string,
+  server: TestServer,
+  caps: Record<string, unknown>,
+  era: 'modern' | 'legacy' = 'modern',
+): ListenMember {
   const dispatcher = new Agent()
   onTestFinished(() => dispatcher.close())
   let leases = 0
@@ -25,8 +32,22 @@ function member(name: string, server: TestServer, caps: Record<string, unknown>)
     capabilities: caps,
     acquire: () => {
       leases++
+      const ep = {
+        url: server.url,
+        headers: [],
+        dispatcher,
+        headersTimeoutMs: 5000,
+        bodyTimeoutMs: 0,
+      }
       return {
-        ep: { url: server.url, headers: [], dispatcher, headersTimeoutMs: 5000, bodyTimeoutMs: 0 },
+        open: (filter, id, onChange) =>
+          era === 'modern'
+            ? new ListenStream(ep, filter, id, onChange)
+            : new LegacyGetStream(
+                { ...ep, headers: ['accept', 'text/event-stream'] },
+                filter,
+                onChange,
+              ),
         release: () => void leases--,
       }
     },
@@ -41,6 +62,7 @@ async function mergedStream(
   members: ListenMember[],
   filter: Record<string, unknown>,
   changes: [string, Invalidation][] = [],
+  mode: 'listen' | 'get' = 'listen',
 ): Promise<{ messages: Record<string, unknown>[]; ended: Promise<void>; close(): void }> {
   const server: Server = createServer((_req, res) => {
     new ListenMerge(res, {
@@ -52,6 +74,7 @@ async function mergedStream(
       onChange: (m, what) => changes.push([m, what]),
       log,
       backoff: { baseMs: 10, maxMs: 50 },
+      mode,
     }).start()
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
@@ -195,5 +218,41 @@ describe('ListenMerge', () => {
       'listen:0',
     ])
     expect(a.calls('subscriptions/listen')).toHaveLength(0)
+  })
+
+  it('get mode: 2025-era notifications from 2025-only members; a 405 is not asked again', async () => {
+    let refusals = 0
+    const old = await closing(startNonValidatingBackend())
+    const none = await closing(
+      startNonValidatingBackend({
+        behaviour: (req) => {
+          if (req.method !== 'GET') return 'normal'
+          refusals++
+          return { status: 405, headers: { allow: 'POST' }, body: '' }
+        },
+      }),
+    )
+    const caps = { tools: { listChanged: true }, prompts: { listChanged: true } }
+    const changes: [string, Invalidation][] = []
+    const client = await mergedStream(
+      [member('none', none, caps, 'legacy'), member('old', old, caps, 'legacy')],
+      { toolsListChanged: true, promptsListChanged: true },
+      changes,
+      'get',
+    )
+    await expect.poll(() => old.requests.filter((r) => r.method === 'GET').length).toBe(1)
+    await expect.poll(() => refusals).toBe(1)
+    old.notify.toolsChanged()
+    old.notify.promptsChanged()
+    await expect.poll(() => client.messages.length).toBe(2)
+    // no acknowledgement, no subscription id: what a 2025-era server sends on its GET stream
+    expect(client.messages).toEqual([
+      { jsonrpc: '2.0', method: 'notifications/tools/list_changed' },
+      { jsonrpc: '2.0', method: 'notifications/prompts/list_changed' },
+    ])
+    expect(changes.map(([m]) => m)).toEqual(['old', 'old'])
+    old.notify.toolsChanged()
+    await expect.poll(() => client.messages.length).toBe(3)
+    expect(refusals).toBe(1)
   })
 })
