@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { forecastFor } from '../../deploy/demo/weather-server.js'
 import {
@@ -295,5 +297,52 @@ describe('trace context on virtual server member requests', () => {
     const oursV1 = `00-${V1_TRACE}-${v1Call.spanId}-01`
     expect(fromV1?.header('traceparent')).toBe(oursV1)
     expect(metaOf(fromV1)['traceparent']).toBe(oursV1)
+  })
+
+  it('records a member left out of a fan-out with why: timeout, or the reason code', async () => {
+    const receiver = await startReceiver()
+    const one = await closing(startSdkServer({ name: 'one' }))
+    // A member that accepts the connection and never answers, and one with nobody listening.
+    const sockets = new Set<Socket>()
+    const hung = createServer(() => undefined)
+    hung.on('connection', (s) => sockets.add(s))
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => {
+      for (const s of sockets) s.destroy()
+      return new Promise<void>((resolve) => hung.close(() => resolve()))
+    })
+    const closed = createServer()
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve))
+    const closedPort = (closed.address() as AddressInfo).port
+    await new Promise<void>((resolve) => closed.close(() => resolve()))
+    const gw = await startTestGateway(
+      {
+        servers: {
+          one: { upstreams: [{ url: one.url }] },
+          hung: {
+            upstreams: [{ url: `http://127.0.0.1:${(hung.address() as AddressInfo).port}/mcp` }],
+          },
+          gone: { upstreams: [{ url: `http://127.0.0.1:${closedPort}/mcp` }] },
+        },
+        virtualServers: { ws: { members: ['one', 'hung', 'gone'], fanOutTimeoutMs: 1500 } },
+        telemetry: { otlp: { endpoint: receiver.url } },
+      },
+      { autoClose: false },
+    )
+    const res = await rawPost(
+      gw.mcpUrl('ws'),
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: {} } }),
+      mcpHeaders('tools/list'),
+    )
+    expect(res.status).toBe(200)
+    const list = span(await spansAfterClose(gw, receiver, 1), 'tools/list')
+    const outcomes = Object.fromEntries(
+      (list.events ?? [])
+        .filter((e) => e.name === 'mcp_edge.virtual.member')
+        .map((e) => [attrs(e)['mcp_edge.member'], attrs(e)['outcome']]),
+    )
+    expect(outcomes).toMatchObject({ one: 'ok', hung: 'timeout' })
+    // Refused connections: the reason code of the member's attempt loop (README error table).
+    expect(['upstream_unavailable', 'no_upstream']).toContain(outcomes['gone'])
   })
 })
