@@ -70,7 +70,7 @@ export async function pinCommand(
   }
   let loaded: LoadedConfig
   try {
-    loaded = loadConfigFile(file)
+    loaded = loadConfigFile(file, process.env, { lock: false }) // the lock is what pin writes
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
     io.err(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
@@ -211,6 +211,30 @@ describe('mcp-edge pin', () => {
     expect(await pin(file, '--bogus')).toMatchObject({ code: 2 })
     writeFileSync(file, 'servers: {a: {}}\n')
     expect(await pin(file)).toMatchObject({ code: 2, err: expect.stringContaining('upstreams') })
+  })
+
+  it('writes the lock pinning.lockFile names, even when it is missing or broken', async () => {
+    const server = await closing(startSdkServer())
+    const { file } = configFile({
+      pinning: { lockFile: 'reviewed/catalog.lock.yaml' },
+      servers: { weather: { upstreams: [{ url: server.url }] } },
+    })
+    const lock = join(dirname(file), 'reviewed', 'catalog.lock.yaml')
+    mkdirSync(dirname(lock))
+    const check = await pin(file, '--check')
+    expect(check).toMatchObject({ code: 2, err: expect.stringContaining(`no lock at ${lock}`) })
+    const first = await pin(file)
+    expect(first).toMatchObject({ code: 0, err: '' })
+    expect(first.out).toContain(`${lock}: 6 tool(s)`)
+    writeFileSync(lock, readFileSync(lock, 'utf8').replace('Names the server', 'Edited by hand'))
+    expect(await pin(file, '--check')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('digest does not match'),
+    })
+    const repin = await pin(file)
+    expect(repin.code).toBe(0)
+    expect(repin.err).toContain('replacing an unreadable lock')
+    expect(await pin(file, '--check')).toMatchObject({ code: 0 })
   })
 
   it('runs as the mcp-edge binary: a drifted pin --check exits 1 with the diff', async () => {
