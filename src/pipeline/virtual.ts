@@ -11,11 +11,20 @@ import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
 import { uriProblem } from '../mcp/names.js'
+import { resultTransform } from '../mcp/result-transform.js'
+import {
+  mayCarryTaskIds,
+  ownTasksListAnswer,
+  taskIdHook,
+  unknownTaskAnswer,
+  type TaskIdSealer,
+} from '../mcp/task-ids.js'
 import { createAuditLog, type AuditLog } from '../observability/audit.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
 import { sendWithRetries } from '../upstream/attempts.js'
+import type { BodyTransform, HeaderMap } from '../upstream/forward-types.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { fanOut } from '../virtual/fan-out.js'
 import { itemsOf, LISTS, mergeItems, type ListSpec, type MemberPage } from '../virtual/lists.js'
@@ -29,11 +38,22 @@ import {
 import type { PendingPages } from '../virtual/cursor.js'
 import { routeResource } from '../virtual/resources.js'
 import { replaceParam } from '../virtual/rewrite.js'
+import { memberBackendName, memberListView } from '../catalog/member.js'
+import { chainFilters } from '../mcp/list-filter.js'
 import type { NamedKind } from '../virtual/state.js'
+import { openMemberTask } from '../virtual/tasks.js'
 import { ALREADY_SENT } from './node-response.js'
 import { legacyFront, sessionOf } from './virtual-legacy.js'
-import { answerBody, callerKey, callInEra, eraOf, type EraCaller } from './virtual-members.js'
+import {
+  callerKey,
+  callInEra,
+  eraOf,
+  streamInEra,
+  type EraCaller,
+  type MemberHeaders,
+} from './virtual-members.js'
 import { virtualListen } from './virtual-listen.js'
+import { memberAttempts, memberBody, memberEvents, memberTraceHeaders } from './virtual-trace.js'
 
 /** What the virtual stage needs from the process. */
 export interface VirtualDeps {
@@ -82,7 +102,12 @@ const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
     'resources/read': readResource,
     'completion/complete': complete,
     'subscriptions/listen': (r: VirtualRequest) =>
-      virtualListen({ ...r, log: r.deps.log, cache: r.deps.cache }),
+      virtualListen({ ...r, log: r.deps.log, cache: r.deps.cache, headersFor: headersFor(r) }),
+    'tasks/get': taskFollowUp,
+    'tasks/result': taskFollowUp,
+    'tasks/cancel': taskFollowUp,
+    'tasks/update': taskFollowUp,
+    'tasks/list': taskList,
   }),
 )
 
@@ -96,7 +121,13 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
   return async function virtual(c) {
     const v = c.get('runtime').virtualServers.get(c.get('server').name) as VirtualRuntime
     // 2025-era clients: the gateway holds their session; what is left is a 2026-07-28 request.
-    const legacy = c.get('mcp').era === 'legacy' ? await legacyFront(c, v, deps.log) : undefined
+    const legacy =
+      c.get('mcp').era === 'legacy'
+        ? await legacyFront(c, v, deps.log, {
+            cache: deps.cache,
+            headersFor: headersFor({ c, principal: c.get('principal') }),
+          })
+        : undefined
     if (legacy?.kind === 'answered') return legacy.response
     const mcp = c.get('mcp')
     const message = mcp.message
@@ -130,6 +161,15 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
 // ---------------------------------------------------------------------------------------------
 // Reaching one member
 
+/** Who a member request is made for: what memberHeaders and exchangeFor read. */
+type Caller = Pick<VirtualRequest, 'c' | 'principal'>
+
+/** The member request headers of this caller, for the listen streams (pipeline/virtual-listen.ts). */
+function headersFor(r: Caller): MemberHeaders {
+  return async (member, body, method) =>
+    memberHeaders(r, member, await exchangeFor(r, member), body, { method, name: null })
+}
+
 /**
  * The headers a member receives, exactly as its own endpoint would send them (pipeline/proxy.ts):
  * the judged client headers, the member's configured ones, its exchanged credentials and the
@@ -137,7 +177,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
  * another method (a list fetched to route a call) or a prefix came off the name.
  */
 function memberHeaders(
-  r: VirtualRequest,
+  r: Caller,
   member: ServerRuntime,
   auth: string | undefined,
   body: Buffer,
@@ -166,6 +206,7 @@ function memberHeaders(
     'x-forwarded-host', head.host ?? '',
     'content-length', String(body.length),
   )
+  memberTraceHeaders(r.c, headers)
   return headers
 }
 
@@ -177,7 +218,7 @@ function encodeName(name: string): string {
 }
 
 /** The member's upstream credentials by token exchange, when it has `tokenExchange`. */
-async function exchangeFor(r: VirtualRequest, member: ServerRuntime): Promise<string | undefined> {
+async function exchangeFor(r: Caller, member: ServerRuntime): Promise<string | undefined> {
   const exchanger = r.c.get('runtime').auth?.servers.get(member.name)?.exchanger
   if (exchanger === undefined) return undefined
   // SECURITY: fail closed, as pipeline/exchange-token.ts does.
@@ -216,12 +257,14 @@ async function askMember(
   const generation =
     cache === undefined || cached === undefined ? 0 : cache.generation(cached.server)
   const auth = await exchangeFor(r, member)
+  // The cache key above is the client's request; the member gets the gateway's trace context.
+  const sent = memberBody(r.c, body, r.message)
   const answer = await callInEra(
     r.v,
     member,
     {
-      headers: memberHeaders(r, member, auth, body, { method, name: null }),
-      body,
+      headers: memberHeaders(r, member, auth, sent, { method, name: null }),
+      body: sent,
       method,
       rawId: r.rawId,
       targets: [],
@@ -283,6 +326,7 @@ async function discover(r: VirtualRequest): Promise<Response> {
   const outcomes = await fanOut(all, v.config.fanOutTimeoutMs, (i, signal) =>
     askMember(r, v.members[i] as ServerRuntime, 'server/discover', r.text, signal),
   )
+  memberEvents(r.c, 'server/discover', v.memberNames, outcomes)
   const results: (readonly [string, Record<string, unknown>])[] = []
   const missing: string[] = []
   outcomes.forEach((o, i) => {
@@ -326,7 +370,10 @@ async function list(r: VirtualRequest): Promise<Response> {
       throw new GatewayError('invalid_params', 'invalid cursor')
   }
   const policy = r.c.get('runtime').policy
-  const filters = v.members.map((m) => policy?.listFilter(r.principal, m.name))
+  // Each member's policy (on its own names), then its catalog view (docs/catalog.md §Curation).
+  const filters = v.members.map((m) =>
+    chainFilters(policy?.listFilter(r.principal, m.name), m.catalog),
+  )
   const cacheKey = mergedKey(
     r,
     r.method,
@@ -406,6 +453,12 @@ async function fetchPage(
       return askMember(r, v.members[m] as ServerRuntime, method, body, signal)
     },
   )
+  memberEvents(
+    r.c,
+    method,
+    asks.map(([m]) => v.memberNames[m] as string),
+    outcomes,
+  )
   const results: (readonly [number, Record<string, unknown>])[] = []
   const next: [number, string][] = []
   const missing: string[] = []
@@ -419,7 +472,9 @@ async function fetchPage(
       return
     }
     results.push([m, result])
-    const values = itemsOf(spec, result).map((x) => x[spec.field] as string)
+    // Names as the member's own endpoint shows them: curated (docs/catalog.md §Curation).
+    const shown = memberListView(v.members[m] as ServerRuntime, method, result)
+    const values = itemsOf(spec, shown).map((x) => x[spec.field] as string)
     v.state.notePage(spec.kind, m, values, pending === undefined)
     if (typeof result.nextCursor === 'string') next.push([m, result.nextCursor])
   })
@@ -560,29 +615,41 @@ async function callByName(
   if (route === undefined)
     return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
   const member = r.v.members[route.member] as ServerRuntime
-  const target: McpTarget = { kind: targetKind, name: route.name }
+  // The prefix is off; the member's curation and pins are undone next, as on its own endpoint.
+  const maxBytes = r.c.get('runtime').config.limits.maxInspectBytes
+  const own = await memberBackendName(member, kind, route.name, maxBytes)
+  if (own === undefined)
+    return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
+  const target: McpTarget = { kind: targetKind, name: own }
   if (!allowed(r, member, target)) return denied(r, { kind: targetKind, name: exposed })
   let text = r.text
-  if (route.name !== exposed) {
+  if (own !== exposed) {
     // SECURITY: only this one value changes; the rest of the body is the client's, byte for byte.
-    const rewritten = replaceParam(r.text, path, route.name)
+    const rewritten = replaceParam(r.text, path, own)
     if (rewritten === undefined) throw new GatewayError('invalid_params', 'ambiguous params')
     text = rewritten
   }
   // Mcp-Name names the tool or prompt for tools/call and prompts/get (SEP-2243); not for completions.
-  const name = r.method === 'completion/complete' ? undefined : route.name
-  return limited(r, member, target, () => forwardTo(r, member, text, [target], name))
+  const name = r.method === 'completion/complete' ? undefined : own
+  // Only a call that can create a task has its answer read for task ids (docs/virtual-servers.md
+  // "Tasks"); a plain tools/call streams untouched.
+  const tasks =
+    r.method === 'tools/call' && mayCarryTaskIds(r.method, r.message, r.c.get('body'))
+      ? r.v.tasks.sealerFor(member.name, r.principal)
+      : undefined
+  return limited(r, member, target, () => forwardTo(r, member, text, [target], name, tasks))
 }
 
 /**
  * Runs `send` inside the members' rate limits: the limit stage sees the member as the server and
  * the member's own target, so a limit on `weather`'s tools counts the same calls whichever endpoint
- * they come through (docs/rate-limits.md). Over a limit it throws 429 and nothing is forwarded.
+ * they come through (docs/rate-limits.md). A task follow-up names no target, as on the member's
+ * own endpoint. Over a limit it throws 429 and nothing is forwarded.
  */
 async function limited(
   r: VirtualRequest,
   member: ServerRuntime,
-  target: McpTarget,
+  target: McpTarget | undefined,
   send: () => Promise<Response>,
 ): Promise<Response> {
   const limit = r.deps.limit
@@ -592,7 +659,7 @@ async function limited(
   const mcp = c.get('mcp')
   let res: Response | undefined
   c.set('server', member)
-  c.set('mcp', { ...mcp, targets: [target] })
+  c.set('mcp', { ...mcp, targets: target === undefined ? [] : [target] })
   try {
     await limit(c, async () => {
       c.set('server', own)
@@ -745,8 +812,12 @@ async function forwardTo(
   text: string,
   targets: readonly McpTarget[],
   name: string | undefined,
+  /** Seals the task ids of the answer for this member and caller (mcp/task-ids.ts). */
+  tasks?: TaskIdSealer,
 ): Promise<Response> {
-  const body = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
+  const judged = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
+  // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
+  const body = memberBody(r.c, judged, r.message)
   const auth = await exchangeFor(r, member)
   // A member's era is learnt from its discovery before the first call is streamed to it.
   if (eraOf(r.v, member) === undefined) {
@@ -755,10 +826,12 @@ async function forwardTo(
     await askMember(r, member, 'server/discover', probe, signal).catch(() => undefined)
   }
   if (eraOf(r.v, member) === 'legacy') {
-    // A 2025-only member is answered within its session, and its result given `resultType`.
+    // A 2025-only member is answered within its session, streamed as it answers, its result given
+    // `resultType` for a 2026-07-28 client (docs/virtual-servers.md "2025-only members").
     const headers = memberHeaders(r, member, auth, body, name === undefined ? {} : { name })
     const limits = r.c.get('runtime').config.limits
-    const a = await callInEra(
+    const { result, upstream } = await streamInEra(
+      r.c.env.outgoing,
       r.v,
       member,
       {
@@ -769,13 +842,15 @@ async function forwardTo(
         targets,
         owner: r.principal,
         maxBytes: limits.maxInspectBytes,
+        onAttempt: memberAttempts(r.c),
       },
       eraCaller(r),
+      // SECURITY: a member's task id reaches the client only sealed with its member.
+      tasks === undefined ? [] : [taskIdHook(tasks)],
     )
-    r.c.set('outcome', 'ok')
-    return r.c.body(answerBody(r.rawId, r.method, a.message), 200, {
-      'content-type': 'application/json',
-    })
+    if (upstream !== undefined) r.c.set('upstreamId', upstream.id)
+    r.c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
+    return ALREADY_SENT
   }
   const b = member.balancing
   const plan = {
@@ -788,9 +863,10 @@ async function forwardTo(
     method: 'POST' as const,
     headers: memberHeaders(r, member, auth, body, name === undefined ? {} : { name }),
     body,
-    transform: undefined,
+    transform: tasks === undefined ? undefined : sealingTransform(r, tasks),
     stop: undefined,
     upstream: undefined as Upstream | undefined,
+    onAttempt: memberAttempts(r.c),
   }
   try {
     const result = await sendWithRetries(r.c.env.outgoing, b, plan)
@@ -799,6 +875,133 @@ async function forwardTo(
   } finally {
     if (plan.upstream !== undefined) r.c.set('upstreamId', plan.upstream.id)
   }
+}
+
+/** The answer's final response with its task ids sealed; JSON or SSE, bounded (502 beyond). */
+function sealingTransform(
+  r: VirtualRequest,
+  tasks: TaskIdSealer,
+): (status: number, h: HeaderMap) => BodyTransform | undefined {
+  const max = r.c.get('runtime').config.limits.maxInspectBytes
+  const hooks = [taskIdHook(tasks)]
+  return (status, h) =>
+    status === 200
+      ? resultTransform(String(h['content-type'] ?? ''), max, hooks, 'rewrite', r.rawId)
+      : undefined
+}
+
+const SEEN = { sse: false } as const
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+/**
+ * `tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/update`: to the member whose task it is,
+ * named in the handle the virtual server gave (virtual/tasks.ts), with the member's own task id
+ * in `params.taskId` and `Mcp-Name`, and the answer's ids sealed again. As on the member's own
+ * endpoint, the check is ownership (docs/policy.md "Tasks"): the call that created the task was
+ * judged by the member's policy; a handle this caller was not given is an unknown task, answered
+ * in band, and nothing is forwarded.
+ */
+async function taskFollowUp(r: VirtualRequest): Promise<Response> {
+  const { v } = r
+  const task = openMemberTask(r.message, r.text, r.c.get('head').name, v.tasks, r.principal)
+  // A member a reload took out of the virtual server no longer has tasks here.
+  const index = task === undefined ? -1 : v.memberNames.indexOf(task.member)
+  // SECURITY: a task id this caller was not given here is unknown; nothing is forwarded.
+  if (task === undefined || index < 0)
+    return inBand(r, 'task_not_found', unknownTaskAnswer(r.rawId))
+  const member = v.members[index] as ServerRuntime
+  const sealer = v.tasks.sealerFor(member.name, r.principal)
+  return limited(r, member, undefined, () =>
+    forwardTo(r, member, task.text, [], task.taskId, sealer),
+  )
+}
+
+/**
+ * `tasks/list` (2025-11-25). A member's list is not per caller, so with authentication on it is
+ * answered empty here, as on a member's own endpoint (docs/balancing.md "Task ids"). Without
+ * authentication every caller is one principal: the members' lists are read in parallel (as a
+ * list fan-out, within `fanOutTimeoutMs`) and merged, each id sealed with its member, paginated
+ * with the gateway's signed cursor.
+ */
+async function taskList(r: VirtualRequest): Promise<Response> {
+  // SECURITY: a member's list would hand this caller other principals' tasks.
+  if (r.principal !== undefined) return inBand(r, 'tasks_list_local', ownTasksListAnswer(r.rawId))
+  const { v } = r
+  const cursor = r.message.params?.cursor
+  let asks: PendingPages = v.members.map((_, i) => [i, ''] as const)
+  if (cursor !== undefined) {
+    // SECURITY: only a cursor this gateway signed for this list opens (pagination §Error Handling).
+    const pending =
+      typeof cursor === 'string' ? v.cursors.open(v.name, r.method, cursor) : undefined
+    if (pending === undefined || pending.some(([m]) => m >= v.members.length))
+      throw new GatewayError('invalid_params', 'invalid cursor')
+    asks = pending
+  }
+  const outcomes = await fanOut(
+    asks.map((_, k) => k),
+    v.config.fanOutTimeoutMs,
+    (k, signal) => {
+      const [m, memberCursor] = asks[k] as readonly [number, string]
+      const body = cursor === undefined ? r.text : replaceParam(r.text, ['cursor'], memberCursor)
+      if (body === undefined) throw new GatewayError('invalid_params', 'invalid cursor')
+      const member = v.members[m] as ServerRuntime
+      return askMember(r, member, 'tasks/list', body, signal)
+    },
+  )
+  memberEvents(
+    r.c,
+    r.method,
+    asks.map(([m]) => v.memberNames[m] as string),
+    outcomes,
+  )
+  const tasks: unknown[] = []
+  const next: [number, string][] = []
+  const missing: string[] = []
+  outcomes.forEach((o, k) => {
+    const [m] = asks[k] as readonly [number, string]
+    const name = v.memberNames[m] as string
+    if (o.ok && lacksMethod(o.value)) return
+    const result = o.ok ? sealedTasks(o.value, v.tasks.sealerFor(name, undefined)) : undefined
+    if (result === undefined) {
+      missing.push(name)
+      return
+    }
+    tasks.push(...result.tasks)
+    if (typeof result.nextCursor === 'string') next.push([m, result.nextCursor])
+  })
+  const partial = reportPartial(r, r.method, missing, outcomes)
+  const result: Record<string, unknown> = {
+    tasks,
+    ...(next.length === 0 ? {} : { nextCursor: v.cursors.seal(v.name, r.method, next) }),
+  }
+  return answer(r, result, partial ? 'virtual_partial' : 'ok')
+}
+
+/**
+ * A member's `tasks/list` result with every id sealed; undefined for an answer that is not one,
+ * or one with an id too long to seal (that member is then left out, never relayed in the clear).
+ */
+function sealedTasks(
+  message: Record<string, unknown>,
+  sealer: TaskIdSealer,
+): { readonly tasks: unknown[]; readonly nextCursor?: unknown } | undefined {
+  if (!isRecord(message.result) || !Array.isArray(message.result.tasks)) return undefined
+  try {
+    const sealed = taskIdHook(sealer)(message, SEEN)?.result ?? message.result
+    return isRecord(sealed) && Array.isArray(sealed.tasks)
+      ? { tasks: sealed.tasks as unknown[], nextCursor: sealed.nextCursor }
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** An answer the gateway gives in a member's name (a JSON-RPC body on HTTP 200). */
+function inBand(r: VirtualRequest, outcome: string, text: string): Response {
+  r.c.set('outcome', outcome)
+  return r.c.body(text, 200, { 'content-type': 'application/json' })
 }
 
 /** The member's `balance: {hash}` key, read as its own endpoint reads it. */
