@@ -16,6 +16,7 @@ export type TargetId =
   | 'gateway-virtual'
   | 'gateway-auth-policy'
   | 'cache-hit-policy'
+  | 'cache-hit-curated'
 
 /** Row labels; the legend under the table says what each one is. */
 export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
@@ -30,6 +31,7 @@ export const TARGET_LABELS: Readonly<Record<TargetId, string>> = {
   'gateway-virtual': 'gateway, via virtual server',
   'gateway-auth-policy': 'gateway, JWT + 20 rules',
   'cache-hit-policy': 'gateway, cache hit + policy filter',
+  'cache-hit-curated': 'gateway, cache hit + curated catalog',
 }
 
 /** One measured cell, or a cache-hit row that could not be measured (`skipped` says why). */
@@ -141,6 +143,9 @@ export function renderMarkdown(report: Report): string {
     '  file; verified tokens remembered, as by default) and a 20-rule policy.',
     '- **gateway, cache hit + policy filter**: the cacheable tools/list through the **policy**',
     '  gateway: an org-wide filter keeps the entry `public` (docs/cache.md).',
+    '- **gateway, cache hit + curated catalog**: the cacheable tools/list of a server with a',
+    '  curated catalog (a rename, a hidden tool, replaced text): the rewrite is built once per',
+    '  cached list, so a hit should cost what a plain hit costs (docs/catalog.md §Curation).',
     '',
     "CPU per request is each process's utime+stime (/proc) over the measured window ÷ responses",
     "in it. `gateway ÷ backend CPU` divides by the backend's figure in the direct row with the",

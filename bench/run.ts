@@ -8,7 +8,7 @@
  * Env: BENCH_QUICK=1 (1 s cells, smoke test), BENCH_DURATION_S=<s>, BENCH_WARMUP_S=<s>,
  * BENCH_DIRECT_ONLY=1 (no gateway, e.g. before dist/cli.js exists), BENCH_TARGETS=<ids> (only
  * those rows, e.g. direct,floor,gateway,gateway-verify,gateway-virtual,gateway-auth-policy,
- * cache-hit-policy).
+ * cache-hit-policy, cache-hit-curated).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
@@ -146,7 +146,10 @@ function screenCacheHit(cell: Cell): Cell {
         `(${hits.toFixed(2)} hits/req)`,
     )
   }
-  const isHit = cell.target === 'cache-hit' || cell.target === 'cache-hit-policy'
+  const isHit =
+    cell.target === 'cache-hit' ||
+    cell.target === 'cache-hit-policy' ||
+    cell.target === 'cache-hit-curated'
   if (!isHit || hits <= 0.01) return cell
   const { measured: _dropped, ...rest } = cell
   return { ...rest, skipped: `cache: not active (backend ${hits.toFixed(2)} hits/req)` }

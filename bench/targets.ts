@@ -134,6 +134,7 @@ export async function gatewayTargets(at: Placement, backend: Backend): Promise<T
     return { targets, skipped: [skipped], cacheState: 'not active' }
   }
   targets.push(via('cache-hit', 'tools/list', cacheUrl, trustPids))
+  targets.push(...(await curatedTargets(at, backend)))
   return { targets, skipped: [], cacheState: 'active' }
 }
 
@@ -186,6 +187,38 @@ async function limitTargets(at: Placement, backend: Backend): Promise<Target[]> 
       targets.push({ id: 'cache-hit-policy', method: 'tools/list', url, gatewayPids: pids })
   }
   return targets
+}
+
+/**
+ * The cacheable list with a curated catalog view (docs/catalog.md §Curation): one tool renamed and
+ * re-described, one hidden, one re-described. The rewrite depends on the config only, so the list
+ * stays `public` and the curated bytes are built once per cached list: a hit should cost what a
+ * `cache-hit` hit costs.
+ */
+async function curatedTargets(at: Placement, backend: Backend): Promise<Target[]> {
+  const bench = {
+    upstreams: [{ url: backend.url }],
+    trustHeaders: true,
+    tools: {
+      get_forecast: { name: 'forecast', description: 'Forecast for a city (metric units).' },
+      tool_01: { hidden: true },
+      tool_02: { description: 'Reviewed text in place of the backend’s.' },
+    },
+  }
+  const gw = await startGateway({
+    repoRoot: at.repoRoot,
+    configDir: at.configDir,
+    cpu: at.gatewayCpu,
+    name: 'cache-hit-curated',
+    servers: { bench: backend.url },
+    trustHeaders: true,
+    extra: { servers: { bench } },
+  })
+  const url = `${gw.baseUrl}/mcp/bench`
+  if (!(await detectListCache(url, backend.statsUrl))) return []
+  return [
+    { id: 'cache-hit-curated', method: 'tools/list', url, gatewayPids: processTree(gw.child.pid) },
+  ]
 }
 
 const BENCH_ISSUER = 'https://issuer.bench.invalid'
