@@ -74,23 +74,6 @@ export function callerKey(p: Principal | undefined, remoteAddress: string | unde
     : `sub ${p.issuer.length}:${p.issuer}${p.subject}`
 }
 
-/**
- * The client's answer from a 2025-only member's: its result with `resultType`, or its error, under
- * the client's request id byte for byte.
- */
-export function answerBody(
-  rawId: string,
-  method: string,
-  message: Readonly<Record<string, unknown>>,
-): string {
-  const m = modernResult(message, method)
-  const part =
-    m.result !== undefined
-      ? `"result":${JSON.stringify(m.result)}`
-      : `"error":${JSON.stringify(m.error ?? { code: -32603, message: 'no answer' })}`
-  return `{"jsonrpc":"2.0","id":${rawId},${part}}`
-}
-
 /** Ends this process's member sessions of a 2025-era client session (its DELETE). */
 export async function endMemberSessions(
   v: VirtualRuntime,
