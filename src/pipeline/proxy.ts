@@ -226,7 +226,7 @@ function traceHeaders(
   headers: string[],
   trace: RequestTrace,
   c: Context<GatewayEnv>,
-): Record<string, string> {
+): Readonly<Record<string, string>> {
   trace.begin(spanRequest(c))
   const propagation = trace.propagation()
   setTraceHeaders(headers, propagation)

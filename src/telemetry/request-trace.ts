@@ -37,6 +37,7 @@ export interface SpanRequest {
 export class RequestTrace {
   private span: Span | undefined
   private context: Context | undefined
+  private carried: Readonly<Record<string, string>> | undefined
   private readonly pending: [string, Attributes, number][] = []
 
   constructor(
@@ -73,13 +74,15 @@ export class RequestTrace {
 
   /**
    * `traceparent` (and `tracestate`) naming this request's span, for the upstream request
-   * (W3C Trace Context §2.2, §3.3). Call after begin().
+   * (W3C Trace Context §2.2, §3.3), in headers and `params._meta` alike. Call after begin();
+   * computed once (a virtual server's member requests share it).
    */
-  propagation(): Record<string, string> {
+  propagation(): Readonly<Record<string, string>> {
+    if (this.carried !== undefined) return this.carried
     const out: Record<string, string> = {}
-    if (this.context !== undefined)
-      this.tracing.propagator.inject(this.context, out, defaultTextMapSetter)
-    return out
+    if (this.context === undefined) return out
+    this.tracing.propagator.inject(this.context, out, defaultTextMapSetter)
+    return (this.carried = out)
   }
 
   /** Ends the span with the request's outcome and HTTP status. */
