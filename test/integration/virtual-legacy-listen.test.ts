@@ -268,6 +268,29 @@ describe('the GET stream of a 2025-era client on a virtual server (v1 SDK client
   })
 })
 
+describe('subscriptions/listen of a 2026-07-28 client reaches a 2025-only member', () => {
+  it('opens the member’s GET stream in the caller’s member session and forwards its changes', async () => {
+    const old = await closing(startLegacyV1Server())
+    const gw = await startTestGateway({
+      legacySessions: { key: KEY },
+      servers: upstreams({ old }),
+      virtualServers: { workspace: { members: ['old'] } },
+    })
+    const client = await closing(connectClient(gw.mcpUrl('workspace')))
+    const changes: unknown[] = []
+    client.setNotificationHandler('notifications/tools/list_changed', (n) => void changes.push(n))
+    const subscription = await client.listen({ toolsListChanged: true })
+    onTestFinished(() => subscription.close())
+    expect(subscription.honoredFilter).toMatchObject({ toolsListChanged: true })
+    await expect.poll(() => gets(old).length).toBe(1)
+    expect(gets(old)[0]?.header('mcp-session-id')).toBeDefined()
+    old.addTool('added_legacy')
+    await expect.poll(() => changes.length).toBe(1)
+    const { tools } = await client.listTools()
+    expect(tools.map((t) => t.name)).toContain('added_legacy')
+  })
+})
+
 describe('calls routed to a 2025-only member are streamed', () => {
   async function setup() {
     const old = await closing(startLegacyV1Server({ progress: true }))
