@@ -275,8 +275,8 @@ describe('a spliced body reads the same as the judged one', () => {
           expect(b.map(acted)).toEqual(a.map(acted))
         }
       }),
-      { seed: 20261130, numRuns: 400 },
+      { seed: 20261130, numRuns: 300 },
     )
-    expect(spliced).toBeGreaterThan(200)
+    expect(spliced).toBeGreaterThan(150)
   })
 })
