@@ -216,6 +216,30 @@ describe('the GET stream of a 2025-era client on a virtual server (v1 SDK client
     expect(memberListens(tickets)).toHaveLength(1)
   })
 
+  it('ends the stream when the gateway drains', async () => {
+    const tickets = await closing(startSdkServer({ name: 'tickets' }))
+    const gw = await startTestGateway(
+      {
+        legacySessions: { key: KEY },
+        servers: upstreams({ tickets }),
+        virtualServers: { workspace: { members: ['tickets'] } },
+      },
+      { autoClose: false },
+    )
+    const sid = await legacySession(gw.mcpUrl('workspace'))
+    const res = await request(gw.mcpUrl('workspace'), {
+      method: 'GET',
+      headers: { ...GET, 'mcp-session-id': sid },
+    })
+    expect(res.statusCode).toBe(200)
+    await expect.poll(() => memberListens(tickets).length).toBe(1)
+    const closed = gw.close(20_000)
+    // the stream ends at once (a drain does not wait for it), as a 2025-era stream ends: no result
+    const text = await res.body.text()
+    expect(text).not.toContain('"result"')
+    await closed
+  })
+
   it('refuses a GET with a tampered, unknown or another caller’s session id; nothing is opened', async () => {
     const ISS = 'https://issuer.test'
     const PUBLIC = 'https://gw.test'
