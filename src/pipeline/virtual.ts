@@ -7,8 +7,8 @@ import { authContextOf } from '../cache/key.js'
 import { cacheRequestOf } from '../cache/request.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
-import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
-import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { classify, type McpRequestInfo, type McpTarget } from '../mcp/classify.js'
+import { isRecord, peekRawId, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
 import { uriProblem } from '../mcp/names.js'
 import { resultTransform } from '../mcp/result-transform.js'
@@ -129,7 +129,16 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
           })
         : undefined
     if (legacy?.kind === 'answered') return legacy.response
-    const mcp = c.get('mcp')
+    let mcp = c.get('mcp')
+    if (mcp.kind === 'unknown' && mcp.era === 'modern') {
+      // A body the front did not parse (some member has `trustHeaders: true`): a tools/call to
+      // such a member is judged on its headers, as on that member's own endpoint; any other
+      // request is parsed now, exactly as a front that parses every body would have.
+      const call = trustedCall(c, v, deps, audit, mcp)
+      if (call !== undefined) return call
+      mcp = classify(c.get('head'), c.get('body'), { ...v.front.classify, parseAlways: true })
+      c.set('mcp', mcp)
+    }
     const message = mcp.message
     // Notifications (cancelled, progress) name no member; accepted as any server accepts them.
     if (message === undefined || message.kind !== 'request' || message.rawId === undefined) {
@@ -610,14 +619,18 @@ async function callByName(
   if (typeof exposed !== 'string')
     throw new GatewayError('invalid_params', `params.${path.join('.')} is required`)
   const targetKind = kind === 'tools' ? 'tool' : 'prompt'
-  const route = await routeName(r, kind, exposed)
+  // A known name costs no await (a microtask turn per call on the hot path).
+  const route = r.v.state.table(kind).routes.get(exposed) ?? (await routeName(r, kind, exposed))
   // An unknown name is answered as the server answers one (in band, no gateway marker).
   if (route === undefined)
     return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
   const member = r.v.members[route.member] as ServerRuntime
   // The prefix is off; the member's curation and pins are undone next, as on its own endpoint.
   const maxBytes = r.c.get('runtime').config.limits.maxInspectBytes
-  const own = await memberBackendName(member, kind, route.name, maxBytes)
+  const own =
+    member.catalog === undefined
+      ? route.name
+      : await memberBackendName(member, kind, route.name, maxBytes)
   if (own === undefined)
     return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
   const target: McpTarget = { kind: targetKind, name: own }
@@ -638,6 +651,57 @@ async function callByName(
       ? r.v.tasks.sealerFor(member.name, r.principal)
       : undefined
   return limited(r, member, target, () => forwardTo(r, member, text, [target], name, tasks))
+}
+
+/** The message of a call judged on its headers: its body is forwarded, never read. */
+const UNREAD_CALL: JsonRpcMessage = Object.freeze({
+  kind: 'request',
+  method: 'tools/call',
+  params: undefined,
+  rawId: undefined,
+})
+
+/**
+ * A `tools/call` to a member that checks its body against its headers itself (`trustHeaders:
+ * true`): judged, limited and forwarded on its `Mcp-Name` exactly as on that member's own endpoint
+ * (docs/virtual-servers.md "What is judged"), without reading the body. Undefined when anything
+ * needs the body (a prefix to take off, a curated name, a name not known yet, a member whose era
+ * is not known or is 2025, a task to seal, trace context to add): the stage then parses it.
+ */
+function trustedCall(
+  c: Context<GatewayEnv>,
+  v: VirtualRuntime,
+  deps: VirtualDeps,
+  audit: AuditLog,
+  mcp: McpRequestInfo,
+): Promise<Response> | undefined {
+  const target = mcp.targets[0]
+  if (mcp.method !== 'tools/call' || target?.kind !== 'tool' || c.get('trace') !== undefined)
+    return undefined
+  const route = v.state.table('tools').routes.get(target.name)
+  if (route === undefined || route.name !== target.name) return undefined
+  const member = v.members[route.member] as ServerRuntime
+  // SECURITY: only for a member whose own endpoint trusts headers: it refuses a body that names
+  // another tool than Mcp-Name (spec 2026-07-28 basic/transports/streamable-http §Server
+  // Validation), so what it runs is the tool its policy allowed here.
+  if (!member.config.trustHeaders || member.catalog !== undefined || eraOf(v, member) !== 'modern')
+    return undefined
+  const body = c.get('body')
+  if (mayCarryTaskIds('tools/call', undefined, body)) return undefined
+  const r: VirtualRequest = {
+    c,
+    v,
+    deps,
+    audit,
+    message: UNREAD_CALL,
+    method: 'tools/call',
+    rawId: 'null', // never read on this path: a denial peeks the id, errors do (app.ts)
+    text: '', // forwardTo: the client's body, unchanged
+    principal: c.get('principal'),
+  }
+  if (!allowed(r, member, target))
+    return Promise.resolve(denied({ ...r, rawId: peekRawId(body) ?? 'null' }, target))
+  return limited(r, member, target, () => forwardTo(r, member, '', [target], undefined))
 }
 
 /**
@@ -818,14 +882,18 @@ async function forwardTo(
   const judged = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
   // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
   const body = memberBody(r.c, judged, r.message)
-  const auth = await exchangeFor(r, member)
+  // No await (a microtask turn per call) unless the member exchanges tokens.
+  const exchanges = r.c.get('runtime').auth?.servers.get(member.name)?.exchanger !== undefined
+  const auth = exchanges ? await exchangeFor(r, member) : undefined
   // A member's era is learnt from its discovery before the first call is streamed to it.
-  if (eraOf(r.v, member) === undefined) {
+  let era = eraOf(r.v, member)
+  if (era === undefined) {
     const probe = readBody(r, 'server/discover', undefined)
     const signal = AbortSignal.timeout(r.v.config.fanOutTimeoutMs)
     await askMember(r, member, 'server/discover', probe, signal).catch(() => undefined)
+    era = eraOf(r.v, member)
   }
-  if (eraOf(r.v, member) === 'legacy') {
+  if (era === 'legacy') {
     // A 2025-only member is answered within its session, streamed as it answers, its result given
     // `resultType` for a 2026-07-28 client (docs/virtual-servers.md "2025-only members").
     const headers = memberHeaders(r, member, auth, body, name === undefined ? {} : { name })

@@ -190,7 +190,8 @@ export function createRuntime(
 
 /**
  * A virtual server over compiled members. Its `front` is what the stages before the virtual one
- * read: its own name, every body parsed (the virtual stage routes on method, name and cursor),
+ * read: its own name, every body parsed (the virtual stage routes on method, name and cursor;
+ * when a member trusts headers the stage parses instead, all but that member's plain calls),
  * the origins all members allow, the client headers any member replaces. Its `balancing` is the first
  * member's only so the type is whole: no stage of the virtual pipeline forwards through it.
  */
@@ -209,7 +210,8 @@ function compileVirtualRuntime(
     // "2025-era clients"), whatever the members' `legacyClients` say.
     config: { ...first.config, legacyClients: 'allow', extraMethods: [], headers: {} },
     classify: {
-      parseAlways: true,
+      // pipeline/virtual.ts trustedCall: a trusting member's calls are judged on their headers.
+      parseAlways: !members.some((m) => m.config.trustHeaders),
       parseMethods: new Set(),
       allowLegacy: true,
       maxDepth: config.limits.maxJsonDepth,
