@@ -302,7 +302,9 @@ export async function streamInEra(
       return { result, upstream: plan.upstream }
     } catch (err) {
       const gone = err instanceof GatewayError && err.code === 'session_not_found'
-      if (!gone || attempt > 0) throw err
+      if (!gone) throw err
+      // The client's own session is fine: a member that loses a fresh session is at fault (502).
+      if (attempt > 0) throw new GatewayError('upstream_bad_response', { cause: err })
       await state.sessions.forget(key, member.name, session)
     }
   }

@@ -366,6 +366,40 @@ describe('calls routed to a 2025-only member are streamed', () => {
     expect(result).not.toHaveProperty('resultType')
   })
 
+  it('initialises the member again when it no longer knows its session, once', async () => {
+    let calls = 0
+    const member = await closing(
+      startNonValidatingBackend({
+        behaviour: legacyOnly((_req, body) => {
+          const m = body as { id?: unknown; method?: string } | undefined
+          if (m?.method !== 'tools/call') return 'normal'
+          calls++
+          // the first call finds its session gone (the member restarted), the second is answered
+          if (calls === 1)
+            return {
+              status: 404,
+              headers: { 'content-type': 'application/json' },
+              body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}',
+            }
+          const result = { content: [{ type: 'text', text: 'again' }] }
+          return { sse: [sseEvent({ jsonrpc: '2.0', id: m.id, result })] }
+        }),
+      }),
+    )
+    const gw = await startTestGateway({
+      legacySessions: { key: KEY },
+      servers: upstreams({ member }),
+      virtualServers: { workspace: { members: ['member'] } },
+    })
+    const res = await mcpPost(gw.mcpUrl('workspace'), 'tools/call', { name: 'echo' }, { id: 8 })
+    expect(res.status).toBe(200)
+    expect(res.headers['content-type']).toBe('text/event-stream')
+    expect(res.response()).toMatchObject({ id: 8, result: { resultType: 'complete' } })
+    expect(member.calls('tools/call')).toHaveLength(2)
+    expect(member.calls('initialize')).toHaveLength(2)
+    expect(res.text).not.toContain('Session not found')
+  })
+
   it('refuses an answer with another request’s id (upstream_id_mismatch)', async () => {
     const member = await closing(
       startNonValidatingBackend({
