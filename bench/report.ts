@@ -144,7 +144,7 @@ export function renderMarkdown(report: Report): string {
     '- **gateway, cache hit + policy filter**: the cacheable tools/list through the **policy**',
     '  gateway: an org-wide filter keeps the entry `public` (docs/cache.md).',
     '- **gateway, cache hit + curated catalog**: the cacheable tools/list of a server with a',
-    '  curated catalog (a rename, a hidden tool, replaced text): the rewrite is built once per',
+    '  curated catalog (two renames, replaced text and title): the rewrite is built once per',
     '  cached list, so a hit should cost what a plain hit costs (docs/catalog.md §Curation).',
     '',
     "CPU per request is each process's utime+stime (/proc) over the measured window ÷ responses",

@@ -47,9 +47,12 @@ export interface Placement {
 }
 
 /** Starts bench/backend.ts pinned, on a port it picks itself. */
-export async function startBackend(at: Placement): Promise<Backend> {
+export async function startBackend(
+  at: Placement,
+  extraArgs: readonly string[] = [],
+): Promise<Backend> {
   const script = join(at.repoRoot, 'bench', 'backend.ts')
-  const args = ['--import', 'tsx', script, '--port', '0', '--lifeline']
+  const args = ['--import', 'tsx', script, '--port', '0', '--lifeline', ...extraArgs]
   const child = spawnNode('backend', args, { cpu: at.backendCpu, cwd: at.repoRoot })
   const match = await waitForLine(child, /listening (\d+)/, 20_000)
   const base = `http://127.0.0.1:${match[1] ?? ''}`
@@ -190,8 +193,8 @@ async function limitTargets(at: Placement, backend: Backend): Promise<Target[]> 
 }
 
 /**
- * The cacheable list with a curated catalog view (docs/catalog.md §Curation): one tool renamed and
- * re-described, one hidden, one re-described. The rewrite depends on the config only, so the list
+ * The cacheable list with a curated catalog view (docs/catalog.md §Curation): two tools renamed,
+ * two re-described or re-titled. The rewrite depends on the config only, so the list
  * stays `public` and the curated bytes are built once per cached list: a hit should cost what a
  * `cache-hit` hit costs.
  */
@@ -201,7 +204,8 @@ async function curatedTargets(at: Placement, backend: Backend): Promise<Target[]
     trustHeaders: true,
     tools: {
       get_forecast: { name: 'forecast', description: 'Forecast for a city (metric units).' },
-      tool_01: { hidden: true },
+      // Nothing hidden: the bench checks every answer carries all 60 tools.
+      tool_01: { name: 'renamed_01', title: 'Renamed' },
       tool_02: { description: 'Reviewed text in place of the backend’s.' },
     },
   }
