@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
+import { ServerCatalog } from '../../src/catalog/curate.js'
 import {
   connectClient,
   connectLegacyClient,
@@ -255,8 +256,13 @@ describe('catalog curation with policies and the edge cache', () => {
     await expect
       .poll(() => gw.cache?.invalidator.isConnected('app') === true, { message: 'listen stream' })
       .toBe(true)
+    const rewrites = vi.spyOn(ServerCatalog.prototype, 'apply')
+    onTestFinished(() => rewrites.mockRestore())
     const first = await post(gw.app, '1')
     const second = await post(gw.app, '2')
+    await post(gw.app, '3')
+    // The upstream answer once, then the cached variant once: never per hit.
+    expect(rewrites).toHaveBeenCalledTimes(2)
     for (const res of [first, second]) {
       const result = res.response().result as { tools: { name: string }[]; cacheScope: string }
       expect(result.cacheScope).toBe('public')
@@ -267,7 +273,7 @@ describe('catalog curation with policies and the edge cache', () => {
       (res.response().result as { tools: unknown }).tools
     expect(toolsOf(second)).toEqual(toolsOf(first))
     expect(backend.calls('tools/list')).toHaveLength(1)
-    expect(await cacheEvents(gw, 'hit')).toBe(1)
+    expect(await cacheEvents(gw, 'hit')).toBe(2)
   })
 })
 
