@@ -2,11 +2,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { request } from 'undici'
-import { parse } from 'yaml'
+import { parse, stringify } from 'yaml'
 import { startDemoServers } from '../../deploy/demo/servers.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { definitionDigest, modelView, type CatalogKind } from '../../src/catalog/definition.js'
 import { renderLock, type LockedDefinition } from '../../src/catalog/lock.js'
+import { loadConfigFile } from '../../src/config/load.js'
+import { startGateway } from '../../src/server.js'
 import {
   connectClient,
   connectLegacyClient,
@@ -273,5 +275,41 @@ describe('run-time pinning', () => {
     }
     expect((await readyz(gw)).warnings).toEqual([])
     expect(await driftCount(gw)).toBe(0)
+  })
+
+  it('a re-pinned lock takes effect on reload; a broken one is refused and the pins keep running', async () => {
+    const descriptions: Record<string, string> = {}
+    const backend = await closing(startSdkServer({ descriptions }))
+    const dir = tempDir()
+    await pin(backend, dir)
+    const file = join(dir, 'gateway.yaml')
+    writeFileSync(
+      file,
+      stringify({
+        listen: { host: '127.0.0.1', port: 0 },
+        log: { level: 'silent' },
+        servers: { app: { upstreams: [{ url: backend.url }] } },
+        pinning: { lockFile: 'catalog.lock.yaml' },
+      }),
+    )
+    const gw = await startGateway(loadConfigFile(file), { logDestination: { write() {} } })
+    onTestFinished(() => gw.close(100))
+    const url = `${gw.url}/mcp/app`
+    descriptions.get_forecast = 'Forecast, reviewed again.'
+    expect(await toolNames(url)).not.toContain('get_forecast')
+
+    writeFileSync(join(dir, 'catalog.lock.yaml'), 'version: 2\n')
+    await gw.rereadConfig()
+    const { warnings } = (await (await request(`${gw.url}/readyz`)).body.json()) as {
+      warnings: string[]
+    }
+    expect(
+      warnings.some((w) => w.includes('reload rejected') && w.includes('pinning.lockFile')),
+    ).toBe(true)
+    expect(await toolNames(url)).not.toContain('get_forecast')
+
+    await pin(backend, dir) // reviewed: the new text is pinned
+    await gw.rereadConfig()
+    expect(await toolNames(url)).toContain('get_forecast')
   })
 })
