@@ -6,6 +6,7 @@
  * Usage: node --import tsx bench/backend.ts --port N [--lifeline]
  *   --port 0     picks a free port; the chosen port is printed as `listening <port>`
  *   --lifeline   exit when stdin closes (the bench runner holds it open), so no orphan survives
+ *   --keep-alive-ms N   idle keep-alive of the backend's connections (default 120000)
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { parseArgs } from 'node:util'
@@ -27,10 +28,14 @@ const LIST_TAILS: Readonly<Record<string, string>> = {
 }
 
 let requests = 0
+/** Open subscriptions/listen streams and open sockets, for the streams bench (streams.ts). */
+let streams = 0
+let sockets = 0
 
 function handle(req: IncomingMessage, res: ServerResponse): void {
   const path = req.url ?? '/'
-  if (req.method === 'GET' && path === '/__stats') return send(res, 200, `{"requests":${requests}}`)
+  if (req.method === 'GET' && path === '/__stats')
+    return send(res, 200, `{"requests":${requests},"streams":${streams},"sockets":${sockets}}`)
   if (req.method === 'GET' && path === '/healthz') return send(res, 200, '{"ok":true}')
   const listTail = LIST_TAILS[path]
   if (listTail === undefined) return send(res, 404, errorBody(null, -32601, 'Not found'))
@@ -53,6 +58,8 @@ function answer(res: ServerResponse, body: string, listTail: string): void {
       return send(res, 200, withId(msg.id, listTail), listTail === LIST_NO_STORE_TAIL)
     case 'initialize':
       return send(res, 200, withId(msg.id, INITIALIZE_TAIL))
+    case 'subscriptions/listen':
+      return listen(res, msg.id)
     default:
       // Notifications have no id and expect 202 Accepted with no body (streamable HTTP).
       if (msg.id === undefined) return void res.writeHead(202).end()
@@ -87,18 +94,43 @@ function send(res: ServerResponse, status: number, body: string, noStore = false
   res.writeHead(status, headers).end(body)
 }
 
+/**
+ * An idle listen stream, as an SDK server holds one: the acknowledgement event, then nothing until
+ * the client goes away (spec 2026-07-28 subscriptions/listen).
+ */
+function listen(res: ServerResponse, id: unknown): void {
+  streams++
+  res.on('close', () => streams--)
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+  const ack = {
+    jsonrpc: '2.0',
+    method: 'notifications/subscriptions/acknowledged',
+    params: {
+      notifications: { toolsListChanged: true },
+      _meta: { 'io.modelcontextprotocol/subscriptionId': id },
+    },
+  }
+  res.write(`event: message\ndata: ${JSON.stringify(ack)}\n\n`)
+}
+
 function main(): void {
   const { values } = parseArgs({
     options: {
       port: { type: 'string', default: '0' },
       lifeline: { type: 'boolean', default: false },
+      'keep-alive-ms': { type: 'string', default: '120000' },
     },
   })
   const server = createServer(handle)
+  server.on('connection', (socket) => {
+    sockets++
+    socket.on('close', () => sockets--)
+  })
   // Longer than any pause between bench cells, so the gateway's upstream pool is not torn down and
   // re-dialled mid-run (Node's default is 5 s).
-  server.keepAliveTimeout = 120_000
-  server.headersTimeout = 121_000
+  // (streams.ts passes a short one, so the idle connections a closed stream leaves go quickly.)
+  server.keepAliveTimeout = Number(values['keep-alive-ms'])
+  server.headersTimeout = server.keepAliveTimeout + 1000
   server.listen(Number(values.port), '127.0.0.1', () => {
     const address = server.address()
     const port = typeof address === 'object' && address !== null ? address.port : values.port
