@@ -710,14 +710,24 @@ function trustedCall(
  * they come through (docs/rate-limits.md). A task follow-up names no target, as on the member's
  * own endpoint. Over a limit it throws 429 and nothing is forwarded.
  */
-async function limited(
+function limited(
   r: VirtualRequest,
   member: ServerRuntime,
   target: McpTarget | undefined,
   send: () => Promise<Response>,
 ): Promise<Response> {
   const limit = r.deps.limit
-  if (limit === undefined) return send()
+  // Without limits, no async frame of its own: a routed call is on the hot path.
+  return limit === undefined ? send() : limitedBy(limit, r, member, target, send)
+}
+
+async function limitedBy(
+  limit: MiddlewareHandler<GatewayEnv>,
+  r: VirtualRequest,
+  member: ServerRuntime,
+  target: McpTarget | undefined,
+  send: () => Promise<Response>,
+): Promise<Response> {
   const c = r.c
   const own = c.get('server')
   const mcp = c.get('mcp')
