@@ -1,6 +1,5 @@
 import type { AddressInfo } from 'node:net'
-import type { Server } from 'node:http'
-import { createAdaptorServer } from '@hono/node-server'
+import { createServer } from 'node:http'
 import type { DestinationStream, Logger } from 'pino'
 import { buildApp } from './app.js'
 import { AuthCarryOver, type AuthStateOptions } from './auth/carry-over.js'
@@ -8,6 +7,7 @@ import { startCache, type CacheSetupOptions, type GatewayCache } from './cache/s
 import type { LoadedConfig } from './config/load.js'
 import { watchConfig, type ConfigWatcher } from './config/watch.js'
 import { joinCluster } from './cluster/worker.js'
+import { nodeListener, type AppFetch } from './pipeline/node-response.js'
 import { startAdmin } from './observability/admin.js'
 import { createAccessWriter } from './observability/access-line.js'
 import { createLogger } from './observability/log.js'
@@ -113,9 +113,19 @@ export async function startGateway(
     }
     return app
   }
-  const server = createAdaptorServer({
-    fetch: (req, env) => appFor(ref.current).fetch(req, env),
-    serverOptions: {
+  // The app of the current runtime, looked up once per runtime rather than once per request.
+  let served = ref.current
+  let serve: AppFetch = appFor(served).fetch
+  const dispatch: AppFetch = (req, env) => {
+    const rt = ref.current
+    if (rt !== served) {
+      served = rt
+      serve = appFor(rt).fetch
+    }
+    return serve(req, env)
+  }
+  const server = createServer(
+    {
       maxHeaderSize: config.limits.maxHeaderBytes,
       // Slowloris guard (Node CVE-2018-12122); the body has its own deadline in readBody.
       headersTimeout: config.limits.headersTimeoutMs,
@@ -131,13 +141,18 @@ export async function startGateway(
       keepAliveTimeout: 5000,
       // SECURITY: never relax llhttp (request smuggling CVEs); stated, not defaulted.
       insecureHTTPParser: false,
+      // SECURITY: RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400 (Node's default,
+      // stated because nothing after this point would notice a missing Host).
+      requireHostHeader: true,
     },
-  }) as Server
+    // Requests reach hono without a web Request, and answers written by a stage go out without a
+    // web Response (docs/design/hot-path.md). The listener counts every response in progress
+    // first, so a drain knows when the last accepted request is done.
+    nodeListener(dispatch, (res) => shared.lifecycle.track(res)),
+  )
   // Node silently drops headers past maxHeadersCount; 0 lifts that so our own count check sees
   // them all (the byte size stays bounded by maxHeaderSize).
   server.maxHeadersCount = 0
-  // Counts responses in progress, so a drain knows when the last accepted request is done.
-  server.on('request', (_req, res) => shared.lifecycle.track(res))
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(opts.port ?? config.listen.port, config.listen.host, () => {

@@ -58,20 +58,17 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private untyped = false
   private bytes = 0
   private settled = false
+  /**
+   * The one listener every request needs. The others are made only when used: `drain` on the
+   * first refused write, the gateway-drain hook only for streams (each is a closure and a
+   * listener every request, and every held stream, would otherwise carry; docs/design/hot-path.md).
+   */
   private readonly onClose = (): void => {
     // SECURITY/spec: closing the response stream is cancellation (streamable-http §Cancellation);
     // the upstream request is aborted at once so the backend stops work.
     if (!this.res.writableFinished) this.controller?.abort(new ClientClosed('client closed'))
   }
-  private readonly onDrain = (): void => this.controller?.resume()
-  /** Drain: everything written so far is whole events (framer or SSE transform), so end here. */
-  private readonly onStop = (): void => {
-    if (this.settled || !this.headWritten) return
-    this.finish()
-    this.res.end()
-    this.resolve({ kind: 'drained', status: this.status ?? 0, bytes: this.bytes })
-    this.controller?.abort(new Drained('gateway draining'))
-  }
+  private onDrain: (() => void) | undefined
 
   constructor(
     private readonly res: ServerResponse,
@@ -87,7 +84,6 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       return
     }
     this.res.on('close', this.onClose)
-    this.res.on('drain', this.onDrain)
   }
 
   onResponseStart(
@@ -123,6 +119,10 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       return
     }
     this.status = status
+    // undici's controller keeps the raw header Buffers (views into the socket's first read) for
+    // handlers that want them; this one never does, and a held stream would carry them, and the
+    // read buffer behind them, for its whole life (docs/design/hot-path.md §Stream memory).
+    ;(controller as { rawHeaders?: unknown }).rawHeaders = null
     const out = relayedHeaders(headers)
     this.headers = out
     if (status >= 500) {
@@ -155,7 +155,16 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (!this.untyped && (this.transform === undefined || this.transform.streaming))
       this.writeHead(streaming)
     if (this.framer !== undefined || this.transform?.streaming === true)
-      this.req.stop?.onStop(this.onStop)
+      this.req.stop?.onStop(() => this.stopAtBoundary())
+  }
+
+  /** Gateway drain: everything written so far is whole events (framer or SSE transform), so end here. */
+  private stopAtBoundary(): void {
+    if (this.settled || !this.headWritten) return
+    this.finish()
+    this.res.end()
+    this.resolve({ kind: 'drained', status: this.status ?? 0, bytes: this.bytes })
+    this.controller?.abort(new Drained('gateway draining'))
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -290,12 +299,20 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private writeHead(flush: boolean): void {
     this.headWritten = true
     this.res.writeHead(this.status ?? 502, this.headers as Record<string, string | string[]>)
+    // Node has serialised them; a held stream need not carry the map.
+    this.headers = undefined
     if (flush) this.res.flushHeaders()
   }
 
   private write(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.bytes += chunk.length
-    if (!this.res.write(chunk)) controller.pause()
+    if (this.res.write(chunk)) return
+    // The client reads slower than the backend writes: stop reading upstream until it catches up.
+    controller.pause()
+    if (this.onDrain === undefined) {
+      this.onDrain = () => this.controller?.resume()
+      this.res.on('drain', this.onDrain)
+    }
   }
 
   private failTransform(controller: Dispatcher.DispatchController, err: unknown): void {
@@ -325,6 +342,6 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.settled = true
     this.req.upstream.inFlight--
     this.res.off('close', this.onClose)
-    this.res.off('drain', this.onDrain)
+    if (this.onDrain !== undefined) this.res.off('drain', this.onDrain)
   }
 }
