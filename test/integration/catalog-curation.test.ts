@@ -117,6 +117,17 @@ describe('catalog curation: renames, replaced text and hidden definitions', () =
     expect(sent(backend, 'tools/call')).toHaveLength(1)
   })
 
+  it('an SSE list answer is rewritten as a JSON one', async () => {
+    const backend = await closing(startSdkServer({ responseMode: 'sse' }))
+    const gw = await curatedGateway(backend)
+    const res = await mcpPost(gw.mcpUrl('app'), 'tools/list', {}, { id: 'sse' })
+    expect(res.headers['content-type']).toContain('text/event-stream')
+    const names = (res.response().result as { tools: { name: string }[] }).tools.map((t) => t.name)
+    expect(names).toContain('forecast')
+    expect(names).not.toContain('get_forecast')
+    expect(names).not.toContain('delete_station')
+  })
+
   it('the old name, a hidden name and their loose variants are unknown; nothing is forwarded', async () => {
     const backend = await closing(startSdkServer())
     const gw = await curatedGateway(backend)
