@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { explainCatalog } from '../catalog/explain.js'
-import { ConfigError, loadConfigFile } from '../config/load.js'
+import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
@@ -59,7 +59,7 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
   }
   const servers = Object.keys(loaded.config.servers)
   const virtual = loaded.config.virtualServers[opts.server]
-  if (virtual !== undefined) return explainVirtual(virtual, opts, loaded.policy, io)
+  if (virtual !== undefined) return explainVirtual(virtual, opts, loaded, io)
   if (!servers.includes(opts.server)) {
     const known = servers.join(', ')
     io.err(`mcp-edge explain: no server "${opts.server}" in ${file} (servers: ${known})\n`)
@@ -101,13 +101,23 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
 function explainVirtual(
   virtual: Parameters<typeof memberTargets>[0],
   opts: ExplainOptions,
-  policy: PolicySet | undefined,
+  loaded: LoadedConfig,
   io: ExplainIo,
 ): number {
-  const candidates =
+  const policy = loaded.policy
+  const named =
     opts.target.kind === 'method'
       ? virtual.members.map((member) => ({ member, target: opts.target, via: 'any' as const }))
       : memberTargets(virtual, opts.target)
+  // A member's name is its curated one (docs/catalog.md §Curation): its policy judges the
+  // backend's, and a name its catalog does not show leads nowhere.
+  const candidates = named.flatMap((c) => {
+    const t = c.target
+    const catalog = explainCatalog(loaded.config, c.member, t)
+    if (catalog === undefined || (t.kind !== 'tool' && t.kind !== 'prompt')) return [c]
+    if (catalog.backend === undefined) return []
+    return [{ ...c, target: { kind: t.kind, name: catalog.backend } }]
+  })
   if (candidates.length === 0) {
     io.out(
       opts.json

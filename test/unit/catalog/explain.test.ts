@@ -40,6 +40,8 @@ function setup(pinning: string): string {
       '    tools:',
       '      get_forecast: { name: forecast }',
       '      get_secret: { hidden: true }',
+      'virtualServers:',
+      '  all: { members: [app], prefix: always }',
       '',
     ].join('\n'),
   )
@@ -47,9 +49,13 @@ function setup(pinning: string): string {
 }
 
 function explain(file: string, ...args: string[]): { code: number; out: string } {
+  return explainOn('app', file, ...args)
+}
+
+function explainOn(server: string, file: string, ...args: string[]): { code: number; out: string } {
   let out = ''
   const io = { out: (t: string) => void (out += t), err: (t: string) => void (out += t) }
-  const code = explainCommand(file, ['--server', 'app', ...args], io)
+  const code = explainCommand(file, ['--server', server, ...args], io)
   return { code, out }
 }
 
@@ -82,5 +88,13 @@ describe('mcp-edge explain with a catalog', () => {
     const unpinned = explain(file, '--tool', 'get_alerts')
     expect(unpinned.code).toBe(3)
     expect(unpinned.out).toContain('not in the lock (newTools: hide')
+  })
+
+  it('through a virtual server: the prefix comes off, then the curation', () => {
+    const file = setup('')
+    const routed = explainOn('all', file, '--tool', 'app_forecast')
+    expect(routed.code).toBe(0)
+    expect(routed.out).toContain('target: tool "get_forecast" on server "app"')
+    expect(explainOn('all', file, '--tool', 'app_get_forecast').code).toBe(3)
   })
 })
