@@ -66,8 +66,10 @@ async function main(): Promise<number> {
   const report = buildReport(metadata(settings, cacheState), [...cells, ...skipped])
   const markdown = renderMarkdown(report)
   process.stdout.write(markdown)
-  await writeReport(join(repoRoot, 'bench', 'results'), report, markdown)
-  log('wrote bench/results/latest.md and latest.json')
+  // BENCH_RESULTS_DIR: somewhere else than bench/results (runs side by side on one machine).
+  const out = process.env['BENCH_RESULTS_DIR'] || join(repoRoot, 'bench', 'results')
+  await writeReport(out, report, markdown)
+  log(`wrote ${out}/latest.md and latest.json`)
 
   const failing = cells.filter((c) => (c.measured?.non2xx ?? 0) + (c.measured?.errors ?? 0) > 0)
   if (failing.length === 0) return 0
