@@ -68,7 +68,7 @@ export async function startBackend(
  * The floor proxy (floor.ts) pinned where the gateway runs: node:http + undici `Pool.stream`, no
  * parsing, no logging. Its CPU per request is what any Node proxy hop costs on this machine.
  */
-export async function floorTargets(at: Placement, backend: Backend): Promise<Target[]> {
+async function floorTargets(at: Placement, backend: Backend): Promise<Target[]> {
   const script = join(at.repoRoot, 'bench', 'floor.ts')
   const upstream = new URL(backend.url).origin
   const args = ['--import', 'tsx', script, '--upstream', upstream, '--port', '0', '--lifeline']
