@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors.js'
+import { encodeHeaderValue } from '../mcp/headers.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { replaceParam } from '../virtual/rewrite.js'
@@ -89,13 +90,6 @@ export function rewriteCall(
 export function withMcpName(forward: readonly string[], name: string): string[] {
   const out = [...forward]
   for (let i = 0; i < out.length; i += 2)
-    if ((out[i] as string).toLowerCase() === 'mcp-name') out[i + 1] = encodeName(name)
+    if ((out[i] as string).toLowerCase() === 'mcp-name') out[i + 1] = encodeHeaderValue(name)
   return out
-}
-
-/** SEP-2243 §Encoding: a value that is not plain printable ASCII travels base64-wrapped. */
-export function encodeName(name: string): string {
-  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(name) && !name.startsWith('=?base64?')
-    ? name
-    : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
 }

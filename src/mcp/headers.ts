@@ -30,6 +30,17 @@ export function decodeHeaderValue(raw: string): string | undefined {
   return PLAIN.test(raw) ? raw : undefined
 }
 
+/**
+ * Encodes a value for `Mcp-Name` / `Mcp-Param-*` (SEP-2243 §Encoding): plain printable ASCII as is,
+ * anything else (and anything that would read as the sentinel) as `=?base64?…?=`. The inverse of
+ * decodeHeaderValue.
+ */
+export function encodeHeaderValue(value: string): string {
+  return PLAIN.test(value) && !value.startsWith(SENTINEL_OPEN)
+    ? value
+    : `${SENTINEL_OPEN}${Buffer.from(value, 'utf8').toString('base64')}${SENTINEL_CLOSE}`
+}
+
 /** Hop-by-hop headers (RFC 9110 §7.6.1) plus proxy credentials; never forwarded either way. */
 export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',

@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.js'
 import { UpstreamFailure } from '../upstream/failure.js'
-import { decodeHeaderValue } from './headers.js'
+import { decodeHeaderValue, encodeHeaderValue } from './headers.js'
 import { isRecord, type JsonRpcMessage } from './jsonrpc.js'
 import type { ResultHook } from './result-transform.js'
 
@@ -122,6 +122,27 @@ export interface OpenedTaskRequest {
 }
 
 /**
+ * The `params.taskId` handle of a tasks/* follow-up, checked as the backend will read it: a string,
+ * under that exact key, and the one `Mcp-Name` names (SEP-2243: Mcp-Name mirrors params.taskId).
+ */
+export function taskIdOf(message: JsonRpcMessage, headerName: string | undefined): string {
+  const params = message.params
+  if (params === undefined)
+    throw new GatewayError('invalid_params', `${message.method} requires params.taskId`)
+  for (const k of Object.keys(params)) {
+    // SECURITY: a case-insensitive backend parser must not find another taskId than the one opened.
+    if (k !== 'taskId' && k.toLowerCase() === 'taskid')
+      throw new GatewayError('case_variant_key', k)
+  }
+  const handle = params.taskId
+  if (typeof handle !== 'string')
+    throw new GatewayError('invalid_params', `${message.method} requires params.taskId as a string`)
+  if (headerName !== undefined && decodeHeaderValue(headerName) !== handle)
+    throw new GatewayError('header_mismatch', 'the Mcp-Name header does not name params.taskId')
+  return handle
+}
+
+/**
  * Opens the task id of a `tasks/get|result|cancel|update` request for its caller. Returns
  * undefined when the caller does not own the id (or it is not one the gateway issued): the caller
  * then gets the answer a server gives for an unknown task, and nothing is forwarded.
@@ -132,21 +153,7 @@ export function openTaskRequest(
   headerName: string | undefined,
   sealer: TaskIdSealer,
 ): OpenedTaskRequest | undefined {
-  const params = message.params
-  if (params === undefined)
-    throw new GatewayError('invalid_params', `${message.method} requires params.taskId`)
-  for (const k of Object.keys(params)) {
-    // SECURITY: a case-insensitive backend parser must not find another taskId than the one opened.
-    if (k !== 'taskId' && k.toLowerCase() === 'taskid')
-      throw new GatewayError('case_variant_key', k)
-  }
-  const handle = params.taskId
-  if (typeof handle !== 'string') {
-    throw new GatewayError('invalid_params', `${message.method} requires params.taskId as a string`)
-  }
-  if (headerName !== undefined && decodeHeaderValue(headerName) !== handle) {
-    throw new GatewayError('header_mismatch', 'the Mcp-Name header does not name params.taskId')
-  }
+  const handle = taskIdOf(message, headerName)
   const upstreamId = sealer.unwrap(handle)
   if (upstreamId === undefined) return undefined
   const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>
@@ -159,15 +166,6 @@ export function openTaskRequest(
   // The id is echoed exactly as the client wrote it (JSON.parse would round a big integer).
   const text = message.rawId === undefined ? json : `{"id":${message.rawId},${json.slice(1)}`
   return { body: Buffer.from(text), upstreamId, mcpName: encodeHeaderValue(upstreamId) }
-}
-
-const PLAIN = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/
-
-/** SEP-2243 §Encoding: plain printable ASCII as is, anything else as `=?base64?…?=`. */
-function encodeHeaderValue(v: string): string {
-  return PLAIN.test(v) && !v.startsWith('=?base64?')
-    ? v
-    : `=?base64?${Buffer.from(v, 'utf8').toString('base64')}?=`
 }
 
 /** The body of the answer a server gives for a task it does not know (in band, HTTP 200). */

@@ -1,8 +1,9 @@
 import type { MiddlewareHandler } from 'hono'
 import type { GatewayEnv } from '../env.js'
-import { callNameOf, encodeName, rewriteCall, withMcpName } from '../catalog/call.js'
+import { callNameOf, rewriteCall, withMcpName } from '../catalog/call.js'
 import { CATALOG_LISTS } from '../catalog/curate.js'
 import { judgeCall } from '../catalog/probe.js'
+import { encodeHeaderValue } from '../mcp/headers.js'
 import { peekRawId } from '../mcp/jsonrpc.js'
 import { renderDenial } from '../policy/denial.js'
 
@@ -52,7 +53,7 @@ export const catalogView = (): MiddlewareHandler<GatewayEnv> =>
     if (call.header && head.name !== undefined)
       c.set('head', {
         ...head,
-        name: encodeName(backend),
+        name: encodeHeaderValue(backend),
         forward: withMcpName(head.forward, backend),
       })
     await next()

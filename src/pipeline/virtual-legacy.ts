@@ -5,6 +5,7 @@ import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { encodeHeaderValue } from '../mcp/headers.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
 import { sessionKey } from '../upstream/sessions.js'
 import { VirtualSessionCodec, type VirtualSession } from '../virtual/client-session.js'
@@ -161,13 +162,13 @@ function asModern(c: Context<GatewayEnv>, mcp: McpRequestInfo, message: JsonRpcM
   const method = message.method as string
   forward.push('mcp-protocol-version', MODERN, 'mcp-method', method)
   const name = nameOf(method, message.params)
-  if (name !== undefined) forward.push('mcp-name', encodeName(name))
+  if (name !== undefined) forward.push('mcp-name', encodeHeaderValue(name))
   c.set('head', {
     ...head,
     forward,
     version: MODERN,
     method,
-    name: name === undefined ? undefined : encodeName(name),
+    name: name === undefined ? undefined : encodeHeaderValue(name),
     sessionId: undefined,
   })
   c.set('mcp', { ...mcp, era: 'modern', version: MODERN, method, message })
@@ -182,13 +183,6 @@ function nameOf(method: string, params: JsonRpcMessage['params']): string | unde
         ? params?.uri
         : undefined
   return typeof v === 'string' ? v : undefined
-}
-
-/** SEP-2243 §Encoding: a value that is not plain printable ASCII travels base64-wrapped. */
-function encodeName(name: string): string {
-  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(name) && !name.startsWith('=?base64?')
-    ? name
-    : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
 }
 
 /** The `initialize` answer from the merged discovery, with the session id (spec 2025-11-25). */

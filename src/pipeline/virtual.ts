@@ -40,6 +40,7 @@ import { routeResource } from '../virtual/resources.js'
 import { replaceParam } from '../virtual/rewrite.js'
 import { memberBackendName, memberListView } from '../catalog/member.js'
 import { chainFilters } from '../mcp/list-filter.js'
+import { encodeHeaderValue } from '../mcp/headers.js'
 import type { NamedKind } from '../virtual/state.js'
 import { openMemberTask } from '../virtual/tasks.js'
 import { ALREADY_SENT } from './node-response.js'
@@ -203,7 +204,7 @@ function memberHeaders(
     headers.push(head.forward[i] as string, head.forward[i + 1] as string)
   }
   if (meta.method !== undefined) headers.push('mcp-method', meta.method)
-  if (typeof meta.name === 'string') headers.push('mcp-name', encodeName(meta.name))
+  if (typeof meta.name === 'string') headers.push('mcp-name', encodeHeaderValue(meta.name))
   // prettier-ignore
   headers.push(
     ...member.upstreamHeaders,
@@ -217,13 +218,6 @@ function memberHeaders(
   )
   memberTraceHeaders(r.c, headers)
   return headers
-}
-
-/** SEP-2243 §Encoding: a value that is not plain printable ASCII travels base64-wrapped. */
-function encodeName(name: string): string {
-  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(name) && !name.startsWith('=?base64?')
-    ? name
-    : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
 }
 
 /** The member's upstream credentials by token exchange, when it has `tokenExchange`. */

@@ -1,7 +1,6 @@
 import { GatewayError } from '../errors.js'
-import { decodeHeaderValue } from '../mcp/headers.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
-import type { TaskIdSealer } from '../mcp/task-ids.js'
+import { taskIdOf, type TaskIdSealer } from '../mcp/task-ids.js'
 import { ownerAad, Sealer, subKey, type HandleOwner } from '../upstream/sessions.js'
 import { replaceParam } from './rewrite.js'
 
@@ -100,20 +99,7 @@ export function openMemberTask(
   codec: VirtualTaskCodec,
   owner: HandleOwner | undefined,
 ): OpenedMemberTask | undefined {
-  const params = message.params
-  if (params === undefined)
-    throw new GatewayError('invalid_params', `${message.method} requires params.taskId`)
-  for (const k of Object.keys(params)) {
-    // SECURITY: a case-insensitive member parser must not find another taskId than the one opened.
-    if (k !== 'taskId' && k.toLowerCase() === 'taskid')
-      throw new GatewayError('case_variant_key', k)
-  }
-  const handle = params.taskId
-  if (typeof handle !== 'string')
-    throw new GatewayError('invalid_params', `${message.method} requires params.taskId as a string`)
-  // SEP-2243: Mcp-Name mirrors params.taskId for tasks/* on 2026-07-28.
-  if (headerName !== undefined && decodeHeaderValue(headerName) !== handle)
-    throw new GatewayError('header_mismatch', 'the Mcp-Name header does not name params.taskId')
+  const handle = taskIdOf(message, headerName)
   const task = codec.open(handle, owner)
   if (task === undefined) return undefined
   // SECURITY: only this one value changes; a taskId named twice is refused, never guessed at.

@@ -2,18 +2,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import {
-  callNameOf,
-  decideCall,
-  encodeName,
-  rewriteCall,
-  withMcpName,
-} from '../../../src/catalog/call.js'
+import { callNameOf, decideCall, rewriteCall, withMcpName } from '../../../src/catalog/call.js'
 import { ServerCatalog } from '../../../src/catalog/curate.js'
 import { definitionDigest } from '../../../src/catalog/definition.js'
 import { PinState, type DriftEvent } from '../../../src/catalog/pin-state.js'
 import { ConfigError, parseConfigText } from '../../../src/config/load.js'
 import { parseMessage } from '../../../src/mcp/jsonrpc.js'
+import { encodeHeaderValue } from '../../../src/mcp/headers.js'
 
 const tools = {
   get_forecast: { name: 'forecast', description: 'Metric forecast', hidden: false },
@@ -129,11 +124,11 @@ describe('call rewriting', () => {
     expect(out.targets).toEqual([{ kind: 'tool', name: 'get_forecast' }])
     expect(withMcpName(['Mcp-Name', 'forecast', 'x', 'y'], 'ünïcode')).toEqual([
       'Mcp-Name',
-      encodeName('ünïcode'),
+      encodeHeaderValue('ünïcode'),
       'x',
       'y',
     ])
-    expect(encodeName('ünïcode')).toMatch(/^=\?base64\?/)
+    expect(encodeHeaderValue('ünïcode')).toMatch(/^=\?base64\?/)
   })
 
   it('a completion names its prompt in params.ref.name', () => {
