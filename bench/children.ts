@@ -112,3 +112,22 @@ export async function stopAll(graceMs = 2000): Promise<void> {
 export function killAllNow(): void {
   for (const child of live) child.proc.kill('SIGKILL')
 }
+
+/**
+ * Runs a bench script's `main` as the process: children are killed if the process exits anyhow,
+ * stopped gracefully once `main` settles, and the exit code is main's (1 when it throws).
+ */
+export function runScript(name: string, main: () => Promise<number | void>): void {
+  process.on('exit', killAllNow)
+  main().then(
+    async (code) => {
+      await stopAll()
+      process.exit(code ?? 0)
+    },
+    async (err: unknown) => {
+      process.stderr.write(`${name}: failed: ${err instanceof Error ? err.message : String(err)}\n`)
+      await stopAll()
+      process.exit(1)
+    },
+  )
+}

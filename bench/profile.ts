@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { killAllNow, stopAll } from './children.js'
+import { runScript, stopAll } from './children.js'
 import { startGateway } from './gateway.js'
 import { startLoadWorker } from './load-client.js'
 import { clockTicksPerSecond, processTree } from './proc.js'
@@ -173,12 +173,4 @@ async function main(): Promise<void> {
   process.stdout.write(lines.join('\n'))
 }
 
-process.on('exit', killAllNow)
-main().then(
-  () => process.exit(0),
-  async (err: unknown) => {
-    process.stderr.write(`bench:profile: ${err instanceof Error ? err.message : String(err)}\n`)
-    await stopAll()
-    process.exit(1)
-  },
-)
+runScript('bench:profile', main)

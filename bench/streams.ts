@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
-import { killAllNow, stopAll } from './children.js'
+import { runScript } from './children.js'
 import { launchGateway } from './gateway.js'
 import { buildRequest } from './requests.js'
 import { startBackend } from './targets.js'
@@ -310,15 +310,4 @@ function log(line: string): void {
   process.stderr.write(`bench:streams: ${line}\n`)
 }
 
-process.on('exit', killAllNow)
-main().then(
-  async (code) => {
-    await stopAll()
-    process.exit(code)
-  },
-  async (err: unknown) => {
-    log(`failed: ${err instanceof Error ? err.message : String(err)}`)
-    await stopAll()
-    process.exit(1)
-  },
-)
+runScript('bench:streams', main)

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parse } from 'yaml'
-import { killAllNow, spawnNode, stopAll, waitForLine } from './children.js'
+import { runScript, spawnNode, waitForLine } from './children.js'
 import { launchGateway } from './gateway.js'
 import { clockTicksPerSecond, processTree } from './proc.js'
 import type { SessionResult, SessionSpec } from './session-load.js'
@@ -62,6 +62,9 @@ async function main(): Promise<number> {
     join(policies, 'default.yaml'),
     readFileSync(join(repoRoot, 'policies', 'default.yaml')),
   )
+  // The demo's lock is named relative to deploy/; the copied config lives elsewhere.
+  const pinning = demoConfig.pinning as { lockFile?: string } | undefined
+  const lockFile = join(repoRoot, 'deploy', pinning?.lockFile ?? 'catalog.lock.yaml')
   const gw = await launchGateway(
     { name: 'gateway-demo', repoRoot, configDir, cpu: GATEWAY_CPU },
     (port) => {
@@ -74,6 +77,7 @@ async function main(): Promise<number> {
         origins: [`http://127.0.0.1:${port}`],
         policies,
         servers,
+        ...(pinning === undefined ? {} : { pinning: { ...pinning, lockFile } }),
       }
     },
   )
@@ -183,15 +187,4 @@ function log(line: string): void {
   process.stderr.write(`bench:system: ${line}\n`)
 }
 
-process.on('exit', killAllNow)
-main().then(
-  async (code) => {
-    await stopAll()
-    process.exit(code)
-  },
-  async (err: unknown) => {
-    log(`failed: ${err instanceof Error ? err.message : String(err)}`)
-    await stopAll()
-    process.exit(1)
-  },
-)
+runScript('bench:system', main)
