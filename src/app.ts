@@ -1,4 +1,4 @@
-import { Hono, type Context, type MiddlewareHandler } from 'hono'
+import { Hono, type Context } from 'hono'
 import type { Logger } from 'pino'
 import type { EdgeCache } from './cache/edge-cache.js'
 import type { GatewayEnv } from './env.js'
@@ -10,6 +10,7 @@ import { accessLog } from './pipeline/access-log.js'
 import { authenticate } from './pipeline/authenticate.js'
 import { authorize } from './pipeline/authorize.js'
 import { catalogView } from './pipeline/catalog.js'
+import { chain, type Stage } from './pipeline/chain.js'
 import { classifyRequest } from './pipeline/classify.js'
 import { exchangeToken } from './pipeline/exchange-token.js'
 import { frontDoor } from './pipeline/front-door.js'
@@ -51,7 +52,8 @@ export interface GatewayDeps {
  */
 export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<GatewayEnv> {
   const app = new Hono<GatewayEnv>()
-  app.onError((err, c) => respondWithError(c, err, deps.log))
+  const onError = (err: Error, c: Context<GatewayEnv>): Response => respondWithError(c, err, deps.log)
+  app.onError(onError)
   app.notFound((c) => respondWithError(c, new GatewayError('unknown_server'), deps.log))
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
@@ -77,7 +79,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
   const limits = runtime.policy?.limits ?? []
   const catalogs = [...runtime.servers.values()].some((s) => s.catalog !== undefined)
-  const stages: (MiddlewareHandler<GatewayEnv> | undefined | false)[] = [
+  const stages: (Stage | undefined | false)[] = [
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
     frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
@@ -99,9 +101,6 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
     proxy(deps.metrics.tools), // replica choice, streaming forward
   ]
-  const [first, ...rest] = stages.filter(
-    (s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function',
-  )
   // Virtual servers (docs/virtual-servers.md): judged by the same stages up to classification,
   // then answered by the virtual stage, which applies each member's own policy, cache and path.
   // Registered first: a virtual name is never a server name (config/load.ts).
@@ -127,12 +126,17 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
               )
             : undefined,
       }),
-    ].filter((s): s is MiddlewareHandler<GatewayEnv> => typeof s === 'function')
+    ]
     const names = [...runtime.virtualServers.keys()].map((n) => n.replace(/\./g, '\\.'))
-    app.all(`/mcp/:server{${names.join('|')}}`, ...(virtual as [MiddlewareHandler<GatewayEnv>]))
+    app.all(`/mcp/:server{${names.join('|')}}`, chain(present(virtual), onError))
   }
-  app.all('/mcp/:server', first as MiddlewareHandler<GatewayEnv>, ...rest)
+  // One handler per route: the stages run as one chain (pipeline/chain.ts).
+  app.all('/mcp/:server', chain(present(stages), onError))
   return app
+}
+
+function present(stages: readonly (Stage | undefined | false)[]): Stage[] {
+  return stages.filter((s): s is Stage => typeof s === 'function')
 }
 
 function virtualProblems(runtime: GatewayRuntime): string[] {

@@ -87,7 +87,21 @@ export function createAccessWriter(log: Logger, opts: { batch: boolean }): Acces
   }
 }
 
+/** Quoted values seen lately: servers, methods, outcomes and tool names repeat on every line. */
+const quoted = new Map<string, string>()
+/** Bounded: names come from clients; past this many the map starts over… */
+const MAX_QUOTED = 1024
+/** …and only short values are kept (at most 1024 × 256 characters). */
+const MAX_QUOTED_LENGTH = 256
+
 /** JSON string, capped: values come from clients. */
 function str(s: string): string {
-  return JSON.stringify(s.length > MAX_VALUE ? `${s.slice(0, MAX_VALUE)}…` : s)
+  if (s.length > MAX_QUOTED_LENGTH)
+    return JSON.stringify(s.length > MAX_VALUE ? `${s.slice(0, MAX_VALUE)}…` : s)
+  let q = quoted.get(s)
+  if (q !== undefined) return q
+  q = JSON.stringify(s)
+  if (quoted.size >= MAX_QUOTED) quoted.clear()
+  quoted.set(s, q)
+  return q
 }

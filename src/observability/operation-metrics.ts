@@ -34,7 +34,9 @@ type Sample = { metricName: string; labels: Record<string, string | number>; val
 
 /** Registers the operation duration histogram on `registry`. */
 export function createOperationMetrics(registry: Registry): OperationMetrics {
-  const slots = new Map<string, Slot>()
+  // Nested by label (method, tool, version, error type), not keyed by a joined string: labels are
+  // interned strings whose hashes V8 keeps, a joined key is a new string per request.
+  const slots: Level<Level<Level<Level<Slot>>>> = new Map()
   registry.registerMetric({
     name: NAME,
     get: () => ({
@@ -42,13 +44,13 @@ export function createOperationMetrics(registry: Registry): OperationMetrics {
       help: 'MCP request or notification duration as observed by the gateway (OpenTelemetry MCP conventions)',
       type: 'histogram',
       aggregator: 'sum',
-      values: [...slots.values()].flatMap(samples),
+      values: leaves(slots).flatMap(samples),
     }),
   } as unknown as Parameters<Registry['registerMetric']>[0])
   return {
     record(method, tool, version, errorType, seconds) {
-      const key = `${method}\0${tool ?? ''}\0${version ?? ''}\0${errorType ?? ''}`
-      let s = slots.get(key)
+      const byError = child(child(child(slots, method), tool ?? ''), version ?? '')
+      let s = byError.get(errorType ?? '')
       if (s === undefined) {
         const labels: Record<string, string> = { mcp_method_name: method }
         // Absent attributes are absent labels, as the OpenTelemetry Prometheus exporter writes them.
@@ -56,7 +58,7 @@ export function createOperationMetrics(registry: Registry): OperationMetrics {
         if (version !== undefined) labels['mcp_protocol_version'] = version
         if (errorType !== undefined) labels['error_type'] = errorType
         s = { labels, buckets: BUCKETS.map(() => 0), count: 0, sum: 0 }
-        slots.set(key, s)
+        byError.set(errorType ?? '', s)
       }
       s.count++
       s.sum += seconds
@@ -68,6 +70,22 @@ export function createOperationMetrics(registry: Registry): OperationMetrics {
       }
     },
   }
+}
+
+type Level<V> = Map<string, V>
+
+/** The map under `key`, made on first use. */
+function child<V>(m: Level<Level<V>>, key: string): Level<V> {
+  let c = m.get(key)
+  if (c === undefined) m.set(key, (c = new Map()))
+  return c
+}
+
+function leaves(slots: Level<Level<Level<Level<Slot>>>>): Slot[] {
+  const out: Slot[] = []
+  for (const a of slots.values())
+    for (const b of a.values()) for (const c of b.values()) out.push(...c.values())
+  return out
 }
 
 /** Cumulative buckets, +Inf, sum and count, as prom-client's text format expects them. */

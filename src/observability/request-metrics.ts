@@ -21,12 +21,16 @@ interface TimeSlot {
   readonly buckets: number[]
   count: number
   sum: number
+  /** The counters of this server and method, by outcome, then status. */
+  readonly counts: Map<string, Map<number, CountSlot>>
 }
 
 /** Registers `mcp_edge_requests_total` and `mcp_edge_request_duration_seconds` on `registry`. */
 export function createRequestMetrics(registry: Registry): RequestMetrics {
-  const counts = new Map<string, CountSlot>()
-  const times = new Map<string, TimeSlot>()
+  // Nested by label, not keyed by a joined string: the labels are interned strings whose hashes
+  // V8 keeps, where a joined key is a new string to build and hash on every request.
+  const times = new Map<string, Map<string, TimeSlot>>()
+  const timeSlots = (): TimeSlot[] => [...times.values()].flatMap((m) => [...m.values()])
   registry.registerMetric({
     name: 'mcp_edge_requests_total',
     get: () => ({
@@ -34,7 +38,11 @@ export function createRequestMetrics(registry: Registry): RequestMetrics {
       help: 'Requests by outcome',
       type: 'counter',
       aggregator: 'sum',
-      values: [...counts.values()].map((s) => ({ labels: s.labels, value: s.value })),
+      values: timeSlots().flatMap((t) =>
+        [...t.counts.values()].flatMap((m) =>
+          [...m.values()].map((c) => ({ labels: c.labels, value: c.value })),
+        ),
+      ),
     }),
   } as unknown as Parameters<Registry['registerMetric']>[0])
   registry.registerMetric({
@@ -44,24 +52,32 @@ export function createRequestMetrics(registry: Registry): RequestMetrics {
       help: 'Time from request to the end of the response (streams included)',
       type: 'histogram',
       aggregator: 'sum',
-      values: [...times.values()].flatMap((s) => histogramValues(s)),
+      values: timeSlots().flatMap((s) => histogramValues(s)),
     }),
   } as unknown as Parameters<Registry['registerMetric']>[0])
   return {
     record(server, method, outcome, status, seconds) {
-      const ck = `${server}\0${method}\0${outcome}\0${status}`
-      let c = counts.get(ck)
+      let byMethod = times.get(server)
+      if (byMethod === undefined) times.set(server, (byMethod = new Map()))
+      let t = byMethod.get(method)
+      if (t === undefined) {
+        t = {
+          labels: { server, method },
+          buckets: BUCKETS.map(() => 0),
+          count: 0,
+          sum: 0,
+          counts: new Map(),
+        }
+        byMethod.set(method, t)
+      }
+      let byStatus = t.counts.get(outcome)
+      if (byStatus === undefined) t.counts.set(outcome, (byStatus = new Map()))
+      let c = byStatus.get(status)
       if (c === undefined) {
         c = { labels: { server, method, outcome, status }, value: 0 }
-        counts.set(ck, c)
+        byStatus.set(status, c)
       }
       c.value++
-      const tk = `${server}\0${method}`
-      let t = times.get(tk)
-      if (t === undefined) {
-        t = { labels: { server, method }, buckets: BUCKETS.map(() => 0), count: 0, sum: 0 }
-        times.set(tk, t)
-      }
       t.count++
       t.sum += seconds
       for (let i = 0; i < BUCKETS.length; i++) {

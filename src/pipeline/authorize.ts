@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from 'hono'
+import type { Context } from 'hono'
 import type { Logger } from 'pino'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
@@ -12,6 +12,7 @@ import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import { compilePatterns, type Matcher } from '../policy/pattern.js'
 import type { PolicySet } from '../policy/policy.js'
+import type { Stage } from './chain.js'
 
 /**
  * Policy on named targets. Only methods the protocol defines (or the server's `extraMethods`)
@@ -24,9 +25,9 @@ export const authorize = (
   policy: PolicySet,
   log: Logger,
   metrics: GatewayMetrics,
-): MiddlewareHandler<GatewayEnv> => {
+): Stage => {
   const audit = createAuditLog(log)
-  return async function authorize(c, next) {
+  return function authorize(c, next) {
     const mcp = c.get('mcp')
     const principal = c.get('principal')
     const serverRuntime = c.get('server')

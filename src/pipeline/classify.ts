@@ -1,6 +1,5 @@
-import type { MiddlewareHandler } from 'hono'
-import type { GatewayEnv } from '../env.js'
 import { classify, type McpRequestInfo } from '../mcp/classify.js'
+import type { Stage } from './chain.js'
 
 /** A GET or DELETE on a 2025-era session: no body, nothing to classify but the era. */
 const LEGACY_SESSION_REQUEST: McpRequestInfo = {
@@ -14,9 +13,9 @@ const LEGACY_SESSION_REQUEST: McpRequestInfo = {
 }
 
 /** Classifies the request from its headers, parsing the body only when a decision needs it. */
-export const classifyRequest = (): MiddlewareHandler<GatewayEnv> =>
-  async function classifyRequest(c, next) {
+export const classifyRequest = (): Stage =>
+  function classifyRequest(c, next) {
     if (c.env.incoming.method !== 'POST') c.set('mcp', LEGACY_SESSION_REQUEST)
     else c.set('mcp', classify(c.get('head'), c.get('body'), c.get('server').classify))
-    await next()
+    return next()
   }

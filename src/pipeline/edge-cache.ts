@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler, Next } from 'hono'
+import type { Context, Next } from 'hono'
 import type { Logger } from 'pino'
 import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
 import type { CacheEntry } from '../cache/entry.js'
@@ -8,6 +8,7 @@ import type { Slot } from '../cache/store.js'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 import type { ResultHook } from '../mcp/result-transform.js'
+import type { Stage } from './chain.js'
 import { ALREADY_SENT, replaceResponse } from './node-response.js'
 
 /**
@@ -29,8 +30,8 @@ const STALE_ON: ReadonlySet<ErrorCode> = new Set([
  * the single flight for its key and registers a hook that stores the upstream's answer when policy
  * allows. Without `cache:` every request goes upstream.
  */
-export const edgeCache = (cache: EdgeCache, log: Logger): MiddlewareHandler<GatewayEnv> =>
-  async function edgeCache(c, next) {
+export const edgeCache = (cache: EdgeCache, log: Logger): Stage =>
+  function edgeCache(c, next) {
     const resolved = cacheRequestOf(
       c.get('server'),
       c.get('mcp'),
@@ -46,31 +47,43 @@ export const edgeCache = (cache: EdgeCache, log: Logger): MiddlewareHandler<Gate
       cache.event('pass')
       return next()
     }
-    const shared = await cache.lookupShared(req)
-    if (shared !== undefined) return serve(c, cache, shared, rawId, 'cache_hit')
-    // Round two exists for private answers: once a key is known to answer privately, waiters
-    // re-coalesce per authorization context instead of each going upstream (docs/cache.md
-    // §Single flight).
-    // A waiter waits no longer than its own request would for a response head: a leader held up
-    // by its backend (or its client, past what the capture keeps) never holds the others.
-    const deadline = performance.now() + c.get('server').balancing.headersTimeoutMs
-    for (let round = 0; round < 2; round++) {
-      const flight = cache.begin(req)
-      if (flight.leader) return miss(c, next, cache, req, rawId, flight, log)
-      const entry = await flight.wait(Math.max(0, deadline - performance.now()))
-      if (entry === TIMED_OUT) {
-        cache.event('wait_timeout')
-        break
-      }
-      if (entry !== undefined && cache.usableFor(entry, req)) {
-        cache.event('coalesced')
-        return serve(c, cache, { entry, bytes: entry.result }, rawId, 'cache_hit')
-      }
-      const stored = cache.lookup(req)
-      if (stored !== undefined) return serve(c, cache, stored, rawId, 'cache_hit')
-    }
-    return miss(c, next, cache, req, rawId, undefined, log)
+    return notHere(c, next, cache, req, rawId, log)
   }
+
+/** Not in this process's store: the shared tier, then the single flight, then the backend. */
+async function notHere(
+  c: Context<GatewayEnv>,
+  next: Next,
+  cache: EdgeCache,
+  req: CacheRequest,
+  rawId: string,
+  log: Logger,
+): Promise<Response | void> {
+  const shared = await cache.lookupShared(req)
+  if (shared !== undefined) return serve(c, cache, shared, rawId, 'cache_hit')
+  // Round two exists for private answers: once a key is known to answer privately, waiters
+  // re-coalesce per authorization context instead of each going upstream (docs/cache.md
+  // §Single flight).
+  // A waiter waits no longer than its own request would for a response head: a leader held up
+  // by its backend (or its client, past what the capture keeps) never holds the others.
+  const deadline = performance.now() + c.get('server').balancing.headersTimeoutMs
+  for (let round = 0; round < 2; round++) {
+    const flight = cache.begin(req)
+    if (flight.leader) return miss(c, next, cache, req, rawId, flight, log)
+    const entry = await flight.wait(Math.max(0, deadline - performance.now()))
+    if (entry === TIMED_OUT) {
+      cache.event('wait_timeout')
+      break
+    }
+    if (entry !== undefined && cache.usableFor(entry, req)) {
+      cache.event('coalesced')
+      return serve(c, cache, { entry, bytes: entry.result }, rawId, 'cache_hit')
+    }
+    const stored = cache.lookup(req)
+    if (stored !== undefined) return serve(c, cache, stored, rawId, 'cache_hit')
+  }
+  return miss(c, next, cache, req, rawId, undefined, log)
+}
 
 /** Forwards upstream with a capture hook; on an upstream failure, serves a stale entry if allowed. */
 async function miss(

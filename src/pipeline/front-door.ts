@@ -1,10 +1,11 @@
-import type { Context, MiddlewareHandler } from 'hono'
+import type { Context } from 'hono'
 import type { GatewayEnv } from '../env.js'
 import { GatewayError } from '../errors.js'
 import { readRequestHead } from '../mcp/request-head.js'
 import type { RuntimeRef } from '../runtime/ref.js'
 import type { GatewayRuntime } from '../runtime/runtime.js'
 import { corsResponseHeaders, preflightHeaders } from '../mcp/cors.js'
+import type { Stage } from './chain.js'
 
 /**
  * First stage for /mcp/<server>: refuses new work while draining, finds the server, then does the
@@ -16,8 +17,8 @@ import { corsResponseHeaders, preflightHeaders } from '../mcp/cors.js'
 export const frontDoor = (
   ref: RuntimeRef,
   runtime: GatewayRuntime,
-): MiddlewareHandler<GatewayEnv> =>
-  async function frontDoor(c, next) {
+): Stage =>
+  function frontDoor(c, next) {
     if (ref.lifecycle.draining) throw new GatewayError('shutting_down')
     c.set('runtime', runtime)
     const incoming = c.env.incoming
@@ -70,7 +71,7 @@ export const frontDoor = (
     if (head.contentLength !== undefined && head.contentLength > maxBody) {
       throw new GatewayError('body_too_large', `limit is ${maxBody} bytes`)
     }
-    await next()
+    return next()
   }
 
 /** CORS preflight: 204 for an allowed origin asking for MCP headers, else 403 (never forwarded). */

@@ -178,7 +178,8 @@ function afterAnswer(incoming: IncomingMessage, outgoing: ServerResponse): void 
   // Whole body received (read or not: Node discards what is left itself) or no body at all.
   if (incoming.complete || incoming.destroyed) return
   const drain = (): void => {
-    if (incoming.readableEnded || incoming.destroyed) return
+    // Complete by now: a body read before Node's parser marked it so (pipeline/read-body.ts).
+    if (incoming.complete || incoming.readableEnded || incoming.destroyed) return
     let bytes = 0
     const timer = setTimeout(close, DRAIN_MS)
     timer.unref()

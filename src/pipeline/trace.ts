@@ -6,6 +6,7 @@ import { CACHEABLE_METHODS } from '../mcp/methods.js'
 import { RequestTrace, type SpanRequest } from '../telemetry/request-trace.js'
 import { EVENT, outcomeEvent } from '../telemetry/events.js'
 import type { Tracing } from '../telemetry/tracing.js'
+import type { Stage } from './chain.js'
 
 /**
  * Second stage, only when `telemetry:` is configured: one server span per request (OpenTelemetry
@@ -33,19 +34,19 @@ export const traceRequest = (tracing: Tracing): MiddlewareHandler<GatewayEnv> =>
   }
 
 /** An event once the stage before it let the request through (auth passed, policy allowed …). */
-export const traceMark = (name: string, attributes: Attributes): MiddlewareHandler<GatewayEnv> =>
-  async function traceMark(c, next) {
+export const traceMark = (name: string, attributes: Attributes): Stage =>
+  function traceMark(c, next) {
     c.get('trace')?.event(name, attributes)
-    await next()
+    return next()
   }
 
 /** Cache miss: the cache stage let a cacheable request through to the backend. */
-export const traceCacheMiss = (): MiddlewareHandler<GatewayEnv> =>
-  async function traceCacheMiss(c, next) {
+export const traceCacheMiss = (): Stage =>
+  function traceCacheMiss(c, next) {
     const method = c.get('mcp')?.method
     if (method !== undefined && CACHEABLE_METHODS.has(method))
       c.get('trace')?.event(EVENT.cache, { result: 'miss' })
-    await next()
+    return next()
   }
 
 /** What the span records, read from the stages' variables (closed sets and parsed values only). */

@@ -23,11 +23,12 @@ const root = fileURLToPath(new URL('../../../', import.meta.url))
  */
 const HOT: readonly { file: string; fns: readonly string[]; allow?: readonly string[] }[] = [
   { file: 'src/pipeline/node-response.ts', fns: ['listener', 'write', 'afterAnswer'] },
+  { file: 'src/pipeline/chain.ts', fns: ['dispatch', 'fail', 'chained', 'settle'] },
   { file: 'src/pipeline/access-log.ts', fns: ['accessLog'] },
   { file: 'src/pipeline/front-door.ts', fns: ['frontDoor'] },
   { file: 'src/pipeline/authenticate.ts', fns: ['authenticate'] },
   { file: 'src/pipeline/read-request.ts', fns: ['readRequest'] },
-  { file: 'src/pipeline/read-body.ts', fns: ['readBody'] },
+  { file: 'src/pipeline/read-body.ts', fns: ['readBody', 'buffered'] },
   { file: 'src/pipeline/classify.ts', fns: ['classifyRequest'] },
   { file: 'src/pipeline/authorize.ts', fns: ['authorize'], allow: ['body'] },
   { file: 'src/pipeline/edge-cache.ts', fns: ['edgeCache', 'serve'] },
