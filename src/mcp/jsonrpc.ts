@@ -28,6 +28,32 @@ export function parseMessage(
   contentType?: string,
 ): JsonRpcMessage {
   const text = decodeBody(body, contentType)
+  // The fast scan crosses what is never judged (strict-json.ts `fast`) and JSON.parse checks the
+  // syntax. The fast scan reads valid JSON exactly as the strict one does, so a body both accept
+  // is judged on the same keys; anything else, a batch included, is read again strictly, whose
+  // first defect in text order names the refusal.
+  let rawId: string | undefined
+  let value: unknown
+  let read = false
+  try {
+    const scan = scanJson(text, { maxDepth, fast: true })
+    if (!scan.isArray) {
+      rawId = scan.rawId
+      value = JSON.parse(text)
+      read = true
+    }
+  } catch {
+    // read again below
+  }
+  if (!read) ({ rawId, value } = readStrictly(text, maxDepth))
+  return checkShape(value, rawId)
+}
+
+/** The strict scan, then JSON.parse: refuses with the reason of the body's first defect. */
+function readStrictly(
+  text: string,
+  maxDepth: number,
+): { rawId: string | undefined; value: unknown } {
   let rawId: string | undefined
   try {
     const scan = scanJson(text, { maxDepth })
@@ -39,14 +65,12 @@ export function parseMessage(
     if (err.kind === 'too_deep') throw new GatewayError('json_too_deep', err.message)
     throw new GatewayError(err.kind, err.message)
   }
-  let value: unknown
   try {
-    value = JSON.parse(text)
+    return { rawId, value: JSON.parse(text) }
   } catch {
     // The scanner accepts only what JSON.parse accepts; this is the belt to its braces.
     throw new GatewayError('parse_error')
   }
-  return checkShape(value, rawId)
 }
 
 /**

@@ -9,7 +9,9 @@
  * the positions the gateway reads (docs/policy.md §What is refused before any decision) any key
  * that folds onto a deciding key without being it, `Params` or `paramſ` as much as `Name` next to
  * `name`. It bounds nesting depth and remembers the raw text of the top-level `id`, so error
- * replies and cache hits echo it byte for byte.
+ * replies and cache hits echo it byte for byte. Its fast mode (`ScanOptions.fast`) judges the same
+ * keys but leaves the syntax of the rest to the `JSON.parse` that follows (docs/design/hot-path.md
+ * §Body check).
  */
 
 export type JsonProblem =
@@ -29,6 +31,15 @@ export class JsonScanError extends Error {
 export interface ScanOptions {
   /** Deepest allowed nesting of objects and arrays (root = 1). */
   readonly maxDepth: number
+  /**
+   * Cross what the gateway never judges instead of validating it: value strings are crossed to
+   * their closing quote, and values below the key checks outside the deciding positions (the
+   * contents of `arguments`, say) by their string boundaries and brackets, depth still bounded.
+   * Exact on valid JSON, so the keys checked are the keys `JSON.parse` reads; on invalid JSON it
+   * may pass, or fail for another reason than the strict scan. Only for a caller that runs
+   * `JSON.parse` afterwards and asks the strict scan why before refusing (mcp/jsonrpc.ts).
+   */
+  readonly fast?: boolean
 }
 
 export interface ScanResult {
@@ -42,7 +53,7 @@ export interface ScanResult {
 const KEY_CHECK_DEPTH = 3
 /** Objects at this depth or shallower may not carry prototype-polluting keys. */
 const PROTO_CHECK_DEPTH = 2
-const PROTO_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype'])
+const PROTO_KEYS: readonly string[] = ['__proto__', 'constructor', 'prototype']
 
 /**
  * The objects whose keys the gateway reads to decide (method, target, version, cacheability), and
@@ -85,17 +96,22 @@ const DECIDING_KEYS: readonly (readonly string[])[] = [
 
 /** Per position: the exact keys, and their folded forms (folded → exact). */
 interface PositionKeys {
-  readonly exact: ReadonlySet<string>
+  /**
+   * The keys by UTF-16 length (a folded match has the same length, so other lengths skip folding).
+   * A key in the text that is one of them is read as this very string: no copy, and the checks
+   * after it compare pointers instead of characters or hashes.
+   */
+  readonly byLength: readonly (readonly string[] | undefined)[]
   readonly folded: ReadonlyMap<string, string>
-  /** Lengths of the keys: a folded match has the same UTF-16 length, so others skip folding. */
-  readonly lengths: ReadonlySet<number>
 }
 
-const POSITIONS: readonly PositionKeys[] = DECIDING_KEYS.map((keys) => ({
-  exact: new Set(keys),
-  folded: new Map(keys.map((k) => [fold(k), k])),
-  lengths: new Set(keys.map((k) => k.length)),
-}))
+const POSITIONS: readonly PositionKeys[] = DECIDING_KEYS.map((keys) => {
+  const byLength: (string[] | undefined)[] = []
+  for (const k of keys) (byLength[k.length] ??= []).push(k)
+  // Dense, so a read past a length that has no key stays a plain load.
+  for (let n = 0; n < byLength.length; n++) byLength[n] ??= undefined
+  return { byLength, folded: new Map(keys.map((k) => [fold(k), k])) }
+})
 
 /** Where the object under `key` sits, given where its parent sits (exact keys only). */
 function childPosition(parent: Position, key: string): Position {
@@ -125,14 +141,12 @@ function fold(key: string): string {
   return out
 }
 
-const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
-
-const WS = new Uint8Array(128)
+const WS = new Uint8Array(0x21)
 for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1
 
-/** Validates `text` as strict JSON; throws JsonScanError. Linear in the text length. */
+/** Validates `text` as strict JSON (see `fast`); throws JsonScanError. Linear in the text length. */
 export function scanJson(text: string, opts: ScanOptions): ScanResult {
-  const s = new Scanner(text, opts.maxDepth)
+  const s = new Scanner(text, opts.maxDepth, opts.fast === true)
   s.skipWs()
   const isArray = text.charCodeAt(s.i) === 0x5b
   s.value(1, ROOT)
@@ -170,6 +184,8 @@ class KeySet {
   }
 }
 
+const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
+
 class Scanner {
   i = 0
   rawId: string | undefined = undefined
@@ -177,6 +193,7 @@ class Scanner {
   constructor(
     private readonly t: string,
     private readonly maxDepth: number,
+    private readonly fast: boolean,
   ) {}
 
   fail(kind: JsonProblem, message: string): never {
@@ -188,7 +205,7 @@ class Scanner {
     let i = this.i
     while (i < t.length) {
       const c = t.charCodeAt(i)
-      if (c >= 128 || WS[c] !== 1) break
+      if (c > 0x20 || WS[c] !== 1) break
       i++
     }
     this.i = i
@@ -196,15 +213,24 @@ class Scanner {
 
   value(depth: number, pos: Position): void {
     if (depth > this.maxDepth) this.fail('too_deep', `nesting deeper than ${this.maxDepth}`)
-    const c = this.t.charCodeAt(this.i)
-    if (c === 0x7b) return this.object(depth, pos)
-    if (c === 0x5b) return this.array(depth)
-    if (c === 0x22) return void this.string(false)
-    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return this.number()
-    if (this.t.startsWith('true', this.i)) return void (this.i += 4)
-    if (this.t.startsWith('false', this.i)) return void (this.i += 5)
-    if (this.t.startsWith('null', this.i)) return void (this.i += 4)
-    this.fail('syntax', `unexpected character at offset ${this.i}`)
+    const t = this.t
+    const c = t.charCodeAt(this.i)
+    if (c === 0x22) {
+      if (this.fast) this.i = this.stringEnd(this.i + 1) + 1
+      else this.string(false)
+      return
+    }
+    if (c === 0x7b || c === 0x5b) {
+      // Below the key checks and outside the deciding positions nothing is judged.
+      if (this.fast && depth > KEY_CHECK_DEPTH && pos === OTHER) return this.cross(depth)
+      return c === 0x7b ? this.object(depth, pos) : this.array(depth)
+    }
+    if (c === 0x2d || isDigit(c)) return this.number()
+    const i = this.i
+    if (c === 0x74 && t.startsWith('true', i)) return void (this.i += 4)
+    if (c === 0x66 && t.startsWith('false', i)) return void (this.i += 5)
+    if (c === 0x6e && t.startsWith('null', i)) return void (this.i += 4)
+    this.fail('syntax', `unexpected character at offset ${i}`)
   }
 
   object(depth: number, pos: Position): void {
@@ -219,27 +245,28 @@ class Scanner {
       this.skipWs()
       if (this.t.charCodeAt(this.i) !== 0x22) this.fail('syntax', `expected a key at ${this.i}`)
       // Keys deeper than the checked levels are skipped, not decoded.
-      const key = this.string(checkKeys) ?? ''
+      const key = checkKeys ? this.key(deciding) : (this.string(false) ?? '')
       if (seen !== undefined) {
         if (!seen.add(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
         // SECURITY: a backend that matches keys case-insensitively (Go's encoding/json) reads
         // `Params`, `URI` or `ſcope` as the key we judged, or as the only one; refused whether or
         // not the exact spelling is there too.
-        if (deciding !== undefined && !deciding.exact.has(key)) {
+        if (deciding !== undefined && deciding.byLength[key.length]?.includes(key) !== true) {
           // SECURITY: C readers (cJSON and its kin) end a key at U+0000, so `ref\u0000x` is `ref`
           // to them; judged on what such a reader sees.
           const nul = key.indexOf('\0')
           const seen = nul === -1 ? key : key.slice(0, nul)
-          const meant = deciding.lengths.has(seen.length)
-            ? deciding.folded.get(fold(seen))
-            : undefined
+          const meant =
+            deciding.byLength[seen.length] !== undefined
+              ? deciding.folded.get(fold(seen))
+              : undefined
           if (meant !== undefined)
             this.fail(
               'case_variant_key',
               `key ${JSON.stringify(key)} reads as "${meant}" in readers that fold case or stop at NUL`,
             )
         }
-        if (checkProto && PROTO_KEYS.has(key))
+        if (checkProto && (key.length === 9 || key.length === 11) && PROTO_KEYS.includes(key))
           this.fail('prototype_key', `key "${key}" is not allowed`)
       }
       this.skipWs()
@@ -278,6 +305,34 @@ class Scanner {
     }
   }
 
+  /**
+   * A key, decoded. Fast mode finds its end with indexOf and reads a key of `known` as that very
+   * string: no copy, and the checks after it compare pointers, not characters or hashes. A key
+   * with a backslash (an escape, or the quote found was escaped) is decoded by the full scan.
+   * Control characters are left to JSON.parse, as in every string of the fast mode.
+   */
+  key(known: PositionKeys | undefined): string {
+    if (!this.fast) return this.string(true) as string
+    const t = this.t
+    const start = this.i + 1
+    const end = t.indexOf('"', start)
+    if (end === -1) this.fail('syntax', 'unterminated string')
+    const key = t.slice(start, end)
+    // A key of `known` has no backslash, so the quote found ends it.
+    const same = known?.byLength[end - start]
+    if (same !== undefined) {
+      for (const k of same) {
+        if (k === key) {
+          this.i = end + 1
+          return k
+        }
+      }
+    }
+    if (key.includes('\\')) return this.string(true) as string
+    this.i = end + 1
+    return key
+  }
+
   /** Scans a string literal; returns its decoded value only when asked (keys), else nothing. */
   string(wanted: boolean): string | undefined {
     const t = this.t
@@ -305,10 +360,74 @@ class Scanner {
     this.fail('syntax', 'unterminated string')
   }
 
+  /**
+   * Fast mode: the index of the quote that ends the string whose text starts at `from`. In valid
+   * JSON a quote ends the string unless an odd run of backslashes precedes it (`\\` is one
+   * escaped backslash; `\u` escapes have no quote or backslash in their digits). Control
+   * characters and bad escapes are left to JSON.parse.
+   */
+  stringEnd(from: number): number {
+    const t = this.t
+    for (let q = t.indexOf('"', from); q !== -1; q = t.indexOf('"', q + 1)) {
+      let b = q - 1
+      while (t.charCodeAt(b) === 0x5c) b--
+      if (((q - b) & 1) === 1) return q
+    }
+    this.fail('syntax', 'unterminated string')
+  }
+
+  /**
+   * Fast mode: crosses the object or array at `depth`, whose keys nobody judges, by its string
+   * boundaries and brackets. A container at the deepest allowed level must be empty, as in the
+   * strict scan, where any value inside it is one level too deep. The rest of the syntax is
+   * JSON.parse's to check.
+   */
+  cross(depth: number): void {
+    const t = this.t
+    const max = this.maxDepth
+    let d = depth - 1
+    let i = this.i
+    for (;;) {
+      const c = t.charCodeAt(i++)
+      if (c === 0x22) i = this.stringEnd(i) + 1
+      else if (c === 0x7b || c === 0x5b) {
+        if (++d === max) {
+          while (i < t.length && WS[t.charCodeAt(i)] === 1) i++
+          const n = t.charCodeAt(i)
+          if (n !== 0x7d && n !== 0x5d) this.fail('too_deep', `nesting deeper than ${max}`)
+        }
+      } else if (c === 0x7d || c === 0x5d) {
+        if (--d < depth) break
+      } else if (c !== c) this.fail('syntax', 'unterminated object or array')
+    }
+    this.i = i
+  }
+
+  /** `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, as long as it matches. */
   number(): void {
-    const m = NUMBER
-    m.lastIndex = this.i
-    if (!m.test(this.t)) this.fail('syntax', `bad number at ${this.i}`)
-    this.i = m.lastIndex
+    const t = this.t
+    let i = this.i
+    if (t.charCodeAt(i) === 0x2d) i++
+    let c = t.charCodeAt(i)
+    if (c === 0x30) c = t.charCodeAt(++i)
+    else if (c >= 0x31 && c <= 0x39) {
+      do c = t.charCodeAt(++i)
+      while (isDigit(c))
+    } else this.fail('syntax', `bad number at ${this.i}`)
+    if (c === 0x2e && isDigit(t.charCodeAt(i + 1))) {
+      i += 2
+      while (isDigit(t.charCodeAt(i))) i++
+      c = t.charCodeAt(i)
+    }
+    if (c === 0x65 || c === 0x45) {
+      let j = i + 1
+      const sign = t.charCodeAt(j)
+      if (sign === 0x2b || sign === 0x2d) j++
+      if (isDigit(t.charCodeAt(j))) {
+        i = j + 1
+        while (isDigit(t.charCodeAt(i))) i++
+      }
+    }
+    this.i = i
   }
 }

@@ -1,16 +1,36 @@
 import { describe, expect, it } from 'vitest'
-import { JsonScanError, scanJson } from '../../../src/mcp/strict-json.js'
+import fc from 'fast-check'
+import { JsonScanError, scanJson, type ScanResult } from '../../../src/mcp/strict-json.js'
 
 const opts = { maxDepth: 64 }
 
-function problem(text: string, maxDepth = 64): string | undefined {
+/** What one mode of the scan says: the problem's kind, or the result. */
+function outcome(text: string, maxDepth: number, fast: boolean): string | ScanResult {
   try {
-    scanJson(text, { maxDepth })
-    return undefined
+    return scanJson(text, { maxDepth, fast })
   } catch (err) {
     if (err instanceof JsonScanError) return err.kind
     throw err
   }
+}
+
+function parses(text: string): boolean {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The strict scan's problem with `text`. On valid JSON the fast mode must say exactly the same
+ * (it is exact there), so every case below checks both modes.
+ */
+function problem(text: string, maxDepth = 64): string | undefined {
+  const strict = outcome(text, maxDepth, false)
+  if (parses(text)) expect(outcome(text, maxDepth, true)).toEqual(strict)
+  return typeof strict === 'string' ? strict : undefined
 }
 
 describe('scanJson', () => {
@@ -146,6 +166,182 @@ describe('scanJson on large objects', () => {
     expect(() => scanJson(dup, { maxDepth: 64 })).toThrow(JsonScanError)
     expect(() => scanJson('{"params":{"a":1,"b":2,"a":3}}', { maxDepth: 64 })).toThrow(
       JsonScanError,
+    )
+  })
+})
+
+describe('scanJson fast mode', () => {
+  const fast = (text: string, maxDepth = 64) => outcome(text, maxDepth, true)
+  const kind = (o: string | ScanResult) => (typeof o === 'string' ? o : undefined)
+
+  // Each crossed subtree (below `arguments`) is followed by keys the scan still judges, so a
+  // crossing that ends one character early or late shows as a missed or invented problem.
+  it.each([
+    ['{"params":{"arguments":{"a":{"s":"x\\"y"},"b":1,"b":2}}}', 'escaped quote', 'duplicate_key'],
+    [
+      '{"params":{"arguments":{"a":{"s":"x\\\\"},"b":1,"b":2}}}',
+      'escaped backslash before the quote',
+      'duplicate_key',
+    ],
+    [
+      '{"params":{"arguments":{"a":{"s":"\\\\\\"\\\\"},"b":1,"b":2}}}',
+      'an escaped backslash, then an escaped quote',
+      'duplicate_key',
+    ],
+    [
+      '{"params":{"arguments":{"a":"x\\\\","b":1,"b":2}}}',
+      'a crossed value string ending in \\\\',
+      'duplicate_key',
+    ],
+    [
+      '{"params":{"arguments":{"a":"\\",\\"b\\":1,\\"b\\":\\"","b":2}}}',
+      'keys quoted inside a string',
+      undefined,
+    ],
+    [
+      '{"params":{"arguments":{"a":{"s":"\\"},\\"b\\":1,\\"b\\":{\\""},"b":2}}}',
+      'the same, deeper',
+      undefined,
+    ],
+    [
+      '{"params":{"arguments":{"a":{"s":"}}]]{{[["},"b":1,"b":2}}}',
+      'brackets inside a string',
+      'duplicate_key',
+    ],
+    [
+      '{"params":{"arguments":{"a":["{\\"name\\":1}",{"x":"]"}],"name":1,"Name":2}}}',
+      'arrays',
+      undefined,
+    ],
+    [
+      '{"params":{"arguments":{"a":{"\\ud800":"\\udfff\\u0000"},"b":1,"b":2}}}',
+      'lone surrogate escapes',
+      'duplicate_key',
+    ],
+    [
+      '{"params":{"arguments":{"a":{"k":"v","k":"w"}}}}',
+      'a duplicate below the checked levels',
+      undefined,
+    ],
+    [
+      '{"params":{"arguments":{"a":{"__proto__":{"Name":1}}}}}',
+      'a prototype key below them',
+      undefined,
+    ],
+    [
+      '{"params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"a","name":"b"}},"_meta":1}}',
+      'under _meta',
+      'duplicate_key',
+    ],
+    [
+      '{"id":"a\\"b\\\\","params":{"arguments":{"x":[1,{"y":"\\""}]}},"ID":1}',
+      'after a crossed subtree',
+      'case_variant_key',
+    ],
+    ['{"params":{"na\\u006de":"x","name":"y"}}', 'an escaped deciding key', 'duplicate_key'],
+    ['{"params":{"\\u004eame":"x"}}', 'an escaped case variant', 'case_variant_key'],
+    ['{"params":{"na\\"me":"x","name\\"":"y","name":"z"}}', 'quotes inside judged keys', undefined],
+    ['{"params":{"Zürich":{"Name":[]},"東京":"\\u00e9"}}', 'non-ASCII', undefined],
+  ])('reads %s as the strict scan does (%s)', (text, _what, expected) => {
+    expect(parses(text)).toBe(true)
+    expect(problem(text)).toBe(expected)
+  })
+
+  it.each([
+    ['[[[]]]', undefined, 'too_deep'],
+    ['[[[ \n ]]]', undefined, 'too_deep'],
+    ['[[{}],{"k":[]}]', undefined, 'too_deep'],
+    ['["[[[[[[[["]', undefined, undefined],
+    ['[[[1]]]', 'too_deep', 'too_deep'],
+    ['[[["s"]]]', 'too_deep', 'too_deep'],
+    ['[[{"k":1}]]', 'too_deep', 'too_deep'],
+    ['[[{"k":{}}]]', 'too_deep', 'too_deep'],
+    ['[[[[]]]]', 'too_deep', 'too_deep'],
+    ['[[[]],[[[]]]]', 'too_deep', 'too_deep'],
+    ['[[[ true ]]]', 'too_deep', 'too_deep'],
+  ])('bounds depth inside a crossed subtree exactly: arguments.a = %s', (a, at6, at5) => {
+    // root 1, params 2, arguments 3, a 4: maxDepth 6 allows two more levels under `a`.
+    const text = `{"params":{"arguments":{"a":${a}}},"id":1}`
+    expect(problem(text, 6)).toBe(at6)
+    expect(problem(text, 5)).toBe(at5)
+  })
+
+  it('bounds a deep crossed subtree without recursing', () => {
+    const a = `${'['.repeat(100_000)}${']'.repeat(100_000)}`
+    expect(problem(`{"params":{"arguments":{"a":${a}}}}`)).toBe('too_deep')
+  })
+
+  it('refuses an unterminated string or subtree, however deep', () => {
+    for (const text of [
+      '{"params":{"arguments":{"a":{"s":"abc}}}}',
+      '{"params":{"arguments":{"a":{"s":"abc\\"}}}}',
+      '{"params":{"arguments":{"a":"abc',
+      '{"params":{"arguments":{"a":[[{"x":1}',
+      '{"params":{"na',
+    ]) {
+      expect(kind(fast(text))).toBe('syntax')
+      expect(problem(text)).toBe('syntax')
+    }
+  })
+
+  // Leniency on invalid JSON is what makes the mode fast; JSON.parse refuses every one of these
+  // afterwards (mcp/jsonrpc.ts), and the strict scan names the reason.
+  it.each([
+    ['{"params":{"arguments":{"a":{"s":"tab\there"}}}}', 'a control character in a crossed string'],
+    ['{"params":{"arguments":{"a":{"s":"\\x"}}}}', 'a bad escape'],
+    ['{"params":{"arguments":{"a":[1,,2}}}}', 'the wrong bracket, a missing value'],
+    ['{"params":{"arguments":{"a":{"k" 1 2}}}}', 'a missing colon'],
+    ['{"method":"a\u0001b"}', 'a control character in a judged value'],
+  ])('may pass what JSON.parse refuses: %s (%s)', (text) => {
+    expect(parses(text)).toBe(false)
+    expect(problem(text)).toBe('syntax')
+    expect(kind(fast(text))).toBeUndefined()
+  })
+
+  it('agrees with the strict scan on every body JSON.parse accepts (generated)', () => {
+    const key = fc.constantFrom('a', 'name', 'Name', 'b', '__proto__', 'id', 'x\\"y', 'ſ', 'k\\\\')
+    const leaf = fc.oneof(
+      fc.constantFrom(
+        '"\\""',
+        '"\\\\"',
+        '"}]"',
+        '"[{"',
+        '"\\u0022"',
+        '"\\ud800"',
+        '1e5',
+        '-0',
+        'null',
+      ),
+      fc.string({ maxLength: 6 }).map((s) => JSON.stringify(s)),
+    )
+    const { value } = fc.letrec<{ value: string }>((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        leaf,
+        fc.array(tie('value'), { maxLength: 3 }).map((vs) => `[${vs.join(',')}]`),
+        fc
+          .array(fc.tuple(key, tie('value')), { maxLength: 3 })
+          .map((kvs) => `{${kvs.map(([k, v]) => `"${k}":${v}`).join(',')}}`),
+      ),
+    }))
+    const body = fc
+      .tuple(value, value, value, fc.constantFrom('"name"', '"Name"', '"b"', '"arguments"'))
+      .map(
+        ([a, b, meta, k]) =>
+          `{"jsonrpc":"2.0","id":7,"params":{"arguments":{"a":${a},"b":${b}},${k}:1,"_meta":${meta}}}`,
+      )
+    // Insertions a crossing could misread: quotes, backslashes, brackets, a duplicate key.
+    const mutated = fc
+      .tuple(body, fc.nat(), fc.constantFrom('"', '\\', '{', '}', '[', ']', ',"b":1', ',"name":2'))
+      .map(([t, at, ins]) => t.slice(0, at % t.length) + ins + t.slice(at % t.length))
+    fc.assert(
+      fc.property(fc.oneof(body, mutated), fc.integer({ min: 4, max: 12 }), (text, maxDepth) => {
+        const strict = outcome(text, maxDepth, false)
+        if (parses(text)) expect(outcome(text, maxDepth, true)).toEqual(strict)
+        // The scanner accepts only what JSON.parse accepts.
+        else expect(typeof strict).toBe('string')
+      }),
+      { numRuns: 3000, seed: 20261130 },
     )
   })
 })
