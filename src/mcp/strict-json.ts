@@ -221,7 +221,8 @@ class Scanner {
       return
     }
     if (c === 0x7b || c === 0x5b) {
-      // Below the key checks and outside the deciding positions nothing is judged.
+      // SECURITY: crossed only where object() judges no key (below KEY_CHECK_DEPTH, outside the
+      // deciding positions, so below PROTO_CHECK_DEPTH too); the depth limit holds inside.
       if (this.fast && depth > KEY_CHECK_DEPTH && pos === OTHER) return this.cross(depth)
       return c === 0x7b ? this.object(depth, pos) : this.array(depth)
     }
