@@ -26,6 +26,17 @@ interface GatewayVariables {
   listFilter: ListFilter | undefined
   /** The request's server span, when `telemetry:` is configured (pipeline/trace.ts). */
   trace: RequestTrace | undefined
+  /**
+   * Set by the proxy when a long-lived stream outlives the stages (pipeline/proxy.ts): settles
+   * when the stream ends, with what the stages would otherwise read from the context then.
+   */
+  streamEnd: Promise<StreamEnd> | undefined
+}
+
+/** How a stream that outlived the stages ended. */
+export interface StreamEnd {
+  readonly outcome: string
+  readonly upstreamId: string | undefined
 }
 
 /** Hono environment of the gateway app. */

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import type { AccessWriter } from '../observability/access-line.js'
 import type { GatewayEnv } from '../env.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
+import type { McpRequestInfo } from '../mcp/classify.js'
 import { errorType } from '../telemetry/error-type.js'
 
 /**
@@ -13,43 +14,69 @@ export const accessLog = (
   metrics: GatewayMetrics,
 ): MiddlewareHandler<GatewayEnv> => {
   const write = access.write
+  const record = (seen: Seen, outcome: string, upstream: string | undefined): void => {
+    const seconds = (performance.now() - seen.start) / 1000
+    const { server, method, mcp } = seen
+    metrics.requests.record(server ?? 'unknown', methodLabel(method), outcome, seen.status, seconds)
+    // MCP operations only: a request refused before its method was known is not one.
+    if (methodLabel(method) !== 'none') {
+      const target = mcp?.method === 'tools/call' ? mcp.targets[0] : undefined
+      const tool =
+        target?.kind === 'tool' ? metrics.tools.label(server ?? 'unknown', target.name) : undefined
+      // mcp.version is one classify accepted (a closed set); undefined for header-less 2025 clients.
+      metrics.operations.record(
+        methodLabel(method),
+        tool,
+        mcp?.version,
+        errorType(outcome, seen.status),
+        seconds,
+      )
+    }
+    if (write !== undefined) {
+      const target = mcp?.targets[0]
+      write({
+        server,
+        method,
+        name:
+          target === undefined ? undefined : target.kind === 'resource' ? target.uri : target.name,
+        era: mcp?.era,
+        status: seen.status,
+        upstream,
+        outcome,
+        ms: Math.round(seconds * 10_000) / 10,
+      })
+    }
+  }
   return async function accessLog(c, next) {
     const start = performance.now()
     try {
       await next()
     } finally {
+      const out = c.env.outgoing
       const mcp = c.get('mcp')
-      const server = c.get('server')?.name ?? 'unknown'
-      const method = methodLabel(mcp?.method ?? c.get('head')?.method)
-      const status = c.env.outgoing.headersSent ? c.env.outgoing.statusCode : c.res.status
-      const seconds = (performance.now() - start) / 1000
-      const outcome = c.get('outcome') ?? 'ok'
-      metrics.requests.record(server, method, outcome, status, seconds)
-      // MCP operations only: a request refused before its method was known is not one.
-      if (method !== 'none') {
-        const target = mcp?.method === 'tools/call' ? mcp.targets[0] : undefined
-        const tool = target?.kind === 'tool' ? metrics.tools.label(server, target.name) : undefined
-        // mcp.version is one classify accepted (a closed set); undefined for header-less 2025 clients.
-        metrics.operations.record(method, tool, mcp?.version, errorType(outcome, status), seconds)
+      const ending = c.get('streamEnd')
+      const seen: Seen = {
+        start,
+        server: c.get('server')?.name,
+        method: mcp?.method ?? c.get('head')?.method,
+        status: out.headersSent ? out.statusCode : c.res.status,
+        // A stream outliving the stages keeps only what the line needs, not the parsed body.
+        mcp:
+          ending === undefined || mcp === undefined
+            ? mcp
+            : { method: mcp.method, targets: mcp.targets, version: mcp.version, era: mcp.era },
       }
-      if (write !== undefined) {
-        const target = mcp?.targets[0]
-        write({
-          server: c.get('server')?.name,
-          method: mcp?.method ?? c.get('head')?.method,
-          name:
-            target === undefined
-              ? undefined
-              : target.kind === 'resource'
-                ? target.uri
-                : target.name,
-          era: mcp?.era,
-          status,
-          upstream: c.get('upstreamId'),
-          outcome,
-          ms: Math.round(seconds * 10_000) / 10,
-        })
-      }
+      if (ending === undefined) record(seen, c.get('outcome') ?? 'ok', c.get('upstreamId'))
+      else void ending.then((end) => record(seen, end.outcome, end.upstreamId))
     }
   }
+}
+
+/** What the line and the metrics need of a request, read once the stages are done. */
+interface Seen {
+  readonly start: number
+  readonly server: string | undefined
+  readonly method: string | undefined
+  readonly status: number
+  readonly mcp: Pick<McpRequestInfo, 'method' | 'targets' | 'version' | 'era'> | undefined
 }

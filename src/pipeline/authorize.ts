@@ -21,11 +21,7 @@ import type { Stage } from './chain.js'
  * which the proxy and the cache apply to the answer. Without `policies:` this stage is not mounted.
  * `policy` is the pipeline's runtime's: a policy reload makes a new runtime, and so a new pipeline.
  */
-export const authorize = (
-  policy: PolicySet,
-  log: Logger,
-  metrics: GatewayMetrics,
-): Stage => {
+export const authorize = (policy: PolicySet, log: Logger, metrics: GatewayMetrics): Stage => {
   const audit = createAuditLog(log)
   return function authorize(c, next) {
     const mcp = c.get('mcp')

@@ -14,10 +14,7 @@ import type { Stage } from './chain.js'
  * one this pipeline was built for (app.ts), so the stages a request runs through always match the
  * config it is judged by.
  */
-export const frontDoor = (
-  ref: RuntimeRef,
-  runtime: GatewayRuntime,
-): Stage =>
+export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): Stage =>
   function frontDoor(c, next) {
     if (ref.lifecycle.draining) throw new GatewayError('shutting_down')
     c.set('runtime', runtime)

@@ -14,9 +14,9 @@ import {
   unknownTaskAnswer,
   type TaskIdSealer,
 } from '../mcp/task-ids.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, toGatewayError } from '../errors.js'
 import { sendWithRetries } from '../upstream/attempts.js'
-import type { BodyTransform, HeaderMap } from '../upstream/forward.js'
+import type { BodyTransform, ForwardResult, HeaderMap } from '../upstream/forward.js'
 import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { Upstream } from '../upstream/upstream.js'
@@ -164,6 +164,12 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
           limits.maxStreamsPerPrincipal,
         )
       : undefined
+    // A stream's head: from then on the stream no longer needs the stages (streamed() below).
+    let streamHead: (() => void) | undefined
+    const headWritten =
+      stop === undefined
+        ? undefined
+        : new Promise<undefined>((r) => (streamHead = () => r(undefined)))
     const plan = {
       pool,
       pinned,
@@ -182,16 +188,68 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
           ? undefined
           : (replica: string, retry: number) =>
               trace.event(EVENT.attempt, { 'mcp_edge.upstream.id': replica, retry }),
+      onStreamHead: streamHead,
+    }
+    if (stop !== undefined && headWritten !== undefined) {
+      const ended = sendWithRetries(c.env.outgoing, b, plan).finally(() =>
+        b.lifecycle.closeStream(stop),
+      )
+      return streamed(c, plan, ended, headWritten)
     }
     try {
       const result = await sendWithRetries(c.env.outgoing, b, plan)
-      c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
+      c.set('outcome', outcomeOf(result))
       return ALREADY_SENT
     } finally {
       if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
-      if (stop !== undefined) b.lifecycle.closeStream(stop)
     }
   }
+
+/**
+ * A long-lived stream (`subscriptions/listen`, a 2025-era GET). Until its head is written it is a
+ * request like any other: an answer without a stream, or a failure, ends it here. Once the head is
+ * written, the stages return and let go of the request's context, whose objects a stream held for
+ * hours would otherwise carry (docs/design/hot-path.md §Stream memory); what must happen at the
+ * end (the access line, a concurrency slot, the span) hangs on `streamEnd`, whose callbacks hold
+ * nothing of the context. The stream slot is given back when `ended` settles, however it ends.
+ */
+async function streamed(
+  c: Context<GatewayEnv>,
+  plan: { readonly upstream: Upstream | undefined },
+  ended: Promise<ForwardResult>,
+  headWritten: Promise<undefined>,
+): Promise<Response> {
+  let first: ForwardResult | undefined
+  try {
+    first = await Promise.race([ended, headWritten])
+  } catch (err) {
+    if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
+    throw err
+  }
+  if (first !== undefined) {
+    c.set('outcome', outcomeOf(first))
+    if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
+    return ALREADY_SENT
+  }
+  const res = c.env.outgoing
+  c.set(
+    'streamEnd',
+    ended.then(
+      (result) => ({ outcome: outcomeOf(result), upstreamId: plan.upstream?.id }),
+      (err: unknown) => {
+        // Nothing rejects once the head is out (forward() settles every such end); should a bug
+        // make it, the client cannot take a half stream for a whole one.
+        res.destroy()
+        return { outcome: toGatewayError(err).code, upstreamId: plan.upstream?.id }
+      },
+    ),
+  )
+  return ALREADY_SENT
+}
+
+function outcomeOf(result: ForwardResult): string {
+  return result.kind === 'done' ? 'ok' : result.kind
+}
 
 /**
  * Who a stream counts against: the verified issuer and subject, else the connection's peer address.

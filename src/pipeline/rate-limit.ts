@@ -81,8 +81,11 @@ export const rateLimit = (
     try {
       await next()
     } finally {
-      // The proxy resolves once the answer (or stream) has ended, whichever way it ended.
-      release()
+      // Held until the answer has ended, whichever way it ended: a stream that outlives the
+      // stages gives it back at its own end (pipeline/proxy.ts).
+      const ending = c.get('streamEnd')
+      if (ending === undefined) release()
+      else void ending.then(release)
     }
   }
 }

@@ -24,12 +24,18 @@ export const traceRequest = (tracing: Tracing): MiddlewareHandler<GatewayEnv> =>
     try {
       await next()
     } finally {
-      const outcome = c.get('outcome') ?? 'ok'
-      const event = outcomeEvent(outcome)
-      if (event !== undefined) t.event(event[0], event[1])
       const out = c.env.outgoing
       const status = out.headersSent ? out.statusCode : c.res.status
-      t.end(spanRequest(c), outcome, status, c.get('upstreamId'))
+      const request = spanRequest(c)
+      const end = (outcome: string, upstreamId: string | undefined): void => {
+        const event = outcomeEvent(outcome)
+        if (event !== undefined) t.event(event[0], event[1])
+        t.end(request, outcome, status, upstreamId)
+      }
+      // A stream that outlives the stages ends its span at its own end (pipeline/proxy.ts).
+      const ending = c.get('streamEnd')
+      if (ending === undefined) end(c.get('outcome') ?? 'ok', c.get('upstreamId'))
+      else void ending.then((e) => end(e.outcome, e.upstreamId))
     }
   }
 

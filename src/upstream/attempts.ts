@@ -41,6 +41,8 @@ export interface AttemptPlan {
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /** Called before each try with the replica and the retries so far (tracing; else unset). */
   readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
+  /** Called once a long-lived stream's head is written (ForwardRequest.onStreamHead). */
+  readonly onStreamHead?: (() => void) | undefined
   /** The replica of the latest attempt (for the access log). */
   upstream: Upstream | undefined
 }
@@ -94,6 +96,7 @@ export async function sendWithRetries(
             plan.onHeaders ??
             (plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders),
           stop: plan.stop,
+          onStreamHead: plan.onStreamHead,
         })
         b.settled(upstream, result)
         return result

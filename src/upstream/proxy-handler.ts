@@ -24,6 +24,8 @@ export interface ForwardRequest {
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /** For long-lived streams: ends the response at the next event boundary on drain. */
   readonly stop?: StreamStop | undefined
+  /** Called once when a streamed answer's head is written: what follows is the stream itself. */
+  readonly onStreamHead?: (() => void) | undefined
 }
 
 class ClientClosed extends Error {
@@ -154,8 +156,10 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.req.onHeaders?.(status, out)
     if (!this.untyped && (this.transform === undefined || this.transform.streaming))
       this.writeHead(streaming)
-    if (this.framer !== undefined || this.transform?.streaming === true)
+    if (this.framer !== undefined || this.transform?.streaming === true) {
       this.req.stop?.onStop(() => this.stopAtBoundary())
+      if (this.headWritten) this.req.onStreamHead?.()
+    }
   }
 
   /** Gateway drain: everything written so far is whole events (framer or SSE transform), so end here. */

@@ -2,12 +2,13 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import type { ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Agent, request, type Dispatcher } from 'undici'
+import { Agent, request } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { mcpBody, mcpHeaders, mcpPost, rawPost, LEGACY_INITIALIZE } from '../helpers/clients.js'
+import { mcpPost, rawPost, LEGACY_INITIALIZE } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplica, startReplicas, type Fault } from '../helpers/replicas.js'
 import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
+import { openListen, streamOf, type OpenStream } from '../helpers/streams.js'
 import { claimsFor, closeServer, generateTestKey, listenOn, mintToken } from '../helpers/tokens.js'
 
 /**
@@ -27,59 +28,6 @@ const listenOr =
   (listen: Fault) =>
   (c: { method: string }): Fault =>
     c.method === 'subscriptions/listen' ? listen : 'ok'
-
-interface OpenStream {
-  readonly status: number
-  readonly headers: Record<string, string | string[] | undefined>
-  text(): string
-  /** Resolves when the response body is over ('error' when it broke or was closed by us). */
-  readonly ended: Promise<'end' | 'error'>
-  /** The body as JSON, once it ended (for refusals). */
-  json(): Promise<Record<string, unknown>>
-  /** Closes the stream from the client side. */
-  close(): void
-}
-
-/** POSTs subscriptions/listen and returns as soon as the response head arrived. */
-async function openListen(
-  url: string,
-  id: string | number,
-  opts: { headers?: Record<string, string>; dispatcher?: Dispatcher } = {},
-): Promise<OpenStream> {
-  const body = mcpBody('subscriptions/listen', { notifications: { toolsListChanged: true } }, id)
-  const res = await request(url, {
-    method: 'POST',
-    headers: { ...mcpHeaders('subscriptions/listen'), ...opts.headers },
-    body: JSON.stringify(body),
-    ...(opts.dispatcher !== undefined && { dispatcher: opts.dispatcher }),
-  })
-  return streamOf(res)
-}
-
-function streamOf(res: Dispatcher.ResponseData): OpenStream {
-  let text = ''
-  const ended = (async (): Promise<'end' | 'error'> => {
-    try {
-      for await (const chunk of res.body) text += (chunk as Buffer).toString('utf8')
-      return 'end'
-    } catch {
-      return 'error'
-    }
-  })()
-  const stream: OpenStream = {
-    status: res.statusCode,
-    headers: res.headers,
-    text: () => text,
-    ended,
-    json: async () => {
-      await ended
-      return JSON.parse(text) as Record<string, unknown>
-    },
-    close: () => void res.body.destroy(),
-  }
-  onTestFinished(() => stream.close())
-  return stream
-}
 
 /** Opens `n` listen streams and waits until each was acknowledged by the backend. */
 async function openAcknowledged(

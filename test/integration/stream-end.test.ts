@@ -1,0 +1,129 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import type { ServerResponse } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { rawRequest } from '../helpers/clients.js'
+import { oneServer, startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { openListen } from '../helpers/streams.js'
+import { closeServer, listenOn } from '../helpers/tokens.js'
+
+/**
+ * A long-lived stream lets go of the stages once its head is written (pipeline/proxy.ts), so what
+ * the stages do at a request's end hangs on the stream's own end: the access line and metrics, a
+ * concurrency limit's slot, the stream slot. Each is checked while the stream is open and after.
+ */
+
+const ACK =
+  'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
+
+/** A backend that acknowledges every listen stream and holds it until the test ends it. */
+async function heldStreams(): Promise<{ url: string; held: ServerResponse[] }> {
+  const held: ServerResponse[] = []
+  const { server, url } = await listenOn((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.write(ACK)
+    held.push(res)
+  })
+  onTestFinished(() => {
+    server.closeAllConnections()
+    return closeServer(server)
+  })
+  return { url: `${url}/mcp`, held }
+}
+
+function listenLines(gw: TestGateway): Record<string, unknown>[] {
+  return gw.logs.filter((l) => l.msg === 'request' && l.method === 'subscriptions/listen')
+}
+
+function policyDir(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-stream-end-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(join(dir, 'main.yaml'), text)
+  return dir
+}
+
+describe('a stream that outlives the stages', () => {
+  it('is logged and counted when it ends, with how it ended and its replica', async () => {
+    const backend = await heldStreams()
+    const gw = await startTestGateway({
+      ...oneServer(backend.url),
+      admin: { host: '127.0.0.1', port: 0 },
+    })
+    const url = gw.mcpUrl('app')
+    const byBackend = await openListen(url, 'l-1')
+    const byClient = await openListen(url, 'l-2')
+    expect([byBackend.status, byClient.status]).toEqual([200, 200])
+    await expect.poll(() => byClient.text()).toContain('acknowledged')
+    await expect.poll(() => backend.held.length).toBe(2)
+    // Open streams have no line yet: a line is written once, when the response is over.
+    expect(listenLines(gw)).toEqual([])
+
+    backend.held[0]?.end()
+    expect(await byBackend.ended).toBe('end')
+    await expect.poll(() => listenLines(gw)).toHaveLength(1)
+    expect(listenLines(gw)[0]).toMatchObject({
+      server: 'app',
+      status: 200,
+      outcome: 'ok',
+      upstream: 'app#0',
+    })
+
+    byClient.close()
+    await expect.poll(() => listenLines(gw)).toHaveLength(2)
+    expect(listenLines(gw)[1]).toMatchObject({ status: 200, outcome: 'client_closed' })
+    const ms = listenLines(gw).map((l) => l.ms as number)
+    expect(ms.every((m) => m >= 0)).toBe(true)
+
+    const metrics = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
+    expect(metrics).toMatch(
+      /mcp_edge_requests_total\{[^}]*method="subscriptions\/listen"[^}]*outcome="ok"[^}]*\} 1/,
+    )
+    expect(metrics).toMatch(
+      /mcp_edge_requests_total\{[^}]*method="subscriptions\/listen"[^}]*outcome="client_closed"[^}]*\} 1/,
+    )
+    // The stream slots came back.
+    await expect
+      .poll(() => gw.ref.current.servers.get('app')?.balancing.lifecycle.openStreams())
+      .toBe(0)
+  })
+
+  it('holds a concurrency limit’s slot until the stream ends, not until its head', async () => {
+    const backend = await heldStreams()
+    const gw = await startTestGateway(
+      { ...oneServer(backend.url), policies: '.' },
+      {
+        dir: policyDir(`
+rules:
+  - name: everything
+    servers: ["*"]
+    allow: { tools: ["*"], prompts: ["*"], resources: ["*"] }
+limits:
+  - name: one-listen
+    servers: [app]
+    methods: [subscriptions/listen]
+    key: none
+    concurrency: 1
+`),
+      },
+    )
+    const url = gw.mcpUrl('app')
+    const first = await openListen(url, 'first')
+    expect(first.status).toBe(200)
+    await expect.poll(() => first.text()).toContain('acknowledged')
+
+    const second = await openListen(url, 'second')
+    expect(second.status).toBe(429)
+    expect(second.headers['x-mcp-gateway-error']).toBe('rate_limited')
+    expect(await second.json()).toMatchObject({ id: 'second', error: { code: -31029 } })
+    expect(backend.held).toHaveLength(1)
+
+    first.close()
+    await expect
+      .poll(() => listenLines(gw).filter((l) => l.outcome === 'client_closed'))
+      .toHaveLength(1)
+    const third = await openListen(url, 'third')
+    expect(third.status).toBe(200)
+    await expect.poll(() => backend.held.length).toBe(2)
+  })
+})
