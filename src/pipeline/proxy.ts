@@ -19,6 +19,8 @@ import { sendWithRetries } from '../upstream/attempts.js'
 import type { BodyTransform, ForwardResult, HeaderMap } from '../upstream/forward.js'
 import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
+import type { ServerBalancing } from '../upstream/balancing.js'
+import type { StreamStop } from '../upstream/lifecycle.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { EVENT } from '../telemetry/events.js'
 import { bodyWithTraceContext, setTraceHeaders } from '../telemetry/propagate.js'
@@ -93,16 +95,7 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
     const transform =
       hooks.length === 0
         ? undefined
-        : (status: number, h: HeaderMap): BodyTransform | undefined =>
-            status === 200
-              ? resultTransform(
-                  String(h['content-type'] ?? ''),
-                  maxInspect,
-                  hooks,
-                  rewrite ? 'rewrite' : 'observe',
-                  mcp.message?.rawId,
-                )
-              : undefined
+        : transformOf(hooks, maxInspect, rewrite ? 'rewrite' : 'observe', mcp.message?.rawId)
     const method = incoming.method as 'POST' | 'GET' | 'DELETE'
     // 2025-era sessions live on one replica; the id the client holds says which
     // (docs/balancing.md "Legacy sessions").
@@ -165,11 +158,7 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
         )
       : undefined
     // A stream's head: from then on the stream no longer needs the stages (streamed() below).
-    let streamHead: (() => void) | undefined
-    const headWritten =
-      stop === undefined
-        ? undefined
-        : new Promise<undefined>((r) => (streamHead = () => r(undefined)))
+    const head$ = stop === undefined ? undefined : signal()
     const plan = {
       pool,
       pinned,
@@ -183,18 +172,12 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
       transform,
       stop,
       upstream: undefined as Upstream | undefined,
-      onAttempt:
-        trace === undefined
-          ? undefined
-          : (replica: string, retry: number) =>
-              trace.event(EVENT.attempt, { 'mcp_edge.upstream.id': replica, retry }),
-      onStreamHead: streamHead,
+      onAttempt: trace === undefined ? undefined : attemptEvents(trace),
+      onStreamHead: head$?.fire,
     }
-    if (stop !== undefined && headWritten !== undefined) {
-      const ended = sendWithRetries(c.env.outgoing, b, plan).finally(() =>
-        b.lifecycle.closeStream(stop),
-      )
-      return streamed(c, plan, ended, headWritten)
+    if (stop !== undefined && head$ !== undefined) {
+      const ended = closingStream(sendWithRetries(c.env.outgoing, b, plan), b.lifecycle, stop)
+      return streamed(c, plan, ended, head$.fired)
     }
     try {
       const result = await sendWithRetries(c.env.outgoing, b, plan)
@@ -245,6 +228,43 @@ async function streamed(
     ),
   )
   return ALREADY_SENT
+}
+
+// The callbacks below outlive the stages for as long as a stream runs. Each is made in a scope of
+// its own: a closure made inside the proxy stage would keep that stage's whole scope, the parsed
+// request and its context included, for the stream's life.
+
+/** A promise and the function that fulfils it. */
+function signal(): { readonly fired: Promise<undefined>; readonly fire: () => void } {
+  let fire: () => void = () => undefined
+  const fired = new Promise<undefined>((resolve) => (fire = () => resolve(undefined)))
+  return { fired, fire }
+}
+
+/** `forwarded`, giving the stream slot back however it ends. */
+function closingStream(
+  forwarded: Promise<ForwardResult>,
+  lifecycle: ServerBalancing['lifecycle'],
+  stop: StreamStop,
+): Promise<ForwardResult> {
+  return forwarded.finally(() => lifecycle.closeStream(stop))
+}
+
+function attemptEvents(trace: RequestTrace): (replica: string, retry: number) => void {
+  return (replica, retry) => trace.event(EVENT.attempt, { 'mcp_edge.upstream.id': replica, retry })
+}
+
+/** The answer's transform: hooks on a 200, bounded to `maxInspect` bytes. */
+function transformOf(
+  hooks: readonly ResultHook[],
+  maxInspect: number,
+  mode: 'rewrite' | 'observe',
+  rawId: string | undefined,
+): (status: number, h: HeaderMap) => BodyTransform | undefined {
+  return (status, h) =>
+    status === 200
+      ? resultTransform(String(h['content-type'] ?? ''), maxInspect, hooks, mode, rawId)
+      : undefined
 }
 
 function outcomeOf(result: ForwardResult): string {
