@@ -1,7 +1,8 @@
 /**
  * `npm run bench:profile`: a CPU profile of the gateway in its default config (`trustHeaders:
  * false`, access log on, cache on) under the bench's c=16 tools/call load, and the per-stage
- * breakdown of it (bench/README.md §Profile). Layout as in run.ts.
+ * breakdown of it, beside the floor proxy's under the same load (bench/README.md §Profile).
+ * Layout as in run.ts.
  *
  * Env: BENCH_DURATION_S (default 10), BENCH_CONNECTIONS (16), BENCH_METHOD (tools/call),
  * BENCH_PROFILE_DIR (default bench/results/profile). Prints the breakdown; the .cpuprofile stays in
@@ -16,7 +17,7 @@ import { startGateway } from './gateway.js'
 import { startLoadWorker } from './load-client.js'
 import { clockTicksPerSecond, processTree } from './proc.js'
 import type { BenchMethod } from './requests.js'
-import { startBackend } from './targets.js'
+import { floorTargets, startBackend } from './targets.js'
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url))
 
@@ -102,6 +103,29 @@ function topFunctions(profile: CpuProfile, count: number): [string, number][] {
   return [...totals].sort((a, b) => b[1] - a[1]).slice(0, count)
 }
 
+/**
+ * The newest .cpuprofile in `dir` of process `pid`'s main thread: Node names them
+ * CPU.<date>.<time>.<pid>.<thread>.<seq>, and a loader thread (tsx) writes one of its own.
+ */
+function profileOf(dir: string, pid: number): CpuProfile {
+  const file = readdirSync(dir)
+    .filter((f) => {
+      const parts = f.split('.')
+      return f.endsWith('.cpuprofile') && parts[3] === String(pid) && parts[4] === '0'
+    })
+    .map((f) => join(dir, f))
+    .sort((a, b) => statSync(a).mtimeMs - statSync(b).mtimeMs)
+    .at(-1)
+  if (file === undefined) throw new Error(`process ${pid} wrote no .cpuprofile to ${dir}`)
+  return JSON.parse(readFileSync(file, 'utf8')) as CpuProfile
+}
+
+/** µs per request by category: a profile's shares of busy time times /proc CPU per request. */
+function perRequest(profile: CpuProfile, cpuUsPerReq: number): Map<string, number> {
+  const { busyUs, rows } = breakdown(profile)
+  return new Map(rows.map(([cat, us]) => [cat, (us / busyUs) * cpuUsPerReq]))
+}
+
 async function main(): Promise<void> {
   const durationS = Number(process.env['BENCH_DURATION_S'] ?? 10)
   const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 16)
@@ -113,8 +137,27 @@ async function main(): Promise<void> {
   const placement = { repoRoot, configDir, gatewayCpu: 0, backendCpu: 1 }
   const backend = await startBackend(placement)
   const worker = await startLoadWorker(repoRoot, 1)
-  process.env['BENCH_GATEWAY_FLAGS'] = `--cpu-prof --cpu-prof-dir=${dir}`
-  const before = new Set(readdirSync(dir))
+  const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`]
+  process.env['BENCH_GATEWAY_FLAGS'] = flags.join(' ')
+  const load = async (url: string, pids: readonly number[]) => {
+    const spec = {
+      url,
+      method,
+      connections,
+      warmupS: 2,
+      durationS,
+      clkTck: clockTicksPerSecond(),
+      gatewayPids: pids,
+      backendPids: backend.pids,
+      backendStatsUrl: backend.statsUrl,
+    }
+    await worker.run({ ...spec, durationS: 2 }) // JIT warm-up, inside the profile but small
+    return worker.run(spec)
+  }
+  // The floor proxy first, profiled the same way: what the gateway costs above it is its own.
+  const floor = (await floorTargets(placement, backend, flags)).find((t) => t.method === method)
+  if (floor === undefined) throw new Error(`no floor target for ${method}`)
+  const floorM = await load(floor.url, floor.gatewayPids)
   const gw = await startGateway({
     name: 'gateway-profile',
     repoRoot,
@@ -123,50 +166,39 @@ async function main(): Promise<void> {
     servers: { bench: backend.url },
     trustHeaders: false,
   })
-  const spec = {
-    url: `${gw.baseUrl}/mcp/bench`,
-    method,
-    connections,
-    warmupS: 2,
-    durationS,
-    clkTck: clockTicksPerSecond(),
-    gatewayPids: processTree(gw.child.pid),
-    backendPids: backend.pids,
-    backendStatsUrl: backend.statsUrl,
-  }
-  await worker.run({ ...spec, durationS: 2 }) // JIT warm-up, inside the profile but small
-  const m = await worker.run(spec)
+  const m = await load(`${gw.baseUrl}/mcp/bench`, processTree(gw.child.pid))
   await stopAll(20_000) // SIGTERM: the gateway drains and exits, writing its profile
-  const file = readdirSync(dir)
-    .filter((f) => f.endsWith('.cpuprofile') && !before.has(f))
-    .map((f) => join(dir, f))
-    .sort((a, b) => statSync(a).mtimeMs - statSync(b).mtimeMs)
-    .at(-1)
-  if (file === undefined) throw new Error(`no .cpuprofile was written to ${dir}`)
-  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile
+  const profile = profileOf(dir, gw.child.pid)
   const { busyUs, rows } = breakdown(profile)
   // The profile covers warm-up and start-up too: shares are read from it, µs per request from the
   // measured window's /proc CPU (as in npm run bench).
   const perReq = m.gatewayCpuUsPerReq ?? NaN
+  const floorPerReq = floorM.gatewayCpuUsPerReq ?? NaN
+  const floorBy = perRequest(profileOf(dir, floor.gatewayPids[0] ?? -1), floorPerReq)
+  const gatewayBy = perRequest(profile, perReq)
+  const us = (v: number | undefined): string => (v === undefined ? '–' : v.toFixed(1))
   const lines = [
     `# gateway CPU profile: ${method}, c=${connections}, ${durationS} s`,
     '',
     `- ${m.requests} requests in the window, ${m.rps.toFixed(0)} req/s, gateway ${perReq.toFixed(0)} µs/request (/proc)`,
-    `- profile: ${file}`,
+    `- the floor proxy under the same load: ${floorM.rps.toFixed(0)} req/s, ${floorPerReq.toFixed(0)} µs/request`,
+    `- profile: ${join(dir, `*.${gw.child.pid}.*.cpuprofile`)}`,
     '',
-    '| where | share of busy CPU | ≈ µs/request |',
-    '|---|---:|---:|',
+    '| where | share of busy CPU | ≈ µs/request | floor ≈ µs/request | gateway − floor |',
+    '|---|---:|---:|---:|---:|',
     ...rows
-      .filter(([, us]) => us / busyUs >= 0.003)
-      .map(
-        ([cat, us]) =>
-          `| ${cat} | ${((100 * us) / busyUs).toFixed(1)} % | ${((us / busyUs) * perReq).toFixed(1)} |`,
-      ),
+      .filter(([, t]) => t / busyUs >= 0.003)
+      .map(([cat, t]) => {
+        const g = gatewayBy.get(cat)
+        const f = floorBy.get(cat)
+        return `| ${cat} | ${((100 * t) / busyUs).toFixed(1)} % | ${us(g)} | ${us(f)} | ${us((g ?? 0) - (f ?? 0))} |`
+      }),
+    `| total (/proc) | 100 % | ${us(perReq)} | ${us(floorPerReq)} | ${us(perReq - floorPerReq)} |`,
     '',
     'Largest single functions (self time):',
     '',
     ...topFunctions(profile, 25).map(
-      ([name, us]) => `- ${((100 * us) / busyUs).toFixed(1)} % \`${name}\``,
+      ([name, t]) => `- ${((100 * t) / busyUs).toFixed(1)} % \`${name}\``,
     ),
     '',
   ]

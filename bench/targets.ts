@@ -68,10 +68,17 @@ export async function startBackend(
  * The floor proxy (floor.ts) pinned where the gateway runs: node:http + undici `Pool.stream`, no
  * parsing, no logging. Its CPU per request is what any Node proxy hop costs on this machine.
  */
-async function floorTargets(at: Placement, backend: Backend): Promise<Target[]> {
+export async function floorTargets(
+  at: Placement,
+  backend: Backend,
+  nodeFlags: readonly string[] = [],
+): Promise<Target[]> {
   const script = join(at.repoRoot, 'bench', 'floor.ts')
   const upstream = new URL(backend.url).origin
-  const args = ['--import', 'tsx', script, '--upstream', upstream, '--port', '0', '--lifeline']
+  const args = [
+    ...nodeFlags,
+    ...['--import', 'tsx', script, '--upstream', upstream, '--port', '0', '--lifeline'],
+  ]
   const child = spawnNode('floor', args, { cpu: at.gatewayCpu, cwd: at.repoRoot })
   const match = await waitForLine(child, /listening (\d+)/, 20_000)
   const base = `http://127.0.0.1:${match[1] ?? ''}`

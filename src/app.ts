@@ -52,7 +52,8 @@ export interface GatewayDeps {
  */
 export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<GatewayEnv> {
   const app = new Hono<GatewayEnv>()
-  const onError = (err: Error, c: Context<GatewayEnv>): Response => respondWithError(c, err, deps.log)
+  const onError = (err: Error, c: Context<GatewayEnv>): Response =>
+    respondWithError(c, err, deps.log)
   app.onError(onError)
   app.notFound((c) => respondWithError(c, new GatewayError('unknown_server'), deps.log))
 
@@ -88,7 +89,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
     catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
-    runtime.policy && authorize(runtime.policy, deps.log, deps.metrics), // policy on named targets; list filters for lists
+    runtime.policy && authorize(runtime.policy, deps.log, deps.metrics, deps.access.sink), // policy on named targets; list filters for lists
     tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
     limits.length > 0 && // per-principal limits (docs/rate-limits.md); before the cache
       rateLimit(
@@ -116,6 +117,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
         log: deps.log,
         metrics: deps.metrics,
         cache: deps.cache,
+        sink: deps.access.sink,
         // Members' limits, on the routed call under the member's name (buckets live in limitState).
         limit:
           limits.length > 0

@@ -10,6 +10,7 @@ import { joinCluster } from './cluster/worker.js'
 import { nodeListener, type AppFetch } from './pipeline/node-response.js'
 import { startAdmin } from './observability/admin.js'
 import { createAccessWriter } from './observability/access-line.js'
+import { createLineSink } from './observability/line-sink.js'
 import { createLogger } from './observability/log.js'
 import { createMetrics, type GatewayMetrics } from './observability/metrics.js'
 import type { RuntimeRef } from './runtime/ref.js'
@@ -91,7 +92,11 @@ export async function startGateway(
   // (docs/operations.md "Traces").
   const tracing = config.telemetry === undefined ? undefined : createTracing(config.telemetry)
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
-  const access = createAccessWriter(log, { batch: opts.logDestination === undefined })
+  const sink =
+    log.level === 'silent'
+      ? undefined
+      : createLineSink(log, { batch: opts.logDestination === undefined })
+  const access = createAccessWriter(log, sink)
   const deps = {
     ref,
     log,

@@ -3,6 +3,7 @@ import type { DriftEvent } from '../catalog/pin-state.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../policy/compile.js'
 import type { Decision } from '../policy/policy.js'
+import { quote, type LineSink } from './line-sink.js'
 
 const ALLOWED = 'policy allowed'
 /** Names are the caller's text (up to the body cap): long ones are cut so lines stay bounded. */
@@ -44,11 +45,27 @@ export interface AuditLog {
  * `silent`. SECURITY: only `sub` and `iss` of the caller are written, never the token or claims
  * (a log is read by more people than may hold credentials; RFC 6750 §5.3).
  */
-export function createAuditLog(log: Logger): AuditLog {
+export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
   const audit = log.child({ audit: true }, { level: log.level === 'silent' ? 'silent' : 'info' })
+  // One line per decision is one per request under a policy: serialised by hand, as pino would.
+  const lines = log.level === 'silent' ? undefined : sink
   return {
     record({ caller, server, method, target, decision, policy }) {
       const denied = !decision.allow || decision.dryRun
+      if (lines !== undefined) {
+        const value = target.kind === 'resource' ? target.uri : target.name
+        const cut = value.length > MAX_TARGET
+        const rule = decision.rule?.name
+        lines.emit(
+          `${lines.head()},"audit":true,"sub":${nullable(caller?.subject)},"iss":${nullable(caller?.issuer)}` +
+            `,"server":${quote(server)},"method":${nullable(method)},"kind":"${target.kind}"` +
+            `,"target":${quote(cut ? `${value.slice(0, MAX_TARGET)}…` : value)}${cut ? ',"truncated":true' : ''}` +
+            `,"decision":"${denied ? 'deny' : 'allow'}","rule":${nullable(rule)}` +
+            `,"reason":${quote(decision.reason)},"dryRun":${decision.dryRun},"policy":${quote(policy)}` +
+            `,"msg":"${decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED}"}\n`,
+        )
+        return
+      }
       audit.info(
         {
           sub: caller?.subject ?? null,
@@ -89,6 +106,10 @@ export function createAuditLog(log: Logger): AuditLog {
       )
     },
   }
+}
+
+function nullable(value: string | undefined): string {
+  return value === undefined ? 'null' : quote(value)
 }
 
 function named(value: string): { target: string; truncated?: true } {

@@ -1,5 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino'
-import { ACCESS_BATCH_BYTES } from './access-line.js'
+import { LOG_BATCH_BYTES } from './line-sink.js'
 
 /**
  * The process logger: JSON lines on stdout (or a given stream); no console.* anywhere else.
@@ -22,7 +22,7 @@ export function createLogger(level: string, dest?: DestinationStream): Logger {
         dest: 1,
         sync: false,
         minLength: 4096,
-        maxWrite: ACCESS_BATCH_BYTES,
+        maxWrite: LOG_BATCH_BYTES,
         periodicFlush: 250,
       }),
   )

@@ -8,6 +8,7 @@ import { chainFilters } from '../mcp/list-filter.js'
 import { LIST_ITEMS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import { createAuditLog } from '../observability/audit.js'
+import type { LineSink } from '../observability/line-sink.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import { compilePatterns, type Matcher } from '../policy/pattern.js'
@@ -21,8 +22,13 @@ import type { Stage } from './chain.js'
  * which the proxy and the cache apply to the answer. Without `policies:` this stage is not mounted.
  * `policy` is the pipeline's runtime's: a policy reload makes a new runtime, and so a new pipeline.
  */
-export const authorize = (policy: PolicySet, log: Logger, metrics: GatewayMetrics): Stage => {
-  const audit = createAuditLog(log)
+export const authorize = (
+  policy: PolicySet,
+  log: Logger,
+  metrics: GatewayMetrics,
+  sink: LineSink | undefined,
+): Stage => {
+  const audit = createAuditLog(log, sink)
   return function authorize(c, next) {
     const mcp = c.get('mcp')
     const principal = c.get('principal')

@@ -20,6 +20,7 @@ import {
   type TaskIdSealer,
 } from '../mcp/task-ids.js'
 import { createAuditLog, type AuditLog } from '../observability/audit.js'
+import type { LineSink } from '../observability/line-sink.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
@@ -67,6 +68,8 @@ export interface VirtualDeps {
    * endpoint runs it: under the member's name and the target's own name. Undefined without limits.
    */
   readonly limit?: MiddlewareHandler<GatewayEnv> | undefined
+  /** Hand-serialised log lines (audit), when the process log exposes its destination. */
+  readonly sink?: LineSink | undefined
 }
 
 /** One request to a virtual server, as its handler sees it. */
@@ -118,7 +121,7 @@ const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
  * member is then reached through its own path, under its own policy (docs/virtual-servers.md).
  */
 export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> => {
-  const audit = createAuditLog(deps.log)
+  const audit = createAuditLog(deps.log, deps.sink)
   return async function virtual(c) {
     const v = c.get('runtime').virtualServers.get(c.get('server').name) as VirtualRuntime
     // 2025-era clients: the gateway holds their session; what is left is a 2026-07-28 request.

@@ -1,15 +1,24 @@
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { createAuditLog } from '../../../src/observability/audit.js'
+import { createLineSink } from '../../../src/observability/line-sink.js'
 import { caller, policyOf } from '../policy/fixtures.js'
 
-function capture(level: string) {
+/** The two ways a decision is written: pino's serialiser, and by hand through the line sink. */
+const WAYS = [
+  ['through pino', false],
+  ['serialised by hand', true],
+] as const
+
+function captureWith(level: string, bySink: boolean) {
   const lines: Record<string, unknown>[] = []
   const log = pino(
     { level },
     { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
   )
-  return { audit: createAuditLog(log), lines }
+  const sink = bySink ? createLineSink(log, { batch: false }) : undefined
+  if (bySink && sink === undefined) throw new Error('pino exposes no destination')
+  return { audit: createAuditLog(log, sink), lines }
 }
 
 const policy = policyOf(`
@@ -18,7 +27,8 @@ rules:
   - { name: no-deletes, servers: ["*"], deny: { tools: ["delete_*"] } }
 `)
 
-describe('audit log', () => {
+describe.each(WAYS)('audit log, %s', (_way, bySink) => {
+  const capture = (level: string) => captureWith(level, bySink)
   it('writes one line per decision with caller sub and iss, never the token or other claims', () => {
     const { audit, lines } = capture('info')
     const who = {
@@ -35,7 +45,7 @@ describe('audit log', () => {
       policy: policy.id,
     })
     expect(lines).toHaveLength(1)
-    const { level: _l, time: _t, pid: _p, hostname: _h, ...line } = lines[0]!
+    const { level: _l, time: _t, pid: _p, hostname: _h, svc: _s, ...line } = lines[0]!
     expect(line).toEqual({
       audit: true,
       sub: 'alice',
@@ -121,5 +131,39 @@ describe('audit log', () => {
     })
     expect(lines[0]).toMatchObject({ truncated: true, decision: 'deny' })
     expect(String(lines[0]?.target)).toHaveLength(1025)
+  })
+})
+
+describe('audit lines serialised by hand', () => {
+  it('read exactly as pino writes them, for every kind of decision and awkward names', () => {
+    const dry = policyOf('rules: []', 'dry-run')
+    const who = caller({})
+    const cases = [
+      { caller: who, target: { kind: 'tool', name: 'delete_station' }, p: policy },
+      { caller: undefined, target: { kind: 'tool', name: 'get_forecast' }, p: policy },
+      { caller: who, target: { kind: 'resource', uri: 'docs://a "quoted"\\path' }, p: dry },
+      { caller: who, target: { kind: 'prompt', name: 'résumé ✓ \u2028' }, p: policy },
+      { caller: who, target: { kind: 'tool', name: 'y'.repeat(5000) }, p: policy },
+      { caller: who, target: { kind: 'method', name: 'vendor/x' }, p: policy },
+    ] as const
+    for (const { caller: c, target, p } of cases) {
+      const byPino = captureWith('info', false)
+      const byHand = captureWith('info', true)
+      for (const { audit } of [byPino, byHand])
+        audit.record({
+          caller: c,
+          server: 'weather',
+          method: undefined,
+          target,
+          decision: p.check(c, 'weather', target),
+          policy: p.id,
+        })
+      const strip = (l: Record<string, unknown> | undefined) => {
+        const { time: _t, pid: _p, hostname: _h, svc: _s, ...rest } = l ?? {}
+        return rest
+      }
+      expect(strip(byHand.lines[0])).toEqual(strip(byPino.lines[0]))
+      expect(byHand.lines).toHaveLength(1)
+    }
   })
 })
