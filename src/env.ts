@@ -34,7 +34,7 @@ interface GatewayVariables {
 }
 
 /** How a stream that outlived the stages ended. */
-export interface StreamEnd {
+interface StreamEnd {
   readonly outcome: string
   readonly upstreamId: string | undefined
 }
