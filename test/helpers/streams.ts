@@ -1,6 +1,12 @@
+import type { ServerResponse } from 'node:http'
 import { request, type Dispatcher } from 'undici'
 import { onTestFinished } from 'vitest'
 import { mcpBody, mcpHeaders } from './clients.js'
+import { closeServer, listenOn } from './tokens.js'
+
+/** The event a backend sends first on a listen stream. */
+export const LISTEN_ACK =
+  'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
 
 /** A streamed answer held open by the test (subscriptions/listen, a 2025-era GET stream). */
 export interface OpenStream {
@@ -54,4 +60,19 @@ export function streamOf(res: Dispatcher.ResponseData): OpenStream {
   }
   onTestFinished(() => stream.close())
   return stream
+}
+
+/** A backend that acknowledges every listen stream and holds it open until the test ends it. */
+export async function heldStreamsBackend(): Promise<{ url: string; held: ServerResponse[] }> {
+  const held: ServerResponse[] = []
+  const { server, url } = await listenOn((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.write(LISTEN_ACK)
+    held.push(res)
+  })
+  onTestFinished(() => {
+    server.closeAllConnections()
+    return closeServer(server)
+  })
+  return { url: `${url}/mcp`, held }
 }

@@ -9,33 +9,7 @@ import { mcpBody, mcpHeaders, mcpPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplica, waitUntil } from '../helpers/replicas.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
-
-const ACK =
-  'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
-
-/** Opens a subscriptions/listen stream and collects its bytes until it ends. */
-async function openListen(
-  url: string,
-  id: string,
-): Promise<{ text: () => string; ended: Promise<'end' | 'error'> }> {
-  const body = mcpBody('subscriptions/listen', { notifications: { toolsListChanged: true } }, id)
-  const res = await request(url, {
-    method: 'POST',
-    headers: mcpHeaders('subscriptions/listen'),
-    body: JSON.stringify(body),
-  })
-  expect(res.statusCode).toBe(200)
-  let text = ''
-  const ended = (async (): Promise<'end' | 'error'> => {
-    try {
-      for await (const chunk of res.body) text += (chunk as Buffer).toString('utf8')
-      return 'end'
-    } catch {
-      return 'error'
-    }
-  })()
-  return { text: () => text, ended }
-}
+import { LISTEN_ACK as ACK, openListen } from '../helpers/streams.js'
 
 interface ServedGateway {
   readonly child: ChildProcess
@@ -110,6 +84,7 @@ describe('graceful drain (in process)', () => {
     )
     const url = gw.mcpUrl('app')
     const listen = await openListen(url, 'listen:0')
+    expect(listen.status).toBe(200)
     await waitUntil(() => listen.text().includes('acknowledged'), 5000, 'listen ack')
     const calls = [1, 2, 3].map((id) =>
       mcpPost(
@@ -149,6 +124,7 @@ describe('graceful drain (in process)', () => {
       { autoClose: false },
     )
     const listen = await openListen(gw.mcpUrl('app'), 'listen:1')
+    expect(listen.status).toBe(200)
     await waitUntil(() => listen.text() === ACK, 5000, 'ack')
     await new Promise((res) => setTimeout(res, 50)) // the half event has reached the gateway
     const t0 = performance.now()
@@ -169,6 +145,7 @@ describe('graceful drain (mcp-edge serve + SIGTERM)', () => {
     const { child, base, exited, stderr } = await serveGateway(poolConfig([r]))
     const url = `${base}/mcp/app`
     const listen = await openListen(url, 'listen:2')
+    expect(listen.status).toBe(200)
     await waitUntil(() => listen.text().includes('acknowledged'), 5000, 'listen ack')
 
     const pool = new Pool(base, { connections: 8 })

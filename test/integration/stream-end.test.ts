@@ -1,36 +1,16 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import type { ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { rawRequest } from '../helpers/clients.js'
 import { oneServer, startTestGateway, type TestGateway } from '../helpers/gateway.js'
-import { openListen } from '../helpers/streams.js'
-import { closeServer, listenOn } from '../helpers/tokens.js'
+import { heldStreamsBackend, openListen } from '../helpers/streams.js'
 
 /**
  * A long-lived stream lets go of the stages once its head is written (pipeline/proxy.ts), so what
  * the stages do at a request's end hangs on the stream's own end: the access line and metrics, a
  * concurrency limit's slot, the stream slot. Each is checked while the stream is open and after.
  */
-
-const ACK =
-  'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
-
-/** A backend that acknowledges every listen stream and holds it until the test ends it. */
-async function heldStreams(): Promise<{ url: string; held: ServerResponse[] }> {
-  const held: ServerResponse[] = []
-  const { server, url } = await listenOn((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    res.write(ACK)
-    held.push(res)
-  })
-  onTestFinished(() => {
-    server.closeAllConnections()
-    return closeServer(server)
-  })
-  return { url: `${url}/mcp`, held }
-}
 
 function listenLines(gw: TestGateway): Record<string, unknown>[] {
   return gw.logs.filter((l) => l.msg === 'request' && l.method === 'subscriptions/listen')
@@ -45,7 +25,7 @@ function policyDir(text: string): string {
 
 describe('a stream that outlives the stages', () => {
   it('is logged and counted when it ends, with how it ended and its replica', async () => {
-    const backend = await heldStreams()
+    const backend = await heldStreamsBackend()
     const gw = await startTestGateway({
       ...oneServer(backend.url),
       admin: { host: '127.0.0.1', port: 0 },
@@ -89,7 +69,7 @@ describe('a stream that outlives the stages', () => {
   })
 
   it('holds a concurrency limit’s slot until the stream ends, not until its head', async () => {
-    const backend = await heldStreams()
+    const backend = await heldStreamsBackend()
     const gw = await startTestGateway(
       { ...oneServer(backend.url), policies: '.' },
       {

@@ -1,5 +1,4 @@
 import { mkdtemp, writeFile } from 'node:fs/promises'
-import type { ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Agent, request } from 'undici'
@@ -8,8 +7,14 @@ import { mcpPost, rawPost, LEGACY_INITIALIZE } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplica, startReplicas, type Fault } from '../helpers/replicas.js'
 import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
-import { openListen, streamOf, type OpenStream } from '../helpers/streams.js'
-import { claimsFor, closeServer, generateTestKey, listenOn, mintToken } from '../helpers/tokens.js'
+import {
+  heldStreamsBackend,
+  LISTEN_ACK as ACK,
+  openListen,
+  streamOf,
+  type OpenStream,
+} from '../helpers/streams.js'
+import { claimsFor, generateTestKey, mintToken } from '../helpers/tokens.js'
 
 /**
  * Long-lived streams (subscriptions/listen, 2025-era GET streams) have budgets of their own: a
@@ -17,9 +22,6 @@ import { claimsFor, closeServer, generateTestKey, listenOn, mintToken } from '..
  * streams_at_capacity), so one caller holding idle streams cannot starve everyone else
  * (docs/balancing.md "Streams").
  */
-
-const ACK =
-  'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}\n\n'
 
 /** A listen stream that is acknowledged and then stays open. */
 const OPEN_LISTEN: Fault = { sse: [ACK] }
@@ -79,21 +81,6 @@ async function expectAllZero(gw: TestGateway): Promise<void> {
   const replicas = gw.ref.current.servers.get('app')?.balancing.replicas.length ?? 0
   const zero = { callers: 0, streams: Array(replicas).fill(0), inFlight: Array(replicas).fill(0) }
   await expect.poll(() => counts(gw), { timeout: 5000 }).toEqual(zero)
-}
-
-/** A backend that acknowledges every listen stream and holds it open until the test ends it. */
-async function heldStreamsBackend(): Promise<{ url: string; held: ServerResponse[] }> {
-  const held: ServerResponse[] = []
-  const { server, url } = await listenOn((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    res.write(ACK)
-    held.push(res)
-  })
-  onTestFinished(() => {
-    server.closeAllConnections()
-    return closeServer(server)
-  })
-  return { url: `${url}/mcp`, held }
 }
 
 /** An undici agent whose connections come from another loopback address (another client). */
