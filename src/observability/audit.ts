@@ -53,13 +53,12 @@ export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
     record({ caller, server, method, target, decision, policy }) {
       const denied = !decision.allow || decision.dryRun
       if (lines !== undefined) {
-        const value = target.kind === 'resource' ? target.uri : target.name
-        const cut = value.length > MAX_TARGET
+        const shown = named(target.kind === 'resource' ? target.uri : target.name)
         const rule = decision.rule?.name
         lines.emit(
           `${lines.head()},"audit":true,"sub":${nullable(caller?.subject)},"iss":${nullable(caller?.issuer)}` +
             `,"server":${quote(server)},"method":${nullable(method)},"kind":"${target.kind}"` +
-            `,"target":${quote(cut ? `${value.slice(0, MAX_TARGET)}…` : value)}${cut ? ',"truncated":true' : ''}` +
+            `,"target":${quote(shown.target)}${shown.truncated ? ',"truncated":true' : ''}` +
             `,"decision":"${denied ? 'deny' : 'allow'}","rule":${nullable(rule)}` +
             `,"reason":${quote(decision.reason)},"dryRun":${decision.dryRun},"policy":${quote(policy)}` +
             `,"msg":"${decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED}"}\n`,

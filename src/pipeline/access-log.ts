@@ -17,20 +17,15 @@ export const accessLog = (
   const record = (seen: Seen, outcome: string, upstream: string | undefined): void => {
     const seconds = (performance.now() - seen.start) / 1000
     const { server, method, mcp } = seen
-    metrics.requests.record(server ?? 'unknown', methodLabel(method), outcome, seen.status, seconds)
+    const label = methodLabel(method)
+    metrics.requests.record(server ?? 'unknown', label, outcome, seen.status, seconds)
     // MCP operations only: a request refused before its method was known is not one.
-    if (methodLabel(method) !== 'none') {
+    if (label !== 'none') {
       const target = mcp?.method === 'tools/call' ? mcp.targets[0] : undefined
       const tool =
         target?.kind === 'tool' ? metrics.tools.label(server ?? 'unknown', target.name) : undefined
       // mcp.version is one classify accepted (a closed set); undefined for header-less 2025 clients.
-      metrics.operations.record(
-        methodLabel(method),
-        tool,
-        mcp?.version,
-        errorType(outcome, seen.status),
-        seconds,
-      )
+      metrics.operations.record(label, tool, mcp?.version, errorType(outcome, seen.status), seconds)
     }
     if (write !== undefined) {
       const target = mcp?.targets[0]
