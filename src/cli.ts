@@ -3,11 +3,8 @@ import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { writeFileSync } from 'node:fs'
 import { runPrimary, workerCount } from './cluster/primary.js'
-import { jsonSchemaText, JSON_SCHEMAS, type SchemaName } from './config/json-schema.js'
 import { ConfigError, loadConfigFile } from './config/load.js'
-import { explainCommand } from './policy/explain.js'
 import { startGateway } from './server.js'
-import { pinCommand } from './cli/pin.js'
 
 const USAGE = `usage:
   mcp-edge serve --config FILE    run the gateway
@@ -38,6 +35,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stdout.write(USAGE)
     return command === undefined ? 2 : 0
   }
+  // Each command loads what it needs: `serve` does not carry the schema printer, `explain` or
+  // `pin` in its heap for the life of the process.
   if (command === 'schema') return schema(rest)
   if (file === undefined) {
     process.stderr.write(`mcp-edge ${command}: --config FILE is required\n${USAGE}`)
@@ -49,12 +48,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     case 'serve':
       return serve(file)
     case 'explain':
-      return explainCommand(file, rest, {
+      return (await import('./policy/explain.js')).explainCommand(file, rest, {
         out: (text) => process.stdout.write(text),
         err: (text) => process.stderr.write(text),
       })
     case 'pin':
-      return pinCommand(file, rest, {
+      return (await import('./cli/pin.js')).pinCommand(file, rest, {
         out: (text) => process.stdout.write(text),
         err: (text) => process.stderr.write(text),
         color: process.stdout.isTTY === true && process.env.NO_COLOR === undefined,
@@ -65,13 +64,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-function schema(args: readonly string[]): number {
+async function schema(args: readonly string[]): Promise<number> {
   const name = args.find((a) => !a.startsWith('-'))
   if (name !== 'config' && name !== 'policy') {
     process.stderr.write(`mcp-edge schema: name config or policy\n${USAGE}`)
     return 2
   }
-  const text = jsonSchemaText(name satisfies SchemaName)
+  const { jsonSchemaText, JSON_SCHEMAS } = await import('./config/json-schema.js')
+  const text = jsonSchemaText(name)
   if (args.includes('--write')) writeFileSync(JSON_SCHEMAS[name].file, text)
   else process.stdout.write(text)
   return 0

@@ -23,7 +23,6 @@ import {
   type GatewayRuntime,
 } from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
-import { createTracing } from './telemetry/tracing.js'
 
 /** How often Node looks for connections past `limits.headersTimeoutMs`. */
 const HEADERS_CHECK_MS = 500
@@ -68,6 +67,13 @@ export async function startGateway(
   opts: StartOptions = {},
 ): Promise<RunningGateway> {
   const config = loaded.config
+  // One tracer per process from the starting config; a `telemetry:` change needs a restart
+  // (docs/operations.md "Traces"). The OpenTelemetry SDK is loaded only when it is configured:
+  // it holds about 2.5 MB of heap (docs/design/hot-path.md §Memory at rest).
+  const tracing =
+    config.telemetry === undefined
+      ? undefined
+      : (await import('./telemetry/tracing.js')).createTracing(config.telemetry)
   const root = createLogger(config.log.level, opts.logDestination)
   // Several workers write to one stdout: each line says which one.
   const log = opts.worker === true ? root.child({ pid: process.pid }) : root
@@ -88,9 +94,6 @@ export async function startGateway(
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
-  // One tracer per process from the starting config; a `telemetry:` change needs a restart
-  // (docs/operations.md "Traces").
-  const tracing = config.telemetry === undefined ? undefined : createTracing(config.telemetry)
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
   const sink =
     log.level === 'silent'

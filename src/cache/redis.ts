@@ -1,8 +1,9 @@
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { Breaker, BREAKER_DEFAULTS, type BreakerOptions } from './breaker.js'
 import type { SharedTier, SharedValue } from './shared.js'
 import type { Clock } from './store.js'
+import { connectRedis } from './redis-client.js'
 
 /** Shared-tier events counted in the cache metrics. */
 type RedisEvent = 'shared_error' | 'shared_bypass'
@@ -47,14 +48,7 @@ export class RedisTier implements SharedTier {
   constructor(private readonly opts: RedisTierOptions) {
     this.prefix = opts.prefix ?? 'mcp-edge:c1:'
     this.breaker = new Breaker({ ...BREAKER_DEFAULTS, ...opts.breaker, now: opts.now ?? Date.now })
-    this.client = new Redis(opts.url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: opts.commandTimeoutMs ?? 250,
-      connectTimeout: 2000,
-      // Reconnect forever with capped backoff; requests never wait for it.
-      retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
-    })
+    this.client = connectRedis(opts.url, opts.commandTimeoutMs ?? 250)
     this.client.on('error', (err: Error) => this.degrade(err))
     this.client.on('ready', () => {
       if (this.degraded) this.opts.log.info('cache: redis is back; shared tier active again')

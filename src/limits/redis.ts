@@ -1,9 +1,10 @@
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { Breaker, BREAKER_DEFAULTS } from '../cache/breaker.js'
 import type { GcraResult } from './gcra.js'
 import type { RateCheck } from './local.js'
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js'
+import { connectRedis } from '../cache/redis-client.js'
 
 /** Options of {@link RedisRates}. */
 export interface RedisRatesOptions {
@@ -31,14 +32,7 @@ export class RedisRates {
   constructor(private readonly opts: RedisRatesOptions) {
     this.prefix = opts.prefix ?? 'mcp-edge:rl1:'
     this.breaker = new Breaker({ ...BREAKER_DEFAULTS, now: opts.now ?? Date.now })
-    this.client = new Redis(opts.url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: opts.commandTimeoutMs ?? 100,
-      connectTimeout: 2000,
-      // Reconnect forever with capped backoff; requests never wait for it.
-      retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
-    })
+    this.client = connectRedis(opts.url, opts.commandTimeoutMs ?? 100)
     this.client.on('error', (err: Error) => this.fellBack(err))
     this.client.on('ready', () => {
       this.opts.log.info('rate limits: redis connected; limits shared by every replica')

@@ -2,13 +2,7 @@ import type { ServerResponse } from 'node:http'
 import { GatewayError } from '../errors.js'
 import type { ServerBalancing } from './balancing.js'
 import { UpstreamFailure } from './failure.js'
-import {
-  forward,
-  type BodyTransform,
-  type ForwardRequest,
-  type ForwardResult,
-  type HeaderMap,
-} from './forward.js'
+import { forward, type BodyTransform, type ForwardResult, type HeaderMap } from './forward.js'
 import type { StreamStop } from './lifecycle.js'
 import { full, hasRoom, type UpstreamPool } from './pool.js'
 import { backoffMs, RETRY_STATUSES } from './retry.js'
@@ -70,7 +64,6 @@ export async function sendWithRetries(
   /** The latest failure that may have reached a replica (it answered garbage, reset, timed out). */
   let lastSent: UpstreamFailure | undefined
   const stream = plan.stop !== undefined
-  const send = stream ? forwardStream : forward
   budget.active++
   try {
     for (;;) {
@@ -81,8 +74,12 @@ export async function sendWithRetries(
       plan.upstream = upstream
       plan.onAttempt?.(upstream.id, retries)
       const left = deadline - performance.now()
+      // A long-lived stream counts against the replica's stream budget (maxStreams) for exactly
+      // as long as it runs, however it ends. Counted here rather than in a wrapper: each idle
+      // stream keeps this frame suspended, and a second async frame per stream is memory.
+      if (stream) upstream.streams++
       try {
-        const result = await send(res, {
+        const result = await forward(res, {
           upstream,
           method: plan.method,
           headers: plan.headers,
@@ -98,9 +95,11 @@ export async function sendWithRetries(
           stop: plan.stop,
           onStreamHead: plan.onStreamHead,
         })
+        if (stream) upstream.streams--
         b.settled(upstream, result)
         return result
       } catch (err) {
+        if (stream) upstream.streams--
         if (!(err instanceof UpstreamFailure)) throw err
         if (err.sent) lastSent = err
         b.failed(upstream, err)
@@ -177,19 +176,6 @@ function pinnedReady(u: Upstream, stream: boolean): Upstream {
     throw new GatewayError('session_not_found', 'the session is no longer available')
   if (!hasRoom(u, stream)) throw full(stream)
   return u
-}
-
-/**
- * forward() for a long-lived stream: counted against the replica's stream budget (maxStreams)
- * for exactly as long as it runs, however it ends.
- */
-async function forwardStream(res: ServerResponse, req: ForwardRequest): Promise<ForwardResult> {
-  req.upstream.streams++
-  try {
-    return await forward(res, req)
-  } finally {
-    req.upstream.streams--
-  }
 }
 
 /**
