@@ -1,5 +1,5 @@
 /** Starts the built gateway (`dist/cli.js serve --config …`) pinned, and waits for /healthz. */
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
@@ -32,6 +32,20 @@ const HEALTH_TIMEOUT_MS = 20_000
  */
 export function gatewayEntry(repoRoot: string): string {
   return process.env['BENCH_GATEWAY_ENTRY'] || join(repoRoot, 'dist', 'cli.js')
+}
+
+/**
+ * The node flags the gateway ships with: those on its entry point's `#!/usr/bin/env -S node …`
+ * line, which `mcp-edge` and the container run through (src/cli.ts). The bench starts
+ * `node <flags> cli.js` so that it measures what operators run; the floor proxy gets the same
+ * flags, so that gateway ÷ floor compares the work and not a V8 setting.
+ */
+export function shippedNodeFlags(repoRoot: string): string[] {
+  const entry = gatewayEntry(repoRoot)
+  if (!existsSync(entry)) return []
+  const first = readFileSync(entry, 'utf8').split('\n', 1)[0] ?? ''
+  const shebang = /^#!\S*env -S node((?: --?[\w-]+(?:=\S+)?)*)\s*$/.exec(first)
+  return (shebang?.[1] ?? '').split(' ').filter((f) => f !== '')
 }
 
 /** Writes the config, starts the gateway and resolves once GET /healthz answers 200. */
@@ -73,7 +87,14 @@ export async function launchGateway(
   await writeFile(configPath, stringify(build(port)))
   // BENCH_GATEWAY_FLAGS: node flags for every gateway (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
   const flags = (process.env['BENCH_GATEWAY_FLAGS'] ?? '').split(' ').filter((f) => f !== '')
-  const args = [...flags, entry, 'serve', '--config', configPath]
+  const args = [
+    ...shippedNodeFlags(spec.repoRoot),
+    ...flags,
+    entry,
+    'serve',
+    '--config',
+    configPath,
+  ]
   const child = spawnNode(spec.name, args, { cpu: spec.cpu, cwd: spec.repoRoot })
   const baseUrl = `http://127.0.0.1:${port}`
   await waitHealthy(child, `${baseUrl}/healthz`, configPath)

@@ -2,7 +2,9 @@
  * `npm run bench:streams`: memory under many idle `subscriptions/listen` streams, and under load.
  *
  * 1. RSS of the fresh gateway (default config, `trustHeaders: false`, access log and cache on),
- *    and its peak under sustained tools/call load (c=64) for BENCH_LOAD_S seconds (default 10).
+ *    and its peak under sustained tools/call load (c=64) for BENCH_LOAD_S seconds (default 10);
+ *    the same for the floor proxy (floor.ts) under the same load, in the same run, for scale: what
+ *    a bare Node pass-through holds there (V8's young generation grows to its cap under load).
  * 2. Baseline after that and a few streams opened and closed: RSS, open fds, backend sockets.
  * 3. Opens as many idle listen streams through the gateway as its fd limit allows (each holds two
  *    sockets there: the client's and the upstream one), or BENCH_STREAMS if lower, and reports the
@@ -16,14 +18,15 @@
  * (written into the gateway's working directory, the repository root).
  */
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
-import { runScript } from './children.js'
-import { launchGateway } from './gateway.js'
+import ts from 'typescript'
+import { runScript, spawnNode, waitForLine } from './children.js'
+import { launchGateway, shippedNodeFlags } from './gateway.js'
 import { buildRequest } from './requests.js'
 import { startBackend } from './targets.js'
 
@@ -73,6 +76,11 @@ async function main(): Promise<number> {
   // Sustained load first, on a gateway that has not held streams yet (RSS never shrinks back
   // after 10,000 streams, so measured after them it would describe the streams, not the load).
   const loadS = Number(process.env['BENCH_LOAD_S'] ?? 10)
+  const floor = await floorUnderLoad(backend.url, loadS)
+  log(
+    `floor proxy: RSS idle ${(floor.idleKb / 1024).toFixed(0)} MB; under the same load: ` +
+      `peak ${(floor.peakKb / 1024).toFixed(0)} MB`,
+  )
   const idleKb = rssKb(pid)
   const peak = await rssUnderLoad(pid, url, loadS)
   log(
@@ -121,6 +129,8 @@ async function main(): Promise<number> {
     idleRssMb: idleKb / 1024,
     loadSeconds: loadS,
     peakRssUnderLoadMb: peak / 1024,
+    floorIdleRssMb: floor.idleKb / 1024,
+    floorPeakRssUnderLoadMb: floor.peakKb / 1024,
   }
   const markdown = [
     '# mcp-edge streams bench',
@@ -136,7 +146,9 @@ async function main(): Promise<number> {
     `RSS per stream above the baseline: **${perStreamKb.toFixed(1)} KB** (target ≤ 16 KB).`,
     `Opened in ${openS.toFixed(1)} s; back to the baseline: ${back ? 'yes' : '**NO**'} (${closeS.toFixed(1)} s).`,
     `RSS after start-up ${(idleKb / 1024).toFixed(0)} MB; peak under ${loadS} s of c=64 tools/call ` +
-      `(before any stream): **${(peak / 1024).toFixed(0)} MB** (target < 120 MB).`,
+      `(before any stream): **${(peak / 1024).toFixed(0)} MB** (target < 120 MB). The floor proxy ` +
+      `in the same run: ${(floor.idleKb / 1024).toFixed(0)} MB after start-up, peak ` +
+      `${(floor.peakKb / 1024).toFixed(0)} MB under the same load.`,
     '',
   ].join('\n')
   process.stdout.write(markdown)
@@ -297,7 +309,48 @@ function load(url: URL, connections: number, seconds: number): Promise<void> {
   })
 }
 
-/** Peak gateway RSS (KB) under c=64 tools/call. */
+/**
+ * The floor proxy's RSS after start-up and its peak under the same load, to scale the gateway's.
+ * Run as plain JavaScript (floor.ts with its types stripped), not under tsx, whose loader thread
+ * would add its own megabytes; with the gateway's shipped node flags, pinned where the gateway
+ * runs, and stopped before the gateway's turn.
+ */
+async function floorUnderLoad(
+  backendUrl: string,
+  seconds: number,
+): Promise<{ idleKb: number; peakKb: number }> {
+  const source = await readFile(join(repoRoot, 'bench', 'floor.ts'), 'utf8')
+  const { outputText } = ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  })
+  // Inside the repository, so that `undici` resolves from its node_modules.
+  const dir = join(repoRoot, 'node_modules', '.cache', 'mcp-edge-bench')
+  await mkdir(dir, { recursive: true })
+  const script = join(dir, 'floor.mjs')
+  await writeFile(script, outputText)
+  const upstream = new URL(backendUrl).origin
+  const args = [...shippedNodeFlags(repoRoot), script, '--upstream', upstream, '--port', '0']
+  const child = spawnNode('floor', [...args, '--lifeline'], {
+    cpu: GATEWAY_CPU,
+    cwd: repoRoot,
+  })
+  try {
+    const match = await waitForLine(child, /listening (\d+)/, 20_000)
+    await settle(1000)
+    const idleKb = rssKb(child.pid)
+    const peakKb = await rssUnderLoad(
+      child.pid,
+      new URL(`http://127.0.0.1:${match[1] ?? ''}/mcp`),
+      seconds,
+    )
+    return { idleKb, peakKb }
+  } finally {
+    child.proc.kill()
+    await child.exited
+  }
+}
+
+/** Peak RSS (KB) of a process under c=64 tools/call. */
 async function rssUnderLoad(pid: number, url: URL, seconds: number): Promise<number> {
   let peak = 0
   const timer = setInterval(() => (peak = Math.max(peak, rssKb(pid))), 250)

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose'
 import { detectListCache } from './check.js'
 import { spawnNode, waitForLine } from './children.js'
-import { startGateway } from './gateway.js'
+import { shippedNodeFlags, startGateway } from './gateway.js'
 import { processTree } from './proc.js'
 import type { Cell, TargetId } from './report.js'
 import type { BenchMethod } from './requests.js'
@@ -66,7 +66,8 @@ export async function startBackend(
 
 /**
  * The floor proxy (floor.ts) pinned where the gateway runs: node:http + undici `Pool.stream`, no
- * parsing, no logging. Its CPU per request is what any Node proxy hop costs on this machine.
+ * parsing, no logging. Its CPU per request is what any Node proxy hop costs on this machine. It
+ * runs with the node flags the gateway ships with (gateway.ts `shippedNodeFlags`).
  */
 export async function floorTargets(
   at: Placement,
@@ -76,6 +77,7 @@ export async function floorTargets(
   const script = join(at.repoRoot, 'bench', 'floor.ts')
   const upstream = new URL(backend.url).origin
   const args = [
+    ...shippedNodeFlags(at.repoRoot),
     ...nodeFlags,
     ...['--import', 'tsx', script, '--upstream', upstream, '--port', '0', '--lifeline'],
   ]
