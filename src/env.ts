@@ -5,6 +5,7 @@ import type { ListFilter } from './mcp/list-filter.js'
 import type { ResultHook } from './mcp/result-transform.js'
 import type { RequestHead } from './mcp/request-head.js'
 import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
+import type { StreamEnding } from './pipeline/stream-ending.js'
 import type { RequestTrace } from './telemetry/request-trace.js'
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
@@ -27,16 +28,10 @@ interface GatewayVariables {
   /** The request's server span, when `telemetry:` is configured (pipeline/trace.ts). */
   trace: RequestTrace | undefined
   /**
-   * Set by the proxy when a long-lived stream outlives the stages (pipeline/proxy.ts): settles
-   * when the stream ends, with what the stages would otherwise read from the context then.
+   * Set by the proxy when a long-lived stream outlives the stages (pipeline/proxy.ts): runs its
+   * listeners when the stream ends, with what the stages would otherwise read from the context.
    */
-  streamEnd: Promise<StreamEnd> | undefined
-}
-
-/** How a stream that outlived the stages ended. */
-interface StreamEnd {
-  readonly outcome: string
-  readonly upstreamId: string | undefined
+  streamEnd: StreamEnding | undefined
 }
 
 /** Hono environment of the gateway app. */

@@ -62,7 +62,7 @@ export const accessLog = (
             : { method: mcp.method, targets: mcp.targets, version: mcp.version, era: mcp.era },
       }
       if (ending === undefined) record(seen, c.get('outcome') ?? 'ok', c.get('upstreamId'))
-      else void ending.then((end) => record(seen, end.outcome, end.upstreamId))
+      else ending.onEnd((end) => record(seen, end.outcome, end.upstreamId))
     }
   }
 }

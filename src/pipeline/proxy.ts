@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
 import type { Principal } from '../auth/principal.js'
 import type { GatewayEnv } from '../env.js'
@@ -28,6 +29,7 @@ import type { RequestTrace } from '../telemetry/request-trace.js'
 import type { ToolCatalog } from '../telemetry/tool-catalog.js'
 import { spanRequest } from './trace.js'
 import { ALREADY_SENT } from './node-response.js'
+import { StreamEnding } from './stream-ending.js'
 
 /**
  * Last stage: picks a replica and streams the request to it and the answer back, writing straight
@@ -157,8 +159,8 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
           limits.maxStreamsPerPrincipal,
         )
       : undefined
-    // A stream's head: from then on the stream no longer needs the stages (streamed() below).
-    const head$ = stop === undefined ? undefined : signal()
+    // A stream's head: from then on the stream no longer needs the stages (StreamWatch below).
+    const watch = stop === undefined ? undefined : new StreamWatch(c, b.lifecycle, stop)
     const plan = {
       pool,
       pinned,
@@ -173,12 +175,9 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
       stop,
       upstream: undefined as Upstream | undefined,
       onAttempt: trace === undefined ? undefined : attemptEvents(trace),
-      onStreamHead: head$?.fire,
+      onStreamHead: watch?.head,
     }
-    if (stop !== undefined && head$ !== undefined) {
-      const ended = closingStream(sendWithRetries(c.env.outgoing, b, plan), b.lifecycle, stop)
-      return streamed(c, plan, ended, head$.fired)
-    }
+    if (watch !== undefined) return watch.follow(sendWithRetries(c.env.outgoing, b, plan), plan)
     try {
       const result = await sendWithRetries(c.env.outgoing, b, plan)
       c.set('outcome', outcomeOf(result))
@@ -193,62 +192,98 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
  * request like any other: an answer without a stream, or a failure, ends it here. Once the head is
  * written, the stages return and let go of the request's context, whose objects a stream held for
  * hours would otherwise carry (docs/design/hot-path.md §Stream memory); what must happen at the
- * end (the access line, a concurrency slot, the span) hangs on `streamEnd`, whose callbacks hold
- * nothing of the context. The stream slot is given back when `ended` settles, however it ends.
+ * end (the access line, a concurrency slot, the span) hangs on `streamEnd`, whose listeners hold
+ * nothing of the context. The stream slot is given back when the forward settles, however it ends.
+ *
+ * Made outside the proxy stage's scope, and plain callbacks rather than a promise chain: a
+ * closure made inside the stage would keep that stage's whole scope, the parsed request and its
+ * context included (V8 gives one context to all closures of a scope), and every promise, reaction
+ * and derived promise is held for as long as the stream is open.
  */
-async function streamed(
-  c: Context<GatewayEnv>,
-  plan: { readonly upstream: Upstream | undefined },
-  ended: Promise<ForwardResult>,
-  headWritten: Promise<undefined>,
-): Promise<Response> {
-  let first: ForwardResult | undefined
-  try {
-    first = await Promise.race([ended, headWritten])
-  } catch (err) {
-    if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
-    throw err
+class StreamWatch {
+  readonly #ending = new StreamEnding()
+  readonly #res: ServerResponse
+  /** The request's context, until the head is written or the forward settles, whichever is first. */
+  #c: Context<GatewayEnv> | undefined
+  #plan: { readonly upstream: Upstream | undefined } | undefined
+  #answer: ((answer: Response) => void) | undefined
+  #fail: ((err: unknown) => void) | undefined
+
+  constructor(
+    c: Context<GatewayEnv>,
+    private readonly lifecycle: ServerBalancing['lifecycle'],
+    private readonly stop: StreamStop,
+  ) {
+    this.#c = c
+    this.#res = c.env.outgoing
   }
-  if (first !== undefined) {
-    c.set('outcome', outcomeOf(first))
-    if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
-    return ALREADY_SENT
+
+  /** The stage's answer: ALREADY_SENT once the head is written or the forward ends. */
+  follow(
+    forwarded: Promise<ForwardResult>,
+    plan: { readonly upstream: Upstream | undefined },
+  ): Promise<Response> {
+    this.#plan = plan
+    forwarded.then(this.#settled, this.#failed)
+    return new Promise((resolve, reject) => {
+      this.#answer = resolve
+      this.#fail = reject
+    })
   }
-  const res = c.env.outgoing
-  c.set(
-    'streamEnd',
-    ended.then(
-      (result) => ({ outcome: outcomeOf(result), upstreamId: plan.upstream?.id }),
-      (err: unknown) => {
-        // Nothing rejects once the head is out (forward() settles every such end); should a bug
-        // make it, the client cannot take a half stream for a whole one.
-        res.destroy()
-        return { outcome: toGatewayError(err).code, upstreamId: plan.upstream?.id }
-      },
-    ),
-  )
-  return ALREADY_SENT
+
+  /** ForwardRequest.onStreamHead: the stages may return. */
+  readonly head = (): void => {
+    const c = this.#c
+    if (c === undefined) return
+    c.set('streamEnd', this.#ending)
+    this.#answered()
+  }
+
+  readonly #settled = (result: ForwardResult): void => {
+    this.lifecycle.closeStream(this.stop)
+    const upstreamId = this.#plan?.upstream?.id
+    const c = this.#c
+    if (c === undefined) {
+      this.#ending.end({ outcome: outcomeOf(result), upstreamId })
+      return
+    }
+    c.set('outcome', outcomeOf(result))
+    if (upstreamId !== undefined) c.set('upstreamId', upstreamId)
+    this.#answered()
+  }
+
+  readonly #failed = (err: unknown): void => {
+    this.lifecycle.closeStream(this.stop)
+    const upstreamId = this.#plan?.upstream?.id
+    const c = this.#c
+    if (c === undefined) {
+      // Nothing rejects once the head is out (forward() settles every such end); should a bug
+      // make it, the client cannot take a half stream for a whole one.
+      this.#res.destroy()
+      this.#ending.end({ outcome: toGatewayError(err).code, upstreamId })
+      return
+    }
+    if (upstreamId !== undefined) c.set('upstreamId', upstreamId)
+    const fail = this.#fail
+    this.#release()
+    fail?.(err)
+  }
+
+  #answered(): void {
+    const answer = this.#answer
+    this.#release()
+    answer?.(ALREADY_SENT)
+  }
+
+  #release(): void {
+    this.#c = undefined
+    this.#answer = undefined
+    this.#fail = undefined
+  }
 }
 
-// The callbacks below outlive the stages for as long as a stream runs. Each is made in a scope of
-// its own: a closure made inside the proxy stage would keep that stage's whole scope, the parsed
-// request and its context included, for the stream's life.
-
-/** A promise and the function that fulfils it. */
-function signal(): { readonly fired: Promise<undefined>; readonly fire: () => void } {
-  let fire: () => void = () => undefined
-  const fired = new Promise<undefined>((resolve) => (fire = () => resolve(undefined)))
-  return { fired, fire }
-}
-
-/** `forwarded`, giving the stream slot back however it ends. */
-function closingStream(
-  forwarded: Promise<ForwardResult>,
-  lifecycle: ServerBalancing['lifecycle'],
-  stop: StreamStop,
-): Promise<ForwardResult> {
-  return forwarded.finally(() => lifecycle.closeStream(stop))
-}
+// The callbacks below outlive the stages for as long as a stream runs (attempt events on a
+// retried stream). Each is made in a scope of its own, for the reason StreamWatch gives.
 
 function attemptEvents(trace: RequestTrace): (replica: string, retry: number) => void {
   return (replica, retry) => trace.event(EVENT.attempt, { 'mcp_edge.upstream.id': replica, retry })

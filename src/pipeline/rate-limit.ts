@@ -85,7 +85,7 @@ export const rateLimit = (
       // stages gives it back at its own end (pipeline/proxy.ts).
       const ending = c.get('streamEnd')
       if (ending === undefined) release()
-      else void ending.then(release)
+      else ending.onEnd(release)
     }
   }
 }

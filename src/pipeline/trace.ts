@@ -35,7 +35,7 @@ export const traceRequest = (tracing: Tracing): MiddlewareHandler<GatewayEnv> =>
       // A stream that outlives the stages ends its span at its own end (pipeline/proxy.ts).
       const ending = c.get('streamEnd')
       if (ending === undefined) end(c.get('outcome') ?? 'ok', c.get('upstreamId'))
-      else void ending.then((e) => end(e.outcome, e.upstreamId))
+      else ending.onEnd((e) => end(e.outcome, e.upstreamId))
     }
   }
 
