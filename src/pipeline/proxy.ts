@@ -203,19 +203,19 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
 class StreamWatch {
   readonly #ending = new StreamEnding()
   readonly #res: ServerResponse
+  readonly #lifecycle: ServerBalancing['lifecycle']
+  readonly #stop: StreamStop
   /** The request's context, until the head is written or the forward settles, whichever is first. */
   #c: Context<GatewayEnv> | undefined
   #plan: { readonly upstream: Upstream | undefined } | undefined
   #answer: ((answer: Response) => void) | undefined
   #fail: ((err: unknown) => void) | undefined
 
-  constructor(
-    c: Context<GatewayEnv>,
-    private readonly lifecycle: ServerBalancing['lifecycle'],
-    private readonly stop: StreamStop,
-  ) {
+  constructor(c: Context<GatewayEnv>, lifecycle: ServerBalancing['lifecycle'], stop: StreamStop) {
     this.#c = c
     this.#res = c.env.outgoing
+    this.#lifecycle = lifecycle
+    this.#stop = stop
   }
 
   /** The stage's answer: ALREADY_SENT once the head is written or the forward ends. */
@@ -240,7 +240,7 @@ class StreamWatch {
   }
 
   readonly #settled = (result: ForwardResult): void => {
-    this.lifecycle.closeStream(this.stop)
+    this.#lifecycle.closeStream(this.#stop)
     const upstreamId = this.#plan?.upstream?.id
     const c = this.#c
     if (c === undefined) {
@@ -253,7 +253,7 @@ class StreamWatch {
   }
 
   readonly #failed = (err: unknown): void => {
-    this.lifecycle.closeStream(this.stop)
+    this.#lifecycle.closeStream(this.#stop)
     const upstreamId = this.#plan?.upstream?.id
     const c = this.#c
     if (c === undefined) {
