@@ -236,43 +236,36 @@ class StreamWatch {
     const c = this.#c
     if (c === undefined) return
     c.set('streamEnd', this.#ending)
-    this.#answered()
+    const answer = this.#answer
+    this.#release()
+    answer?.(ALREADY_SENT)
   }
 
-  readonly #settled = (result: ForwardResult): void => {
-    this.#lifecycle.closeStream(this.#stop)
-    const upstreamId = this.#plan?.upstream?.id
-    const c = this.#c
-    if (c === undefined) {
-      this.#ending.end({ outcome: outcomeOf(result), upstreamId })
-      return
-    }
-    c.set('outcome', outcomeOf(result))
-    if (upstreamId !== undefined) c.set('upstreamId', upstreamId)
-    this.#answered()
-  }
+  readonly #settled = (result: ForwardResult): void => this.#ended(result, undefined)
+  readonly #failed = (err: unknown): void => this.#ended(undefined, err)
 
-  readonly #failed = (err: unknown): void => {
+  /** The forward settled: with `result`, or failed with `err`. */
+  #ended(result: ForwardResult | undefined, err: unknown): void {
     this.#lifecycle.closeStream(this.#stop)
     const upstreamId = this.#plan?.upstream?.id
     const c = this.#c
     if (c === undefined) {
       // Nothing rejects once the head is out (forward() settles every such end); should a bug
       // make it, the client cannot take a half stream for a whole one.
-      this.#res.destroy()
-      this.#ending.end({ outcome: toGatewayError(err).code, upstreamId })
+      if (result === undefined) this.#res.destroy()
+      const outcome = result === undefined ? toGatewayError(err).code : outcomeOf(result)
+      this.#ending.end({ outcome, upstreamId })
       return
     }
     if (upstreamId !== undefined) c.set('upstreamId', upstreamId)
+    const answer = this.#answer
     const fail = this.#fail
     this.#release()
-    fail?.(err)
-  }
-
-  #answered(): void {
-    const answer = this.#answer
-    this.#release()
-    answer?.(ALREADY_SENT)
+    if (result === undefined) fail?.(err)
+    else {
+      c.set('outcome', outcomeOf(result))
+      answer?.(ALREADY_SENT)
+    }
   }
 
   #release(): void {
