@@ -5,6 +5,8 @@
  * Layout as in run.ts.
  *
  * Env: BENCH_DURATION_S (default 10), BENCH_CONNECTIONS (16), BENCH_METHOD (tools/call),
+ * BENCH_PROFILE_TARGET (gateway-verify, the default config; gateway, with `trustHeaders: true`;
+ * gateway-auth-policy, JWT and the 20-rule policy as in npm run bench, tools/call only),
  * BENCH_PROFILE_DIR (default bench/results/profile). Prints the breakdown; the .cpuprofile stays in
  * the folder (open it in Chrome DevTools or speedscope).
  */
@@ -17,7 +19,14 @@ import { startGateway } from './gateway.js'
 import { startLoadWorker } from './load-client.js'
 import { clockTicksPerSecond, processTree } from './proc.js'
 import type { BenchMethod } from './requests.js'
-import { floorTargets, startBackend } from './targets.js'
+import {
+  authPolicyTargets,
+  floorTargets,
+  startBackend,
+  type Backend,
+  type Placement,
+  type Target,
+} from './targets.js'
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url))
 
@@ -126,6 +135,40 @@ function perRequest(profile: CpuProfile, cpuUsPerReq: number): Map<string, numbe
   return new Map(rows.map(([cat, us]) => [cat, (us / busyUs) * cpuUsPerReq]))
 }
 
+interface Profiled {
+  readonly id: Target['id']
+  readonly url: string
+  readonly headers?: Target['headers'] | undefined
+  readonly pid: number
+}
+
+/** The gateway BENCH_PROFILE_TARGET names, started with the profiler's flags (set before). */
+async function profiledGateway(
+  placement: Placement,
+  backend: Backend,
+  configDir: string,
+): Promise<Profiled> {
+  const id = process.env['BENCH_PROFILE_TARGET'] ?? 'gateway-verify'
+  if (id === 'gateway-auth-policy') {
+    const [t] = await authPolicyTargets(placement, backend)
+    const pid = t?.gatewayPids[0]
+    if (t === undefined || pid === undefined) throw new Error('gateway-auth-policy did not start')
+    return { id: t.id, url: t.url, headers: t.headers, pid }
+  }
+  if (id !== 'gateway' && id !== 'gateway-verify') {
+    throw new Error(`BENCH_PROFILE_TARGET: gateway, gateway-verify or gateway-auth-policy`)
+  }
+  const gw = await startGateway({
+    name: `${id}-profile`,
+    repoRoot,
+    configDir,
+    cpu: 0,
+    servers: { bench: backend.url },
+    trustHeaders: id === 'gateway',
+  })
+  return { id: id as Target['id'], url: `${gw.baseUrl}/mcp/bench`, pid: gw.child.pid }
+}
+
 async function main(): Promise<void> {
   const durationS = Number(process.env['BENCH_DURATION_S'] ?? 10)
   const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 16)
@@ -139,9 +182,10 @@ async function main(): Promise<void> {
   const worker = await startLoadWorker(repoRoot, 1)
   const flags = ['--cpu-prof', `--cpu-prof-dir=${dir}`]
   process.env['BENCH_GATEWAY_FLAGS'] = flags.join(' ')
-  const load = async (url: string, pids: readonly number[]) => {
+  const load = async (url: string, pids: readonly number[], headers?: Target['headers']) => {
     const spec = {
       url,
+      headers,
       method,
       connections,
       warmupS: 2,
@@ -158,17 +202,10 @@ async function main(): Promise<void> {
   const floor = (await floorTargets(placement, backend, flags)).find((t) => t.method === method)
   if (floor === undefined) throw new Error(`no floor target for ${method}`)
   const floorM = await load(floor.url, floor.gatewayPids)
-  const gw = await startGateway({
-    name: 'gateway-profile',
-    repoRoot,
-    configDir,
-    cpu: 0,
-    servers: { bench: backend.url },
-    trustHeaders: false,
-  })
-  const m = await load(`${gw.baseUrl}/mcp/bench`, processTree(gw.child.pid))
+  const gw = await profiledGateway(placement, backend, configDir)
+  const m = await load(gw.url, processTree(gw.pid), gw.headers)
   await stopAll(20_000) // SIGTERM: the gateway drains and exits, writing its profile
-  const profile = profileOf(dir, gw.child.pid)
+  const profile = profileOf(dir, gw.pid)
   const { busyUs, rows } = breakdown(profile)
   // The profile covers warm-up and start-up too: shares are read from it, µs per request from the
   // measured window's /proc CPU (as in npm run bench).
@@ -178,11 +215,11 @@ async function main(): Promise<void> {
   const gatewayBy = perRequest(profile, perReq)
   const us = (v: number | undefined): string => (v === undefined ? '–' : v.toFixed(1))
   const lines = [
-    `# gateway CPU profile: ${method}, c=${connections}, ${durationS} s`,
+    `# ${gw.id} CPU profile: ${method}, c=${connections}, ${durationS} s`,
     '',
     `- ${m.requests} requests in the window, ${m.rps.toFixed(0)} req/s, gateway ${perReq.toFixed(0)} µs/request (/proc)`,
     `- the floor proxy under the same load: ${floorM.rps.toFixed(0)} req/s, ${floorPerReq.toFixed(0)} µs/request`,
-    `- profile: ${join(dir, `*.${gw.child.pid}.*.cpuprofile`)}`,
+    `- profile: ${join(dir, `*.${gw.pid}.*.cpuprofile`)}`,
     '',
     '| where | share of busy CPU | ≈ µs/request | floor ≈ µs/request | gateway − floor |',
     '|---|---:|---:|---:|---:|',

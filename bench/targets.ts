@@ -255,7 +255,7 @@ function twentyRules(): string {
  * The default config (`trustHeaders: false`) with JWT auth (an ES256 key from a file, a token the
  * load presents; verified tokens are remembered as in production) and the 20-rule policy.
  */
-async function authPolicyTargets(at: Placement, backend: Backend): Promise<Target[]> {
+export async function authPolicyTargets(at: Placement, backend: Backend): Promise<Target[]> {
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true })
   const keyFile = join(at.configDir, 'bench-key.pem')
   await writeFile(keyFile, await exportSPKI(publicKey))
