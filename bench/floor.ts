@@ -4,8 +4,13 @@
  * parsing, no checks, no logging: whatever the gateway costs above this is its own work, and the
  * bench reports gateway ÷ floor for every cell (README.md).
  *
- * Usage: node --import tsx bench/floor.ts --upstream http://127.0.0.1:N --port 0 [--lifeline]
+ * Usage: node --import tsx bench/floor.ts --upstream http://127.0.0.1:N --port 0 [--connections N]
+ *        [--lifeline]
  *   The request path is passed through, so /mcp and /mcp-nostore reach the same backend routes.
+ *   --connections caps the undici Pool (default 256, above any concurrency `npm run bench` loads
+ *   with). A long-lived answer (an SSE stream) holds its connection until it ends, so a run that
+ *   holds N streams through the floor (streams.ts) needs N or more: the streams past the cap would
+ *   wait in the pool's queue forever.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { parseArgs } from 'node:util'
@@ -27,11 +32,16 @@ function main(): void {
     options: {
       upstream: { type: 'string' },
       port: { type: 'string', default: '0' },
+      connections: { type: 'string', default: '256' },
       lifeline: { type: 'boolean', default: false },
     },
   })
   if (values.upstream === undefined) throw new Error('--upstream is required')
-  const pool = new Pool(values.upstream, { connections: 256, keepAliveTimeout: 120_000 })
+  const connections = Number(values.connections)
+  if (!Number.isInteger(connections) || connections < 1) {
+    throw new Error(`--connections must be a positive integer, not ${values.connections}`)
+  }
+  const pool = new Pool(values.upstream, { connections, keepAliveTimeout: 120_000 })
   const server = createServer((req, res) => collect(req, res, pool))
   server.keepAliveTimeout = 120_000
   server.listen(Number(values.port), '127.0.0.1', () => {

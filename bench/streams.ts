@@ -1,21 +1,25 @@
 /**
- * `npm run bench:streams`: memory under many idle `subscriptions/listen` streams, and under load.
+ * `npm run bench:streams`: memory under many idle `subscriptions/listen` streams, and under load,
+ * for the gateway and, in the same run, for the floor proxy (floor.ts) as its scale.
  *
- * 1. RSS of the fresh gateway (default config, `trustHeaders: false`, access log and cache on),
- *    and its peak under sustained tools/call load (c=64) for BENCH_LOAD_S seconds (default 10);
- *    the same for the floor proxy (floor.ts) under the same load, in the same run, for scale: what
- *    a bare Node pass-through holds there (V8's young generation grows to its cap under load).
- * 2. Baseline after that and a few streams opened and closed: RSS, open fds, backend sockets.
- * 3. Opens as many idle listen streams through the gateway as its fd limit allows (each holds two
+ * 1. RSS of the fresh floor proxy and its peak under sustained tools/call load (c=64) for
+ *    BENCH_LOAD_S seconds (default 10): what a bare Node pass-through holds there (V8's young
+ *    generation grows to its cap under load). The floor then stays up, idle, for step 6.
+ * 2. The same for the fresh gateway (default config, `trustHeaders: false`, access log and cache on).
+ * 3. Baseline after that and a few streams opened and closed: RSS, open fds, backend sockets.
+ * 4. Opens as many idle listen streams through the gateway as its fd limit allows (each holds two
  *    sockets there: the client's and the upstream one), or BENCH_STREAMS if lower, and reports the
  *    RSS each one adds above the baseline.
- * 4. Closes them all and waits for the gateway's fds, the backend's open streams and its sockets
+ * 5. Closes them all and waits for the gateway's fds, the backend's open streams and its sockets
  *    to come back to the baseline: a stream that leaks a socket, a listener or a slot shows here.
+ * 6. Steps 3 to 5 through the floor proxy: the same request, the same number of streams, the same
+ *    backend. Its RSS per stream is what any Node proxy pays for holding a stream's two sockets
+ *    (node:http server side, undici client side); what the gateway pays above it is its own.
  *
- * The fd limit is the gateway's soft RLIMIT_NOFILE, which it inherits: the npm script raises the
- * soft limit to the hard one first. BENCH_HEAP_SNAPSHOTS=1 starts the gateway with
- * `--heapsnapshot-signal=SIGUSR2` and takes a snapshot at the baseline and with the streams open
- * (written into the gateway's working directory, the repository root).
+ * The fd limit is the soft RLIMIT_NOFILE, which the gateway and the floor inherit from this
+ * process: the npm script raises the soft limit to the hard one first. BENCH_HEAP_SNAPSHOTS=1
+ * starts the gateway with `--heapsnapshot-signal=SIGUSR2` and takes a snapshot at the baseline and
+ * with the streams open (written into the gateway's working directory, the repository root).
  */
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
@@ -25,16 +29,18 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import ts from 'typescript'
-import { runScript, spawnNode, waitForLine } from './children.js'
+import { runScript, spawnNode, waitForLine, type Child } from './children.js'
 import { launchGateway, shippedNodeFlags } from './gateway.js'
 import { buildRequest } from './requests.js'
 import { startBackend } from './targets.js'
 
 const GATEWAY_CPU = 0
 const BACKEND_CPU = 1
-/** fds the gateway needs besides the streams: listeners, pools, log, config watcher, margin. */
+/** fds a proxy needs besides the streams: listeners, pools, log, config watcher, margin. */
 const FD_RESERVE = 300
 const OPEN_AT_ONCE = 200
+/** floor.ts's default Pool cap, above the c=64 load: the load phase runs as in `npm run bench`. */
+const FLOOR_LOAD_CONNECTIONS = 256
 const repoRoot = fileURLToPath(new URL('..', import.meta.url))
 
 interface Snapshot {
@@ -42,6 +48,18 @@ interface Snapshot {
   readonly fds: number
   readonly backendStreams: number
   readonly backendSockets: number
+}
+
+/** One proxy holding `streams` idle listen streams: before, with them open, after closing them. */
+interface StreamRun {
+  readonly baseline: Snapshot
+  readonly held: Snapshot
+  readonly afterClose: Snapshot
+  readonly streams: number
+  readonly perStreamKb: number
+  readonly openSeconds: number
+  readonly closeSeconds: number
+  readonly backToBaseline: boolean
 }
 
 async function main(): Promise<number> {
@@ -75,11 +93,21 @@ async function main(): Promise<number> {
 
   // Sustained load first, on a gateway that has not held streams yet (RSS never shrinks back
   // after 10,000 streams, so measured after them it would describe the streams, not the load).
+  // The floor goes first and stays up, idle, for its own streams after the gateway's: it goes
+  // through the same sequence (start, load, warm-up, baseline), so its figures compare.
   const loadS = Number(process.env['BENCH_LOAD_S'] ?? 10)
-  const floor = await floorUnderLoad(backend.url, loadS)
+  const floor = await startFloor(backend.url, count)
+  const floorPid = floor.child.pid
+  const floorFdLimit = softFdLimit(floorPid)
+  if (floorFdLimit < 2 * count + FD_RESERVE) {
+    throw new Error(`floor proxy fd limit ${floorFdLimit} is too low for ${count} streams`)
+  }
+  await settle(1000)
+  const floorIdleKb = rssKb(floorPid)
+  const floorPeakKb = await rssUnderLoad(floorPid, floor.url, loadS)
   log(
-    `floor proxy: RSS idle ${(floor.idleKb / 1024).toFixed(0)} MB; under the same load: ` +
-      `peak ${(floor.peakKb / 1024).toFixed(0)} MB`,
+    `floor proxy: RSS idle ${(floorIdleKb / 1024).toFixed(0)} MB; under the same load: ` +
+      `peak ${(floorPeakKb / 1024).toFixed(0)} MB`,
   )
   const idleKb = rssKb(pid)
   const peak = await rssUnderLoad(pid, url, loadS)
@@ -87,68 +115,68 @@ async function main(): Promise<number> {
     `RSS idle ${(idleKb / 1024).toFixed(0)} MB; under c=64 tools/call for ${loadS} s: ` +
       `peak ${(peak / 1024).toFixed(0)} MB`,
   )
-  // Warm-up of the stream path itself.
-  closeAll(await openStreams(url, 200))
-  await settle(6000)
-  const base = await snapshot(pid, backend.statsUrl)
-  if (snapshots) await heapSnapshot(pid)
-  log(`baseline: ${describe(base)}`)
 
-  const started = performance.now()
-  const open = await openStreams(url, count)
-  const openS = (performance.now() - started) / 1000
-  await settle(3000)
-  const held = await snapshot(pid, backend.statsUrl)
-  if (snapshots) await heapSnapshot(pid)
-  const perStreamKb = (held.rssKb - base.rssKb) / open.length
-  log(`${open.length} streams open in ${openS.toFixed(1)} s: ${describe(held)}`)
-  log(`RSS per stream: ${perStreamKb.toFixed(1)} KB`)
-
-  closeAll(open)
-  const closeStarted = performance.now()
-  const after = await waitBack(pid, backend.statsUrl, base)
-  const closeS = (performance.now() - closeStarted) / 1000
-  log(`closed: ${describe(after)} after ${closeS.toFixed(1)} s`)
-  const back =
-    after.fds <= base.fds &&
-    after.backendStreams <= base.backendStreams &&
-    after.backendSockets <= base.backendSockets
+  const gateway = await holdStreams('gateway', pid, url, backend.statsUrl, count, async () => {
+    if (snapshots) await heapSnapshot(pid)
+  })
+  const floorRun = await holdStreams('floor proxy', floorPid, floor.url, backend.statsUrl, count)
+  const back = gateway.backToBaseline && floorRun.backToBaseline
+  const aboveFloorKb = gateway.perStreamKb - floorRun.perStreamKb
 
   const report = {
     date: new Date().toISOString(),
     node: process.version,
     fdLimit,
-    streams: open.length,
-    openSeconds: openS,
-    baseline: base,
-    held,
-    perStreamKb,
-    afterClose: after,
-    closeSeconds: closeS,
-    backToBaseline: back,
+    streams: gateway.streams,
+    openSeconds: gateway.openSeconds,
+    baseline: gateway.baseline,
+    held: gateway.held,
+    perStreamKb: gateway.perStreamKb,
+    afterClose: gateway.afterClose,
+    closeSeconds: gateway.closeSeconds,
+    backToBaseline: gateway.backToBaseline,
+    floorFdLimit,
+    floorStreams: floorRun.streams,
+    floorOpenSeconds: floorRun.openSeconds,
+    floorBaseline: floorRun.baseline,
+    floorHeld: floorRun.held,
+    floorRssPerStreamKb: floorRun.perStreamKb,
+    floorAfterClose: floorRun.afterClose,
+    floorCloseSeconds: floorRun.closeSeconds,
+    floorStreamsBackToBaseline: floorRun.backToBaseline,
+    perStreamAboveFloorKb: aboveFloorKb,
     idleRssMb: idleKb / 1024,
     loadSeconds: loadS,
     peakRssUnderLoadMb: peak / 1024,
-    floorIdleRssMb: floor.idleKb / 1024,
-    floorPeakRssUnderLoadMb: floor.peakKb / 1024,
+    floorIdleRssMb: floorIdleKb / 1024,
+    floorPeakRssUnderLoadMb: floorPeakKb / 1024,
   }
+  const yesNo = (ok: boolean): string => (ok ? 'yes' : '**NO**')
   const markdown = [
     '# mcp-edge streams bench',
     '',
-    `- ${report.date}, node ${report.node}, gateway fd limit ${fdLimit}`,
+    `- ${report.date}, node ${report.node}, fd limit ${fdLimit} (gateway), ${floorFdLimit} (floor proxy)`,
     '',
-    '| phase | gateway RSS MB | gateway fds | backend streams | backend sockets |',
+    '| phase | RSS MB | fds | backend streams | backend sockets |',
     '|---|---:|---:|---:|---:|',
-    row('baseline', base),
-    row(`${open.length} idle listen streams`, held),
-    row('after closing them', after),
+    row('gateway: baseline', gateway.baseline),
+    row(`gateway: ${gateway.streams} idle listen streams`, gateway.held),
+    row('gateway: after closing them', gateway.afterClose),
+    row('floor proxy: baseline', floorRun.baseline),
+    row(`floor proxy: ${floorRun.streams} idle listen streams`, floorRun.held),
+    row('floor proxy: after closing them', floorRun.afterClose),
     '',
-    `RSS per stream above the baseline: **${perStreamKb.toFixed(1)} KB** (target ≤ 16 KB).`,
-    `Opened in ${openS.toFixed(1)} s; back to the baseline: ${back ? 'yes' : '**NO**'} (${closeS.toFixed(1)} s).`,
+    `RSS per stream above the baseline: **${gateway.perStreamKb.toFixed(1)} KB** (target ≤ 16 KB).`,
+    `The floor proxy holding the same ${floorRun.streams} streams: ` +
+      `**${floorRun.perStreamKb.toFixed(1)} KB** per stream (gateway − floor: ${aboveFloorKb.toFixed(1)} KB).`,
+    `Opened in ${gateway.openSeconds.toFixed(1)} s; back to the baseline: ` +
+      `${yesNo(gateway.backToBaseline)} (${gateway.closeSeconds.toFixed(1)} s). The floor proxy: ` +
+      `opened in ${floorRun.openSeconds.toFixed(1)} s; back to the baseline: ` +
+      `${yesNo(floorRun.backToBaseline)} (${floorRun.closeSeconds.toFixed(1)} s).`,
     `RSS after start-up ${(idleKb / 1024).toFixed(0)} MB; peak under ${loadS} s of c=64 tools/call ` +
       `(before any stream): **${(peak / 1024).toFixed(0)} MB** (target < 120 MB). The floor proxy ` +
-      `in the same run: ${(floor.idleKb / 1024).toFixed(0)} MB after start-up, peak ` +
-      `${(floor.peakKb / 1024).toFixed(0)} MB under the same load.`,
+      `in the same run: ${(floorIdleKb / 1024).toFixed(0)} MB after start-up, peak ` +
+      `${(floorPeakKb / 1024).toFixed(0)} MB under the same load.`,
     '',
   ].join('\n')
   process.stdout.write(markdown)
@@ -158,7 +186,60 @@ async function main(): Promise<number> {
     join(repoRoot, 'bench', 'results', 'streams.json'),
     `${JSON.stringify(report, null, 2)}\n`,
   )
+  // A floor that does not come back points at the harness (the backend's counts, the close path),
+  // which puts the gateway's check in doubt too.
   return back ? 0 : 1
+}
+
+/**
+ * Warm-up, baseline, `count` idle streams held, closed, and the wait back to the baseline: the
+ * same steps for the gateway and for the floor. `atSnapshot` runs at the baseline and with the
+ * streams open (heap snapshots).
+ */
+async function holdStreams(
+  name: string,
+  pid: number,
+  url: URL,
+  statsUrl: string,
+  count: number,
+  atSnapshot: () => Promise<void> = async () => undefined,
+): Promise<StreamRun> {
+  // Warm-up of the stream path itself.
+  closeAll(await openStreams(url, 200))
+  await settle(6000)
+  const baseline = await snapshot(pid, statsUrl)
+  await atSnapshot()
+  log(`${name} baseline: ${describe(baseline)}`)
+
+  const started = performance.now()
+  const open = await openStreams(url, count)
+  const openSeconds = (performance.now() - started) / 1000
+  await settle(3000)
+  const held = await snapshot(pid, statsUrl)
+  await atSnapshot()
+  const perStreamKb = (held.rssKb - baseline.rssKb) / open.length
+  log(`${name}: ${open.length} streams open in ${openSeconds.toFixed(1)} s: ${describe(held)}`)
+  log(`${name}: RSS per stream: ${perStreamKb.toFixed(1)} KB`)
+
+  closeAll(open)
+  const closeStarted = performance.now()
+  const afterClose = await waitBack(pid, statsUrl, baseline)
+  const closeSeconds = (performance.now() - closeStarted) / 1000
+  log(`${name} closed: ${describe(afterClose)} after ${closeSeconds.toFixed(1)} s`)
+  const backToBaseline =
+    afterClose.fds <= baseline.fds &&
+    afterClose.backendStreams <= baseline.backendStreams &&
+    afterClose.backendSockets <= baseline.backendSockets
+  return {
+    baseline,
+    held,
+    afterClose,
+    streams: open.length,
+    perStreamKb,
+    openSeconds,
+    closeSeconds,
+    backToBaseline,
+  }
 }
 
 function row(name: string, s: Snapshot): string {
@@ -310,15 +391,15 @@ function load(url: URL, connections: number, seconds: number): Promise<void> {
 }
 
 /**
- * The floor proxy's RSS after start-up and its peak under the same load, to scale the gateway's.
- * Run as plain JavaScript (floor.ts with its types stripped), not under tsx, whose loader thread
- * would add its own megabytes; with the gateway's shipped node flags, pinned where the gateway
- * runs, and stopped before the gateway's turn.
+ * Starts the floor proxy for this run. Run as plain JavaScript (floor.ts with its types stripped),
+ * not under tsx, whose loader thread would add its own megabytes; with the gateway's shipped node
+ * flags and pinned where the gateway runs, so that its RSS compares with the gateway's. Its fd
+ * limit is this process's, as the gateway's is.
  */
-async function floorUnderLoad(
+async function startFloor(
   backendUrl: string,
-  seconds: number,
-): Promise<{ idleKb: number; peakKb: number }> {
+  streams: number,
+): Promise<{ child: Child; url: URL }> {
   const source = await readFile(join(repoRoot, 'bench', 'floor.ts'), 'utf8')
   const { outputText } = ts.transpileModule(source, {
     compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
@@ -329,25 +410,19 @@ async function floorUnderLoad(
   const script = join(dir, 'floor.mjs')
   await writeFile(script, outputText)
   const upstream = new URL(backendUrl).origin
-  const args = [...shippedNodeFlags(repoRoot), script, '--upstream', upstream, '--port', '0']
-  const child = spawnNode('floor', [...args, '--lifeline'], {
-    cpu: GATEWAY_CPU,
-    cwd: repoRoot,
-  })
-  try {
-    const match = await waitForLine(child, /listening (\d+)/, 20_000)
-    await settle(1000)
-    const idleKb = rssKb(child.pid)
-    const peakKb = await rssUnderLoad(
-      child.pid,
-      new URL(`http://127.0.0.1:${match[1] ?? ''}/mcp`),
-      seconds,
-    )
-    return { idleKb, peakKb }
-  } finally {
-    child.proc.kill()
-    await child.exited
-  }
+  // Each held stream keeps its upstream connection, so the pool must allow one per stream (or the
+  // streams past its cap would queue forever); never fewer than floor.ts's default, so the load
+  // phase runs with the same pool as in `npm run bench`. A cap rather than none (`null`): a
+  // warm-up stream whose connection the floor kept would count in its baseline unnoticed, but
+  // with the cap it leaves the last measured stream without a connection, which then fails.
+  const connections = Math.max(streams, FLOOR_LOAD_CONNECTIONS)
+  const args = [
+    ...shippedNodeFlags(repoRoot),
+    ...[script, '--upstream', upstream, '--port', '0', '--connections', String(connections)],
+  ]
+  const child = spawnNode('floor', [...args, '--lifeline'], { cpu: GATEWAY_CPU, cwd: repoRoot })
+  const match = await waitForLine(child, /listening (\d+)/, 20_000)
+  return { child, url: new URL(`http://127.0.0.1:${match[1] ?? ''}/mcp`) }
 }
 
 /** Peak RSS (KB) of a process under c=64 tools/call. */
