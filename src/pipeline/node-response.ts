@@ -169,12 +169,25 @@ function failed(outgoing: ServerResponse, err: unknown): void {
   outgoing.writeHead(500, { 'content-length': '0', connection: 'close' }).end()
 }
 
+/** What a held stream's request keeps of its header lines once the stages are done. */
+const NO_HEADER_LINES: readonly string[] = Object.freeze([])
+
 /**
- * An answer given before the request body arrived in full (an early 401, a 415): the rest is
- * drained, bounded in time and bytes, then the connection is closed, so a client cannot hold a
- * connection open by trickling a body nobody reads.
+ * The stages are done with the request. Two things may be left:
+ * - an answer still being written: a long-lived stream (`subscriptions/listen`, a 2025-era GET)
+ *   whose stages returned once its head was out. Nothing reads the request's header lines again
+ *   (the stages kept what the stream's end needs), yet Node would keep them, and the header object
+ *   built from them, for the stream's whole life: a caller's token among them, never forwarded
+ *   (docs/design/hot-path.md §Stream memory);
+ * - an answer given before the request body arrived in full (an early 401, a 415): the rest is
+ *   drained, bounded in time and bytes, then the connection is closed, so a client cannot hold a
+ *   connection open by trickling a body nobody reads.
  */
 function afterAnswer(incoming: IncomingMessage, outgoing: ServerResponse): void {
+  if (!outgoing.writableEnded) {
+    incoming.rawHeaders = NO_HEADER_LINES as string[]
+    incoming.headers = {}
+  }
   // Whole body received (read or not: Node discards what is left itself) or no body at all.
   if (incoming.complete || incoming.destroyed) return
   const drain = (): void => {

@@ -17,7 +17,7 @@ import {
 } from '../mcp/task-ids.js'
 import { GatewayError, toGatewayError } from '../errors.js'
 import { sendWithRetries } from '../upstream/attempts.js'
-import type { BodyTransform, ForwardResult, HeaderMap } from '../upstream/forward.js'
+import type { BodyTransform, ForwardResult, HeaderMap, StreamHead } from '../upstream/forward.js'
 import { RETRY_SAFE_METHODS } from '../upstream/retry.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { ServerBalancing } from '../upstream/balancing.js'
@@ -175,7 +175,7 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
       stop,
       upstream: undefined as Upstream | undefined,
       onAttempt: trace === undefined ? undefined : attemptEvents(trace),
-      onStreamHead: watch?.head,
+      onStreamEnd: watch?.end,
     }
     if (watch !== undefined) return watch.follow(sendWithRetries(c.env.outgoing, b, plan), plan)
     try {
@@ -190,10 +190,11 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
 /**
  * A long-lived stream (`subscriptions/listen`, a 2025-era GET). Until its head is written it is a
  * request like any other: an answer without a stream, or a failure, ends it here. Once the head is
- * written, the stages return and let go of the request's context, whose objects a stream held for
- * hours would otherwise carry (docs/design/hot-path.md §Stream memory); what must happen at the
+ * written the attempt loop returns (sendWithRetries with `onStreamEnd`), the stages return, and
+ * both let go of the request: its context, the plan, the header list, whose objects a stream held
+ * for hours would otherwise carry (docs/design/hot-path.md §Stream memory). What must happen at the
  * end (the access line, a concurrency slot, the span) hangs on `streamEnd`, whose listeners hold
- * nothing of the context. The stream slot is given back when the forward settles, however it ends.
+ * nothing of the context. The stream slot is given back when the stream ends, however it ends.
  *
  * Made outside the proxy stage's scope, and plain callbacks rather than a promise chain: a
  * closure made inside the stage would keep that stage's whole scope, the parsed request and its
@@ -208,6 +209,8 @@ class StreamWatch {
   /** The request's context, until the head is written or the forward settles, whichever is first. */
   #c: Context<GatewayEnv> | undefined
   #plan: { readonly upstream: Upstream | undefined } | undefined
+  /** The replica that answered, once the stream's head is out (the plan is let go then). */
+  #upstreamId: string | undefined
   #answer: ((answer: Response) => void) | undefined
   #fail: ((err: unknown) => void) | undefined
 
@@ -220,7 +223,7 @@ class StreamWatch {
 
   /** The stage's answer: ALREADY_SENT once the head is written or the forward ends. */
   follow(
-    forwarded: Promise<ForwardResult>,
+    forwarded: Promise<ForwardResult | StreamHead>,
     plan: { readonly upstream: Upstream | undefined },
   ): Promise<Response> {
     this.#plan = plan
@@ -231,32 +234,39 @@ class StreamWatch {
     })
   }
 
-  /** ForwardRequest.onStreamHead: the stages may return. */
-  readonly head = (): void => {
+  /** AttemptPlan.onStreamEnd: a stream whose head was written has ended. */
+  readonly end = (result: ForwardResult): void => this.#ended(result, undefined)
+
+  readonly #settled = (result: ForwardResult | StreamHead): void => {
+    if (result.kind === 'streaming') this.#head()
+    else this.#ended(result, undefined)
+  }
+  readonly #failed = (err: unknown): void => this.#ended(undefined, err)
+
+  /** The head is written: the stages may return. */
+  #head(): void {
     const c = this.#c
     if (c === undefined) return
+    this.#upstreamId = this.#plan?.upstream?.id
     c.set('streamEnd', this.#ending)
     const answer = this.#answer
     this.#release()
     answer?.(ALREADY_SENT)
   }
 
-  readonly #settled = (result: ForwardResult): void => this.#ended(result, undefined)
-  readonly #failed = (err: unknown): void => this.#ended(undefined, err)
-
   /** The forward settled: with `result`, or failed with `err`. */
   #ended(result: ForwardResult | undefined, err: unknown): void {
     this.#lifecycle.closeStream(this.#stop)
-    const upstreamId = this.#plan?.upstream?.id
     const c = this.#c
     if (c === undefined) {
-      // Nothing rejects once the head is out (forward() settles every such end); should a bug
-      // make it, the client cannot take a half stream for a whole one.
+      // Nothing fails once the head is out (the end comes with a result); should a bug make it,
+      // the client cannot take a half stream for a whole one.
       if (result === undefined) this.#res.destroy()
       const outcome = result === undefined ? toGatewayError(err).code : outcomeOf(result)
-      this.#ending.end({ outcome, upstreamId })
+      this.#ending.end({ outcome, upstreamId: this.#upstreamId })
       return
     }
+    const upstreamId = this.#plan?.upstream?.id
     if (upstreamId !== undefined) c.set('upstreamId', upstreamId)
     const answer = this.#answer
     const fail = this.#fail
@@ -270,6 +280,7 @@ class StreamWatch {
 
   #release(): void {
     this.#c = undefined
+    this.#plan = undefined
     this.#answer = undefined
     this.#fail = undefined
   }
@@ -295,7 +306,7 @@ function transformOf(
       : undefined
 }
 
-function outcomeOf(result: ForwardResult): string {
+function outcomeOf(result: ForwardResult | StreamHead): string {
   return result.kind === 'done' ? 'ok' : result.kind
 }
 

@@ -2,7 +2,13 @@ import type { ServerResponse } from 'node:http'
 import { GatewayError } from '../errors.js'
 import type { ServerBalancing } from './balancing.js'
 import { UpstreamFailure } from './failure.js'
-import { forward, type BodyTransform, type ForwardResult, type HeaderMap } from './forward.js'
+import {
+  forward,
+  type BodyTransform,
+  type ForwardResult,
+  type HeaderMap,
+  type StreamHead,
+} from './forward.js'
 import type { StreamStop } from './lifecycle.js'
 import { full, hasRoom, type UpstreamPool } from './pool.js'
 import { backoffMs, RETRY_STATUSES } from './retry.js'
@@ -35,8 +41,12 @@ export interface AttemptPlan {
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /** Called before each try with the replica and the retries so far (tracing; else unset). */
   readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
-  /** Called once a long-lived stream's head is written (ForwardRequest.onStreamHead). */
-  readonly onStreamHead?: (() => void) | undefined
+  /**
+   * For a long-lived stream (`stop` set): the loop returns a StreamHead once the stream's head is
+   * written, and the stream's end comes here, after the replica's books are closed
+   * (ForwardRequest.onStreamEnd).
+   */
+  readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
   /** The replica of the latest attempt (for the access log). */
   upstream: Upstream | undefined
 }
@@ -48,13 +58,25 @@ export interface AttemptPlan {
  *   (`retry.attempts`) only for safe methods, within the retry budget and the deadline (the
  *   response-headers timeout covers every try, as Envoy's route timeout includes its retries),
  *   after a full-jitter backoff;
- * - nothing is retried once a byte went to the client: forward() only rejects before that.
+ * - nothing is retried once a byte went to the client: forward() only rejects before that. So a
+ *   stream with `plan.onStreamEnd` leaves the loop at its head: the loop, its budget and the plan
+ *   are done with, and an idle stream holds none of them (docs/design/hot-path.md §Stream memory).
  */
+export function sendWithRetries(
+  res: ServerResponse,
+  b: ServerBalancing,
+  plan: AttemptPlan & { readonly onStreamEnd?: undefined },
+): Promise<ForwardResult>
+export function sendWithRetries(
+  res: ServerResponse,
+  b: ServerBalancing,
+  plan: AttemptPlan,
+): Promise<ForwardResult | StreamHead>
 export async function sendWithRetries(
   res: ServerResponse,
   b: ServerBalancing,
   plan: AttemptPlan,
-): Promise<ForwardResult> {
+): Promise<ForwardResult | StreamHead> {
   const { budget, retry } = b
   const total = b.headersTimeoutMs
   const deadline = performance.now() + total
@@ -75,9 +97,12 @@ export async function sendWithRetries(
       plan.onAttempt?.(upstream.id, retries)
       const left = deadline - performance.now()
       // A long-lived stream counts against the replica's stream budget (maxStreams) for exactly
-      // as long as it runs, however it ends. Counted here rather than in a wrapper: each idle
-      // stream keeps this frame suspended, and a second async frame per stream is memory.
+      // as long as it runs, however it ends: given back below, or by HeldStream once it ends.
       if (stream) upstream.streams++
+      const held =
+        stream && plan.onStreamEnd !== undefined
+          ? new HeldStream(b, upstream, plan.onStreamEnd)
+          : undefined
       try {
         const result = await forward(res, {
           upstream,
@@ -93,8 +118,9 @@ export async function sendWithRetries(
             plan.onHeaders ??
             (plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders),
           stop: plan.stop,
-          onStreamHead: plan.onStreamHead,
+          onStreamEnd: held?.end,
         })
+        if (result.kind === 'streaming') return result // HeldStream closes the books
         if (stream) upstream.streams--
         b.settled(upstream, result)
         return result
@@ -139,6 +165,21 @@ export async function sendWithRetries(
   } finally {
     budget.active--
     if (holding) budget.release()
+  }
+}
+
+/** A stream past its head: what its attempt owes the replica, paid when the stream ends. */
+class HeldStream {
+  constructor(
+    private readonly b: ServerBalancing,
+    private readonly upstream: Upstream,
+    private readonly then: (result: ForwardResult) => void,
+  ) {}
+
+  readonly end = (result: ForwardResult): void => {
+    this.upstream.streams--
+    this.b.settled(this.upstream, result)
+    this.then(result)
   }
 }
 

@@ -32,3 +32,12 @@ export type ForwardResult =
     }
   /** A stream that ended cleanly after its last complete event because the gateway is draining. */
   | { readonly kind: 'drained'; readonly status: number; readonly bytes: number }
+
+/**
+ * A long-lived stream whose head is written, when the caller asked to hear of its end separately
+ * (ForwardRequest.onStreamEnd): the attempt is over, whatever comes next is the stream itself.
+ */
+export interface StreamHead {
+  readonly kind: 'streaming'
+  readonly status: number
+}

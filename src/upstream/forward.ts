@@ -1,18 +1,22 @@
 import type { ServerResponse } from 'node:http'
-import type { ForwardResult } from './forward-types.js'
+import type { ForwardResult, StreamHead } from './forward-types.js'
 import { ProxyHandler, type ForwardRequest } from './proxy-handler.js'
 
-export type { BodyTransform, ForwardResult, HeaderMap } from './forward-types.js'
+export type { BodyTransform, ForwardResult, HeaderMap, StreamHead } from './forward-types.js'
 export type { ForwardRequest } from './proxy-handler.js'
 
 /**
  * Sends one request to `req.upstream` and streams the answer into `res` without buffering (SSE is
  * written event by event as it arrives; spec streamable-http §Sending Messages). Resolves once the
- * response is over; rejects with UpstreamFailure only when nothing was written to the client yet.
+ * response is over, or once a stream's head is written when `req.onStreamEnd` is set (the end is then
+ * reported there); rejects with UpstreamFailure only when nothing was written to the client yet.
  * No redirect is ever followed: undici's dispatch follows none unless a redirect interceptor is
  * composed in, and none is (a 3xx is refused in ProxyHandler).
  */
-export function forward(res: ServerResponse, req: ForwardRequest): Promise<ForwardResult> {
+export function forward(
+  res: ServerResponse,
+  req: ForwardRequest,
+): Promise<ForwardResult | StreamHead> {
   return new Promise((resolve, reject) => {
     const handler = new ProxyHandler(res, req, resolve, reject)
     req.upstream.inFlight++

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { GatewayError } from '../errors.js'
 import { classifyFailure, UpstreamFailure } from './failure.js'
-import type { BodyTransform, ForwardResult, HeaderMap } from './forward-types.js'
+import type { BodyTransform, ForwardResult, HeaderMap, StreamHead } from './forward-types.js'
 import { HeldBody } from './held-body.js'
 import type { StreamStop } from './lifecycle.js'
 import { bodyKind, relayedHeaders } from './response-head.js'
@@ -24,9 +24,17 @@ export interface ForwardRequest {
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /** For long-lived streams: ends the response at the next event boundary on drain. */
   readonly stop?: StreamStop | undefined
-  /** Called once when a streamed answer's head is written: what follows is the stream itself. */
-  readonly onStreamHead?: (() => void) | undefined
+  /**
+   * For long-lived streams: once a streamed answer's head is written, forward() resolves with a
+   * StreamHead and the end is reported here, once, instead. Nothing is retried after the head, so
+   * the attempt is over; a held stream then carries only this handler (docs/design/hot-path.md
+   * §Stream memory).
+   */
+  readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
 }
+
+/** A settled promise's resolvers, kept by a held stream in place of the real ones. */
+function settledAlready(): void {}
 
 class ClientClosed extends Error {
   override readonly name = 'ClientClosed'
@@ -71,13 +79,23 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (!this.res.writableFinished) this.controller?.abort(new ClientClosed('client closed'))
   }
   private onDrain: (() => void) | undefined
+  private readonly upstream: Upstream
+  private readonly body: Buffer | null
+  /** The request, until a stream's head is out; the fields needed after it are copied above. */
+  private req: ForwardRequest | undefined
+  /** Set once forward() resolved at a stream's head: the end goes here (ForwardRequest.onStreamEnd). */
+  private streamEnd: ((result: ForwardResult) => void) | undefined
 
   constructor(
     private readonly res: ServerResponse,
-    private readonly req: ForwardRequest,
-    private readonly resolve: (r: ForwardResult) => void,
-    private readonly reject: (e: UpstreamFailure) => void,
-  ) {}
+    req: ForwardRequest,
+    private resolve: (r: ForwardResult | StreamHead) => void,
+    private reject: (e: UpstreamFailure) => void,
+  ) {
+    this.req = req
+    this.upstream = req.upstream
+    this.body = req.body
+  }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller
@@ -93,6 +111,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     status: number,
     headers: HeaderMap,
   ): void {
+    const req = this.req
+    if (req === undefined) return // one final head per answer, and a held stream had it
     // The gateway's own credentials were refused: a config fault, not the client's business.
     if (status === 401 || status === 407) {
       this.fail(
@@ -147,19 +167,41 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     }
     const streaming = kind === 'sse'
     if (streaming) out['x-accel-buffering'] = 'no'
-    this.transform = this.req.transform?.(status, out)
+    this.transform = req.transform?.(status, out)
     if (streaming && this.transform === undefined) this.framer = new SseFramer()
     if (this.transform === undefined && !streaming && headers['content-length'] !== undefined) {
       out['content-length'] = headers['content-length']
     }
     this.holdLast = !streaming && this.transform === undefined
-    this.req.onHeaders?.(status, out)
+    req.onHeaders?.(status, out)
     if (!this.untyped && (this.transform === undefined || this.transform.streaming))
       this.writeHead(streaming)
     if (this.framer !== undefined || this.transform?.streaming === true) {
-      this.req.stop?.onStop(() => this.stopAtBoundary())
-      if (this.headWritten) this.req.onStreamHead?.()
+      req.stop?.onStop(() => this.stopAtBoundary())
+      if (this.headWritten && req.onStreamEnd !== undefined) this.streamHead(req.onStreamEnd)
     }
+  }
+
+  /**
+   * A stream's head is out and its caller hears of the end separately: the attempt is over. The
+   * request (header list, hooks) and the promise's resolvers are let go; what an idle stream holds
+   * for hours is this handler.
+   */
+  private streamHead(onEnd: (result: ForwardResult) => void): void {
+    const resolve = this.resolve
+    this.streamEnd = onEnd
+    this.req = undefined
+    this.resolve = settledAlready
+    this.reject = settledAlready
+    resolve({ kind: 'streaming', status: this.status ?? 0 })
+  }
+
+  /** How the answer ended: forward()'s result, or a held stream's end. */
+  private done(result: ForwardResult): void {
+    const end = this.streamEnd
+    if (end === undefined) return this.resolve(result)
+    this.streamEnd = undefined
+    end(result)
   }
 
   /** Gateway drain: everything written so far is whole events (framer or SSE transform), so end here. */
@@ -167,7 +209,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (this.settled || !this.headWritten) return
     this.finish()
     this.res.end()
-    this.resolve({ kind: 'drained', status: this.status ?? 0, bytes: this.bytes })
+    this.done({ kind: 'drained', status: this.status ?? 0, bytes: this.bytes })
     this.controller?.abort(new Drained('gateway draining'))
   }
 
@@ -232,14 +274,14 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       this.bytes += this.last.length
       this.res.end(this.last)
     } else this.res.end(this.unansweredStreamEvent())
-    this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
+    this.done({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     if (this.settled) return
     this.finish()
     if (err instanceof ClientClosed) {
-      this.resolve({ kind: 'client_closed', status: this.status, bytes: this.bytes })
+      this.done({ kind: 'client_closed', status: this.status, bytes: this.bytes })
       return
     }
     if (!this.headWritten) {
@@ -251,19 +293,19 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     const event = this.unansweredStreamEvent()
     if (event !== undefined) {
       this.res.end(event)
-      this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
+      this.done({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
       return
     }
     // Otherwise the only honest signal left is a broken connection, so a half-written JSON body
     // is never presented as complete (docs/balancing.md §Retries).
     this.res.destroy()
-    this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
+    this.done({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: err })
   }
 
   /** The final error event owed by an SSE stream that ended without answering, if any. */
   private unansweredStreamEvent(): string | undefined {
-    if (this.framer === undefined || this.framer.sawResponse || this.req.body === null) return
-    return unansweredEvent(this.req.body)
+    if (this.framer === undefined || this.framer.sawResponse || this.body === null) return
+    return unansweredEvent(this.body)
   }
 
   /** A held 5xx: relayed when it is a JSON-RPC message (the backend's answer), else a failure. */
@@ -271,12 +313,12 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     const body = held.message()
     if (body === undefined) return this.fail(this.serverError('5xx without a JSON-RPC body'))
     if (this.headers !== undefined) this.headers['content-length'] = String(body.length)
-    this.req.onHeaders?.(this.status ?? 502, this.headers ?? {})
+    this.req?.onHeaders?.(this.status ?? 502, this.headers ?? {})
     this.writeHead(false)
     this.bytes += body.length
     this.finish()
     this.res.end(body)
-    this.resolve({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
+    this.done({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
   }
 
   private badContentType(): UpstreamFailure {
@@ -331,7 +373,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (this.headWritten) {
       this.finish()
       this.res.destroy()
-      this.resolve({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: failure })
+      this.done({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: failure })
     } else this.fail(failure)
     controller.abort(failure)
   }
@@ -339,12 +381,16 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private fail(failure: UpstreamFailure): void {
     if (this.settled) return
     this.finish()
-    this.reject(failure)
+    // Only before any byte went out, so never on a held stream; should it happen, the stream's end
+    // is still reported, or its slot would never be given back.
+    if (this.streamEnd !== undefined) {
+      this.done({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: failure })
+    } else this.reject(failure)
   }
 
   private finish(): void {
     this.settled = true
-    this.req.upstream.inFlight--
+    this.upstream.inFlight--
     this.res.off('close', this.onClose)
     if (this.onDrain !== undefined) this.res.off('drain', this.onDrain)
   }

@@ -38,6 +38,11 @@ describe('a stream that outlives the stages', () => {
     await expect.poll(() => backend.held.length).toBe(2)
     // Open streams have no line yet: a line is written once, when the response is over.
     expect(listenLines(gw)).toEqual([])
+    // The attempt loop is over once a stream's head is out: the streams count against their
+    // replica's stream budget, no longer against the retry budget's requests in flight.
+    const balancing = gw.ref.current.servers.get('app')?.balancing
+    expect(balancing?.replicas.map((u) => [u.streams, u.inFlight])).toEqual([[2, 2]])
+    expect(balancing?.budget.active).toBe(0)
 
     backend.held[0]?.end()
     expect(await byBackend.ended).toBe('end')
@@ -62,10 +67,11 @@ describe('a stream that outlives the stages', () => {
     expect(metrics).toMatch(
       /mcp_edge_requests_total\{[^}]*method="subscriptions\/listen"[^}]*outcome="client_closed"[^}]*\} 1/,
     )
-    // The stream slots came back.
+    // The stream slots came back, and so did the replica's.
     await expect
       .poll(() => gw.ref.current.servers.get('app')?.balancing.lifecycle.openStreams())
       .toBe(0)
+    expect(balancing?.replicas.map((u) => [u.streams, u.inFlight])).toEqual([[0, 0]])
   })
 
   it('holds a concurrency limit’s slot until the stream ends, not until its head', async () => {
