@@ -227,7 +227,11 @@ class StreamWatch {
     plan: { readonly upstream: Upstream | undefined },
   ): Promise<Response> {
     this.#plan = plan
-    forwarded.then(this.#settled, this.#failed)
+    // Callbacks of their own, not fields: once the promise settled, a held stream keeps neither.
+    forwarded.then(
+      (result) => (result.kind === 'streaming' ? this.#head() : this.#ended(result, undefined)),
+      (err: unknown) => this.#ended(undefined, err),
+    )
     return new Promise((resolve, reject) => {
       this.#answer = resolve
       this.#fail = reject
@@ -236,12 +240,6 @@ class StreamWatch {
 
   /** AttemptPlan.onStreamEnd: a stream whose head was written has ended. */
   readonly end = (result: ForwardResult): void => this.#ended(result, undefined)
-
-  readonly #settled = (result: ForwardResult | StreamHead): void => {
-    if (result.kind === 'streaming') this.#head()
-    else this.#ended(result, undefined)
-  }
-  readonly #failed = (err: unknown): void => this.#ended(undefined, err)
 
   /** The head is written: the stages may return. */
   #head(): void {
