@@ -74,6 +74,30 @@ describe('a stream that outlives the stages', () => {
     expect(balancing?.replicas.map((u) => [u.streams, u.inFlight])).toEqual([[0, 0]])
   })
 
+  it('books a stream that breaks against its replica when it breaks, not at its head', async () => {
+    const [a, b] = [await heldStreamsBackend(), await heldStreamsBackend()]
+    const gw = await startTestGateway({
+      servers: {
+        app: { upstreams: [{ url: a.url }, { url: b.url }], outlier: { consecutiveFailures: 1 } },
+      },
+    })
+    const stream = await openListen(gw.mcpUrl('app'), 'l-break')
+    expect(stream.status).toBe(200)
+    await expect.poll(() => stream.text()).toContain('acknowledged')
+    const balancing = gw.ref.current.servers.get('app')?.balancing
+    const [held, replica] = a.held.length === 1 ? [a.held, 0] : [b.held, 1]
+    const upstream = balancing?.replicas[replica]
+    expect([upstream?.streams, upstream?.health.ejected]).toEqual([1, false])
+
+    held[0]?.destroy() // the replica drops the stream mid-answer
+    await expect.poll(() => listenLines(gw)).toHaveLength(1)
+    expect(listenLines(gw)[0]).toMatchObject({ outcome: 'broken', upstream: `app#${replica}` })
+    // The stream's end settled the replica's books: its stream slot, and the failure.
+    expect([upstream?.streams, upstream?.inFlight, upstream?.health.ejected]).toEqual([0, 0, true])
+    // The client is told, in the stream, that its request got no answer.
+    await expect.poll(() => stream.text()).toContain('"id":"l-break"')
+  })
+
   it('holds a concurrency limit’s slot until the stream ends, not until its head', async () => {
     const backend = await heldStreamsBackend()
     const gw = await startTestGateway(
