@@ -381,9 +381,11 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private fail(failure: UpstreamFailure): void {
     if (this.settled) return
     this.finish()
-    // Only before any byte went out, so never on a held stream; should it happen, the stream's end
-    // is still reported, or its slot would never be given back.
+    // Only before any byte went out, so never on a held stream. Should it happen, the client cannot
+    // take a half stream for a whole one, and the end is still reported, or its slot would never
+    // be given back.
     if (this.streamEnd !== undefined) {
+      this.res.destroy()
       this.done({ kind: 'broken', status: this.status ?? 0, bytes: this.bytes, cause: failure })
     } else this.reject(failure)
   }
