@@ -283,10 +283,9 @@ async function snapshot(pid: number, statsUrl: string): Promise<Snapshot> {
 
 /**
  * The process at rest: the sample with the least RSS over SETTLE_SAMPLES seconds. Right after a
- * burst of work (opening thousands of streams, the warm-up) RSS still holds garbage V8 collects
- * when it gets to it, and one reading moved the per-stream figure by 2 KB between runs; the
- * garbage is gone in the lowest sample. Baseline and held streams are read the same way, for the
- * gateway and the floor alike.
+ * burst of work (opening thousands of streams, the warm-up) RSS may still hold garbage V8 collects
+ * when it gets to it; the lowest sample leaves that out. Baseline and held streams are read the
+ * same way, for the gateway and the floor alike.
  */
 async function settledSnapshot(pid: number, statsUrl: string): Promise<Snapshot> {
   let best = await snapshot(pid, statsUrl)
