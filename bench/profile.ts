@@ -156,7 +156,9 @@ async function profiledGateway(
     return { id: t.id, url: t.url, headers: t.headers, pid }
   }
   if (id !== 'gateway' && id !== 'gateway-verify') {
-    throw new Error(`BENCH_PROFILE_TARGET: gateway, gateway-verify or gateway-auth-policy`)
+    throw new Error(
+      `BENCH_PROFILE_TARGET=${id}: name gateway, gateway-verify or gateway-auth-policy`,
+    )
   }
   const gw = await startGateway({
     name: `${id}-profile`,
@@ -166,7 +168,7 @@ async function profiledGateway(
     servers: { bench: backend.url },
     trustHeaders: id === 'gateway',
   })
-  return { id: id as Target['id'], url: `${gw.baseUrl}/mcp/bench`, pid: gw.child.pid }
+  return { id, url: `${gw.baseUrl}/mcp/bench`, pid: gw.child.pid }
 }
 
 async function main(): Promise<void> {
