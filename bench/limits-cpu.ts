@@ -7,7 +7,7 @@
  */
 import { Hono, type MiddlewareHandler } from 'hono'
 import pino from 'pino'
-import type { GatewayEnv } from '../src/env.js'
+import type { GatewayEnv } from '../src/pipeline/env.js'
 import { Limiter } from '../src/limits/limiter.js'
 import { compileLimit } from '../src/limits/rules.js'
 import { LimitState } from '../src/limits/state.js'

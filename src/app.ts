@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono'
 import type { Logger } from 'pino'
 import type { EdgeCache } from './cache/edge-cache.js'
-import type { GatewayEnv } from './env.js'
+import type { GatewayEnv } from './pipeline/env.js'
 import type { AccessWriter } from './observability/access-line.js'
 import type { GatewayMetrics } from './observability/metrics.js'
 import { GatewayError, renderError, toGatewayError } from './errors.js'

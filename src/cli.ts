@@ -52,7 +52,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     case 'serve':
       return serve(file)
     case 'explain':
-      return (await import('./policy/explain.js')).explainCommand(file, rest, {
+      return (await import('./cli/explain.js')).explainCommand(file, rest, {
         out: (text) => process.stdout.write(text),
         err: (text) => process.stderr.write(text),
       })

@@ -1,9 +1,9 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import { Breaker, BREAKER_DEFAULTS, type BreakerOptions } from './breaker.js'
+import { Breaker, BREAKER_DEFAULTS, type BreakerOptions } from '../redis/breaker.js'
 import type { SharedTier, SharedValue } from './shared.js'
 import type { Clock } from './store.js'
-import { connectRedis } from './redis-client.js'
+import { connectRedis } from '../redis/client.js'
 
 /** Shared-tier events counted in the cache metrics. */
 type RedisEvent = 'shared_error' | 'shared_bypass'

@@ -2,7 +2,7 @@ import { GatewayError } from '../errors.js'
 import { encodeHeaderValue } from '../mcp/headers.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
-import { replaceParam } from '../virtual/rewrite.js'
+import { replaceParam } from '../mcp/rewrite.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'
 
@@ -61,7 +61,7 @@ interface RewrittenCall {
 }
 
 /**
- * Replaces the one name in the raw body (virtual/rewrite.ts: every other byte stays the client's,
+ * Replaces the one name in the raw body (mcp/rewrite.ts: every other byte stays the client's,
  * the id included). SECURITY: a name that is missing or written twice at that path is refused,
  * never guessed at, so the backend runs the name the gateway judged.
  */

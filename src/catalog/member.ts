@@ -1,4 +1,4 @@
-import type { MemberRuntime } from '../virtual/member-call.js'
+import type { MemberRuntime } from '../upstream/ask.js'
 import { judgeCall } from './probe.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'

@@ -1,5 +1,5 @@
 import { isRecord } from '../mcp/jsonrpc.js'
-import { callMember, type MemberRuntime } from '../virtual/member-call.js'
+import { callMember, type MemberRuntime } from '../upstream/ask.js'
 import { decideCall, type CallName, type CallVerdict } from './call.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'

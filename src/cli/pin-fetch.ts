@@ -1,7 +1,7 @@
 /**
  * Asks one configured server for every tool and prompt definition it lists, for `mcp-edge pin`
  * (docs/catalog.md §Pinning). The requests go through the same path as a virtual server's member
- * requests (virtual/member-call.ts): the server's replicas, retries, health, timeouts and its
+ * requests (upstream/ask.ts): the server's replicas, retries, health, timeouts and its
  * configured upstream headers, so the pin sees what the gateway's own credentials see. A server
  * that speaks only 2025-era protocol is asked within a session the gateway initialises
  * (virtual/member-era.ts), as virtual servers do.
@@ -10,7 +10,7 @@ import type { CatalogKind } from '../catalog/definition.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { UpstreamFailure } from '../upstream/failure.js'
 import type { Upstream } from '../upstream/upstream.js'
-import { callMember, type MemberAnswer, type MemberRuntime } from '../virtual/member-call.js'
+import { callMember, type MemberAnswer, type MemberRuntime } from '../upstream/ask.js'
 import {
   initializeMember,
   legacyHeaders,
@@ -114,7 +114,7 @@ const MODERN_META = {
 
 let lastId = 0
 
-/** A request's body and its raw id (the answer must carry it: virtual/member-call.ts). */
+/** A request's body and its raw id (the answer must carry it: upstream/ask.ts). */
 function request(method: string, params: Record<string, unknown>): [body: Buffer, rawId: string] {
   const rawId = JSON.stringify(`mcp-edge-pin-${++lastId}`)
   const text = `{"jsonrpc":"2.0","id":${rawId},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`

@@ -22,7 +22,7 @@ import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.j
 import { ServerBalancing } from '../upstream/balancing.js'
 import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
-import type { MemberRuntime } from '../virtual/member-call.js'
+import type { MemberRuntime } from '../upstream/ask.js'
 import { fetchDefinitions, type ServerDefinitions } from './pin-fetch.js'
 
 /** Exit codes: 0 written / no drift, 1 drift (--check), 2 usage, config or connection error. */

@@ -1,10 +1,10 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
-import { Breaker, BREAKER_DEFAULTS } from '../cache/breaker.js'
+import { Breaker, BREAKER_DEFAULTS } from '../redis/breaker.js'
 import type { GcraResult } from './gcra.js'
 import type { RateCheck } from './local.js'
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js'
-import { connectRedis } from '../cache/redis-client.js'
+import { connectRedis } from '../redis/client.js'
 
 /** Options of {@link RedisRates}. */
 export interface RedisRatesOptions {
@@ -20,7 +20,7 @@ export interface RedisRatesOptions {
 /**
  * Rate limits shared by every replica through one Redis. Never on the critical path
  * (docs/rate-limits.md §Redis): no offline queue, no retries, a short command timeout and the
- * cache's circuit breaker (cache/breaker.ts); whenever Redis cannot decide, decide() answers
+ * cache's circuit breaker (redis/breaker.ts); whenever Redis cannot decide, decide() answers
  * undefined and the caller decides locally, with the rate split between replicas.
  */
 export class RedisRates {

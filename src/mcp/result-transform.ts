@@ -1,5 +1,5 @@
 import { GatewayError, renderError, type ErrorCode } from '../errors.js'
-import type { BodyTransform } from '../upstream/forward-types.js'
+import type { BodyTransform } from './body-transform.js'
 import { isRecord } from './jsonrpc.js'
 import { findTopLevelId } from './raw-id.js'
 import { sameId } from './same-id.js'

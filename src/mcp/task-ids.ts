@@ -1,5 +1,4 @@
 import { GatewayError } from '../errors.js'
-import { UpstreamFailure } from '../upstream/failure.js'
 import { decodeHeaderValue, encodeHeaderValue } from './headers.js'
 import { isRecord, type JsonRpcMessage } from './jsonrpc.js'
 import type { ResultHook } from './result-transform.js'
@@ -104,10 +103,8 @@ function wrapField(o: Record<string, unknown>, sealer: TaskIdSealer): boolean {
   const sealed = typeof id === 'string' ? sealer.wrap(id) : undefined
   // SECURITY: a task id the gateway cannot seal is never relayed in the clear.
   if (sealed === undefined) {
-    throw new UpstreamFailure('upstream_bad_response', {
-      sent: true,
-      cause: new Error('task id not sealable'),
-    })
+    // The dispatch turns it into an upstream failure of this attempt (ProxyHandler).
+    throw new GatewayError('upstream_bad_response', 'task id not sealable')
   }
   o.taskId = sealed
   return true

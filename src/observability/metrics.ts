@@ -2,7 +2,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { ALL_METHODS } from '../mcp/methods.js'
 import { createRequestMetrics, type RequestMetrics } from './request-metrics.js'
 import { createOperationMetrics, type OperationMetrics } from './operation-metrics.js'
-import { ToolCatalog } from '../telemetry/tool-catalog.js'
+import { ToolCatalog } from './tool-labels.js'
 
 /**
  * Prometheus metrics of one gateway instance (own registry, so several gateways can live in one

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import type { AccessWriter } from '../observability/access-line.js'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 import { errorType } from '../telemetry/error-type.js'

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from 'hono'
 import { hasQueryToken, readBearer } from '../auth/bearer.js'
 import type { AuthRuntime, ServerAuth } from '../auth/compile.js'
 import { AuthFailure } from '../auth/failure.js'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 
 /**

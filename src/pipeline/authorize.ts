@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import type { Logger } from 'pino'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { peekRawId } from '../mcp/jsonrpc.js'

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { callNameOf, rewriteCall, withMcpName } from '../catalog/call.js'
 import { CATALOG_LISTS } from '../catalog/curate.js'
 import { judgeCall } from '../catalog/probe.js'

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler, Next } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 
 /**
  * A pipeline stage: hono's middleware signature, except that a stage which decides synchronously

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import { TokenExchangeFailure } from '../auth/token-exchange.js'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 
 /**

@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import { readRequestHead } from '../mcp/request-head.js'
 import type { RuntimeRef } from '../runtime/ref.js'

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import type { Context } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 
 /**
  * hono's escape hatches, in one module. hono composes the stages and routes, but the answers that

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import type { Logger } from 'pino'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import type { Limiter, LimitVerdict } from '../limits/limiter.js'
 import type { LimitKey } from '../limits/rules.js'

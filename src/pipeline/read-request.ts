@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import { isJsonMediaType } from '../mcp/request-head.js'
 import { readBody } from './read-body.js'

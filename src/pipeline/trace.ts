@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import type { Attributes } from '@opentelemetry/api'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { isRecord, parseMessage } from '../mcp/jsonrpc.js'
 import { CACHEABLE_METHODS } from '../mcp/methods.js'
 import { RequestTrace, type SpanRequest } from '../telemetry/request-trace.js'

@@ -1,7 +1,7 @@
 import type { Context } from 'hono'
 import type { Logger } from 'pino'
 import type { EdgeCache } from '../cache/edge-cache.js'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'

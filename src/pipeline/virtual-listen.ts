@@ -10,7 +10,7 @@ import {
 import type { EdgeCache } from '../cache/edge-cache.js'
 import type { Invalidation } from '../cache/key.js'
 import { ListenStream } from '../cache/listen-stream.js'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'

@@ -8,13 +8,14 @@ import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
 import { sendWithRetries } from '../upstream/attempts.js'
 import { UpstreamFailure } from '../upstream/failure.js'
-import type { BodyTransform, ForwardResult, HeaderMap } from '../upstream/forward-types.js'
+import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import type { ForwardResult } from '../upstream/forward-types.js'
 import { full, hasRoom } from '../upstream/pool.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { VirtualSession } from '../virtual/client-session.js'
 import { LegacyGetStream, SessionGone } from '../virtual/legacy-get-stream.js'
 import type { ListenMember } from '../virtual/listen-merge.js'
-import { callMember, type MemberAnswer, type MemberRequest } from '../virtual/member-call.js'
+import { callMember, type MemberAnswer, type MemberRequest } from '../upstream/ask.js'
 import {
   initializeMember,
   legacyHeaders,
@@ -213,7 +214,7 @@ function modernResult(
 
 const CACHEABLE: ReadonlySet<string> = new Set(['resources/read'])
 
-/** Sends one message of a 2025-era session to the member, collected (virtual/member-call.ts). */
+/** Sends one message of a 2025-era session to the member, collected (upstream/ask.ts). */
 function sender(member: ServerRuntime, req: MemberRequest): MemberSend {
   return async (headers, body, rawId, pin) => {
     const a = await callMember(member, {

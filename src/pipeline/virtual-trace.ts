@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { EVENT } from '../telemetry/events.js'

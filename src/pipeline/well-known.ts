@@ -1,6 +1,6 @@
 import type { Context } from 'hono'
 import { PRM_PREFIX } from '../auth/resource.js'
-import type { GatewayEnv } from '../env.js'
+import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import type { RuntimeRef } from '../runtime/ref.js'
 

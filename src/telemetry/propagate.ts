@@ -1,5 +1,5 @@
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
-import { locate } from '../virtual/rewrite.js'
+import { locate } from '../mcp/rewrite.js'
 
 /** The W3C trace context of the gateway's span, as the propagator writes it. */
 export interface TraceFields {

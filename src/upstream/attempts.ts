@@ -2,13 +2,9 @@ import type { ServerResponse } from 'node:http'
 import { GatewayError } from '../errors.js'
 import type { ServerBalancing } from './balancing.js'
 import { UpstreamFailure } from './failure.js'
-import {
-  forward,
-  type BodyTransform,
-  type ForwardResult,
-  type HeaderMap,
-  type StreamHead,
-} from './forward.js'
+import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import { forward } from './forward.js'
+import type { ForwardResult, StreamHead } from './forward-types.js'
 import type { StreamStop } from './lifecycle.js'
 import { full, hasRoom, type UpstreamPool } from './pool.js'
 import { backoffMs, RETRY_STATUSES } from './retry.js'

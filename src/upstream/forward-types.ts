@@ -1,24 +1,34 @@
 /**
- * The contract between the upstream dispatch and the code that looks at answers (list filters,
- * cache capture). It imports nothing, so `src/mcp` can implement a transform without depending on
- * `src/upstream` (the way undici keeps `types/dispatcher.d.ts` apart from its `lib/`).
+ * The contract between the attempt loop, the dispatch and their callers: one attempt's request and
+ * how it ended. Answer transforms are protocol code's (mcp/body-transform.ts).
  */
+import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import type { StreamStop } from './lifecycle.js'
+import type { Upstream } from './upstream.js'
 
-/** Rewrites or observes a response body on its way to the client. */
-export interface BodyTransform {
+/** One upstream attempt. */
+export interface ForwardRequest {
+  readonly upstream: Upstream
+  readonly method: 'POST' | 'GET' | 'DELETE'
+  readonly headers: readonly string[]
+  readonly body: Buffer | null
+  readonly headersTimeoutMs: number
+  readonly bodyTimeoutMs: number
+  /** Chooses a transform from the response head; undefined streams the body untouched. */
+  readonly transform?:
+    ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  /** Last look at the response headers before they are written (e.g. session id rewriting). */
+  readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
+  /** For long-lived streams: ends the response at the next event boundary on drain. */
+  readonly stop?: StreamStop | undefined
   /**
-   * true (SSE): the head goes out at once and output is written as it comes. false: the head
-   * waits for the first output of push() (then chunked) or for end() (then with Content-Length),
-   * so end() may still refuse the answer with a 502.
+   * For long-lived streams: once a streamed answer's head is written, forward() resolves with a
+   * StreamHead and the end is reported here, once, instead. Nothing is retried after the head, so
+   * the attempt is over; a held stream then carries only this handler (docs/design/hot-path.md
+   * §Stream memory).
    */
-  readonly streaming: boolean
-  push(chunk: Buffer): Buffer | undefined
-  /** Final bytes; may throw GatewayError when the body turned out unusable (before any output). */
-  end(): Buffer | undefined
+  readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
 }
-
-/** Response headers as undici reports them (lower-case names) and Node writes them. */
-export type HeaderMap = Record<string, string | string[] | undefined>
 
 /** How an attempt that reached the client ended. */
 export type ForwardResult =

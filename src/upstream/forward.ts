@@ -1,9 +1,6 @@
 import type { ServerResponse } from 'node:http'
-import type { ForwardResult, StreamHead } from './forward-types.js'
-import { ProxyHandler, type ForwardRequest } from './proxy-handler.js'
-
-export type { BodyTransform, ForwardResult, HeaderMap, StreamHead } from './forward-types.js'
-export type { ForwardRequest } from './proxy-handler.js'
+import type { ForwardRequest, ForwardResult, StreamHead } from './forward-types.js'
+import { ProxyHandler } from './proxy-handler.js'
 
 /**
  * Sends one request to `req.upstream` and streams the answer into `res` without buffering (SSE is

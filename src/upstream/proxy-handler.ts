@@ -2,36 +2,12 @@ import type { ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
 import { GatewayError } from '../errors.js'
 import { classifyFailure, UpstreamFailure } from './failure.js'
-import type { BodyTransform, ForwardResult, HeaderMap, StreamHead } from './forward-types.js'
+import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import type { ForwardRequest, ForwardResult, StreamHead } from './forward-types.js'
 import { HeldBody } from './held-body.js'
-import type { StreamStop } from './lifecycle.js'
 import { bodyKind, relayedHeaders } from './response-head.js'
 import { SseFramer, unansweredEvent } from './sse-framing.js'
 import type { Upstream } from './upstream.js'
-
-/** One upstream attempt. */
-export interface ForwardRequest {
-  readonly upstream: Upstream
-  readonly method: 'POST' | 'GET' | 'DELETE'
-  readonly headers: readonly string[]
-  readonly body: Buffer | null
-  readonly headersTimeoutMs: number
-  readonly bodyTimeoutMs: number
-  /** Chooses a transform from the response head; undefined streams the body untouched. */
-  readonly transform?:
-    ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
-  /** Last look at the response headers before they are written (e.g. session id rewriting). */
-  readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
-  /** For long-lived streams: ends the response at the next event boundary on drain. */
-  readonly stop?: StreamStop | undefined
-  /**
-   * For long-lived streams: once a streamed answer's head is written, forward() resolves with a
-   * StreamHead and the end is reported here, once, instead. Nothing is retried after the head, so
-   * the attempt is over; a held stream then carries only this handler (docs/design/hot-path.md
-   * §Stream memory).
-   */
-  readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
-}
 
 /** A settled promise's resolvers, kept by a held stream in place of the real ones. */
 function settledAlready(): void {}

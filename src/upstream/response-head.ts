@@ -1,5 +1,5 @@
 import { HOP_BY_HOP } from '../mcp/headers.js'
-import type { HeaderMap } from './forward-types.js'
+import type { HeaderMap } from '../mcp/body-transform.js'
 
 // SECURITY: per-user or auth-bearing response headers never cross the gateway: a backend challenge
 // would point the client at the backend's authorization server. Alt-Svc would advertise another

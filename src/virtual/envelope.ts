@@ -1,6 +1,6 @@
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import type { VirtualSession } from './client-session.js'
-import { locate } from './rewrite.js'
+import { locate } from '../mcp/rewrite.js'
 
 const MODERN = '2026-07-28'
 

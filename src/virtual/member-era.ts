@@ -14,7 +14,7 @@ export interface EraAnswer {
   readonly pin?: unknown
 }
 
-/** Sends one message to the member through its own path (virtual/member-call.ts). */
+/** Sends one message to the member through its own path (upstream/ask.ts). */
 export type MemberSend = (
   headers: readonly string[],
   body: Buffer,

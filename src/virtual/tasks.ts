@@ -2,7 +2,7 @@ import { GatewayError } from '../errors.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { taskIdOf, type TaskIdSealer } from '../mcp/task-ids.js'
 import { ownerAad, Sealer, subKey, type HandleOwner } from '../upstream/sessions.js'
-import { replaceParam } from './rewrite.js'
+import { replaceParam } from '../mcp/rewrite.js'
 
 /** Longest task id a client may present; anything longer is refused before any crypto runs. */
 const MAX_HANDLE = 1024

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { definitionDigest, modelView } from '../../../src/catalog/definition.js'
 import { renderLock } from '../../../src/catalog/lock.js'
-import { explainCommand } from '../../../src/policy/explain.js'
+import { explainCommand } from '../../../src/cli/explain.js'
 
 const FORECAST = { name: 'get_forecast', description: 'Forecast', inputSchema: { type: 'object' } }
 

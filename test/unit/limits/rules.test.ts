@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
 import { ConfigError, loadConfigFile } from '../../../src/config/load.js'
 import { clientAddress } from '../../../src/limits/client-ip.js'
-import { explainCommand } from '../../../src/policy/explain.js'
+import { explainCommand } from '../../../src/cli/explain.js'
 
 /** A config file with policies/limits.yaml; returns its path. */
 function configWith(policy: string, extra: Record<string, unknown> = {}): string {

@@ -1,6 +1,6 @@
 import { Hono, type Context } from 'hono'
 import { describe, expect, it } from 'vitest'
-import type { GatewayEnv } from '../../../src/env.js'
+import type { GatewayEnv } from '../../../src/pipeline/env.js'
 import { chain, type Stage } from '../../../src/pipeline/chain.js'
 
 /** hono's contract for a route's stages, as the pipeline relies on it, on the one-handler chain. */

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
-import { explainCommand } from '../../../src/policy/explain.js'
+import { explainCommand } from '../../../src/cli/explain.js'
 import { CursorCodec } from '../../../src/virtual/cursor.js'
 import { buildNameTable, MAX_NAME, prefixedName } from '../../../src/virtual/names.js'
 import { matchesTemplate } from '../../../src/virtual/resources.js'
-import { replaceParam } from '../../../src/virtual/rewrite.js'
+import { replaceParam } from '../../../src/mcp/rewrite.js'
 
 describe('prefixed names', () => {
   it('is <member>_<name> while it fits, else shortens the member part deterministically', () => {

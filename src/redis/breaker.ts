@@ -1,4 +1,4 @@
-import type { Clock } from './store.js'
+import type { Clock } from '../cache/store.js'
 
 /** When the shared tier is bypassed, and for how long. */
 export interface BreakerOptions {

@@ -5,8 +5,8 @@ import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { memberTargets } from '../virtual/explain-target.js'
-import type { PolicyCaller } from './compile.js'
-import type { Decision, PolicySet } from './policy.js'
+import type { PolicyCaller } from '../policy/compile.js'
+import type { Decision, PolicySet } from '../policy/policy.js'
 
 /** Exit codes of `mcp-edge explain`. */
 const EXPLAIN_EXIT = { allow: 0, invalidConfig: 1, usage: 2, deny: 3 } as const

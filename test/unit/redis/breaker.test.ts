@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Breaker } from '../../../src/cache/breaker.js'
+import { Breaker } from '../../../src/redis/breaker.js'
 
 describe('Breaker', () => {
   it('opens after N failures in a row, probes once per period, and doubles the period', () => {

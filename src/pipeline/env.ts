@@ -1,12 +1,12 @@
 import type { HttpBindings } from '@hono/node-server'
-import type { Principal } from './auth/principal.js'
-import type { McpRequestInfo } from './mcp/classify.js'
-import type { ListFilter } from './mcp/list-filter.js'
-import type { ResultHook } from './mcp/result-transform.js'
-import type { RequestHead } from './mcp/request-head.js'
-import type { GatewayRuntime, ServerRuntime } from './runtime/runtime.js'
-import type { StreamEnding } from './pipeline/stream-ending.js'
-import type { RequestTrace } from './telemetry/request-trace.js'
+import type { Principal } from '../auth/principal.js'
+import type { McpRequestInfo } from '../mcp/classify.js'
+import type { ListFilter } from '../mcp/list-filter.js'
+import type { ResultHook } from '../mcp/result-transform.js'
+import type { RequestHead } from '../mcp/request-head.js'
+import type { GatewayRuntime, ServerRuntime } from '../runtime/runtime.js'
+import type { StreamEnding } from './stream-ending.js'
+import type { RequestTrace } from '../telemetry/request-trace.js'
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
 interface GatewayVariables {

@@ -1,4 +1,4 @@
-import type { GatewayConfig } from '../config/schema.js'
+import type { GatewayConfig } from './schema.js'
 
 /**
  * What the schema cannot see about `virtualServers:` (docs/virtual-servers.md §Configuration): every

@@ -3,12 +3,12 @@ import { GatewayError } from '../errors.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { resultTransform } from '../mcp/result-transform.js'
 import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
-import { sendWithRetries } from '../upstream/attempts.js'
-import type { ServerBalancing } from '../upstream/balancing.js'
-import type { HeaderMap } from '../upstream/forward-types.js'
-import type { HandleOwner } from '../upstream/sessions.js'
-import type { Upstream } from '../upstream/upstream.js'
-import { CollectingResponse } from './collect.js'
+import { sendWithRetries } from './attempts.js'
+import type { ServerBalancing } from './balancing.js'
+import type { HeaderMap } from '../mcp/body-transform.js'
+import type { HandleOwner } from './sessions.js'
+import type { Upstream } from './upstream.js'
+import { CollectingResponse } from '../virtual/collect.js'
 
 /** What a virtual server needs of a member (a ServerRuntime has all of it). */
 export interface MemberRuntime {
@@ -23,7 +23,7 @@ export interface MemberRuntime {
 export interface MemberRequest {
   /** Built like the proxy stage's: the judged client headers, the member's own, gateway-owned ones. */
   readonly headers: readonly string[]
-  /** The judged body, or its bounded rewrite (virtual/rewrite.ts). */
+  /** The judged body, or its bounded rewrite (mcp/rewrite.ts). */
   readonly body: Buffer
   readonly method: string
   /** The request id as the client wrote it: the member's answer must carry it. */

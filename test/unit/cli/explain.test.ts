@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { explainCommand } from '../../../src/policy/explain.js'
-import { tempFolder } from './fixtures.js'
+import { explainCommand } from '../../../src/cli/explain.js'
+import { tempFolder } from '../policy/fixtures.js'
 
 const CONFIG = `
 policies: ./policies

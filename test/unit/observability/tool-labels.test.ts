@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ToolCatalog } from '../../../src/telemetry/tool-catalog.js'
+import { ToolCatalog } from '../../../src/observability/tool-labels.js'
 
 const list = (...names: unknown[]) => ({ result: { tools: names.map((name) => ({ name })) } })
 

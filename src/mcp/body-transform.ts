@@ -1,0 +1,22 @@
+/**
+ * The contract between the upstream dispatch and the code that looks at answers (list filters,
+ * cache capture, task-id seals). Protocol code implements it; `src/upstream` drives it. It imports
+ * nothing, so neither side depends on the other for it (the way undici keeps `types/` apart from
+ * its `lib/`).
+ */
+
+/** Rewrites or observes a response body on its way to the client. */
+export interface BodyTransform {
+  /**
+   * true (SSE): the head goes out at once and output is written as it comes. false: the head
+   * waits for the first output of push() (then chunked) or for end() (then with Content-Length),
+   * so end() may still refuse the answer with a 502.
+   */
+  readonly streaming: boolean
+  push(chunk: Buffer): Buffer | undefined
+  /** Final bytes; may throw GatewayError when the body turned out unusable (before any output). */
+  end(): Buffer | undefined
+}
+
+/** Response headers as undici reports them (lower-case names) and Node writes them. */
+export type HeaderMap = Record<string, string | string[] | undefined>
