@@ -1,0 +1,67 @@
+import { encodeHeaderValue } from '../mcp/headers.js'
+import { setTraceHeaders } from '../telemetry/propagate.js'
+import type { EndpointCall } from './call.js'
+
+/**
+ * What a request to a server carries besides the client's judged headers, when it is not the
+ * client's request as sent: a virtual server's member request names the member's own tool, or is
+ * a list read the gateway makes to route a call; a 2025-era session id is the backend's, unsealed.
+ */
+export interface HeaderChanges {
+  /** `Mcp-Method` of a request that is another method than the client's. */
+  readonly method?: string | undefined
+  /** `Mcp-Name`: a string replaces the client's (sent in the SEP-2243 encoding), null removes it. */
+  readonly name?: string | null | undefined
+  /** `Mcp-Session-Id`: a string replaces the client's handle, null removes it. */
+  readonly sessionId?: string | null | undefined
+}
+
+/**
+ * The upstream request headers, built here and nowhere else, for a direct request and for every
+ * member request of a virtual server alike (docs/security.md "What the gateway owns on the way
+ * out"): the judged client headers, the server's configured ones, its credentials, the
+ * gateway-owned identity headers, and the gateway span's trace context.
+ *
+ * SECURITY: every name added after `head.forward` was dropped from it whatever its case
+ * (readRequestHead with the server's HeaderRules), so each value below replaces the client's
+ * copies instead of joining them; the judged MCP-Protocol-Version, Mcp-Method and Mcp-Name stay as
+ * received unless `changes` replaces them (a config cannot name them: mcp/owned-headers.ts).
+ */
+export function forwardHeaders(
+  upstreamHeaders: readonly string[],
+  call: Pick<EndpointCall, 'head' | 'peer'>,
+  auth: string | undefined,
+  propagation: Readonly<Record<string, string>> | undefined,
+  changes: HeaderChanges | undefined,
+): string[] {
+  const head = call.head
+  let headers: string[]
+  if (changes === undefined) headers = [...head.forward]
+  else {
+    headers = []
+    for (let i = 0; i < head.forward.length; i += 2) {
+      const k = (head.forward[i] as string).toLowerCase()
+      if (k === 'mcp-method' && changes.method !== undefined) continue
+      if (k === 'mcp-name' && changes.name !== undefined) continue
+      if (k === 'mcp-session-id' && changes.sessionId !== undefined) continue
+      headers.push(head.forward[i] as string, head.forward[i + 1] as string)
+    }
+    if (changes.method !== undefined) headers.push('mcp-method', changes.method)
+    if (typeof changes.name === 'string') headers.push('mcp-name', encodeHeaderValue(changes.name))
+    if (typeof changes.sessionId === 'string') headers.push('mcp-session-id', changes.sessionId)
+  }
+  // prettier-ignore
+  headers.push(
+    ...upstreamHeaders,
+    // SECURITY: the token exchanged for this backend (RFC 8693), never the caller's own.
+    ...(auth === undefined ? [] : ['authorization', auth]),
+    // SECURITY: gateway-owned identity headers; client Forwarded / X-Forwarded-* / X-Real-IP
+    // never reach a backend.
+    'x-forwarded-for', call.peer ?? '',
+    'x-forwarded-proto', 'http',
+    'x-forwarded-host', head.host ?? '',
+  )
+  // The gateway's span is the backend's parent (docs/operations.md "Context: in and out").
+  if (propagation !== undefined) setTraceHeaders(headers, propagation)
+  return headers
+}

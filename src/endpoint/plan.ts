@@ -1,0 +1,235 @@
+import { GatewayError } from '../errors.js'
+import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import { parseMessage } from '../mcp/jsonrpc.js'
+import { listFilterHook, type ListFilter } from '../mcp/list-filter.js'
+import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
+import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
+import {
+  isTaskMethod,
+  mayCarryTaskIds,
+  openTaskRequest,
+  ownTasksListAnswer,
+  refuseTaskSubscriptions,
+  taskIdHook,
+  unknownTaskAnswer,
+  type TaskIdSealer,
+} from '../mcp/task-ids.js'
+import { bodyWithTraceContext } from '../telemetry/propagate.js'
+import type { AttemptPlan } from '../upstream/attempts.js'
+import type { ServerBalancing } from '../upstream/balancing.js'
+import type { ForwardResult } from '../upstream/forward-types.js'
+import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
+import type { Upstream } from '../upstream/upstream.js'
+import { callerKey, hashKeyOf, type EndpointCall } from './call.js'
+import { forwardHeaders, type HeaderChanges } from './headers.js'
+
+/** What a server is to the plan builder (a ServerRuntime has all of it). */
+export interface PlanServer {
+  readonly name: string
+  readonly balancing: ServerBalancing
+  readonly upstreamHeaders: readonly string[]
+  readonly classify: { readonly maxDepth: number }
+}
+
+/**
+ * A 2025-era session the gateway itself holds toward a 2025-only member of a virtual server
+ * (endpoint/era.ts): the replica it lives on, and the header list it is reached with.
+ */
+export interface HeldSession {
+  readonly pin: Upstream | undefined
+  /** The era and session headers of the session in place of the client's (spec 2025-11-25). */
+  readonly headers: (headers: readonly string[]) => string[]
+  /** The answer for a status that means the session is gone (404), in place of the body. */
+  readonly gone: BodyTransform
+}
+
+/** How a request is forwarded beyond what the call itself says. */
+export interface PlanOptions {
+  /** `Authorization` for the backend (token exchange, RFC 8693); never the caller's own. */
+  readonly auth: string | undefined
+  /** Trace context of the gateway span, for headers and `params._meta`. */
+  readonly propagation?: Readonly<Record<string, string>> | undefined
+  readonly changes?: HeaderChanges | undefined
+  /** Hooks that only read the final response (cache capture): the answer streams untouched. */
+  readonly observers?: readonly ResultHook[] | undefined
+  /** Hooks that change or take the final response: the whole answer is read (bounded). */
+  readonly rewriters?: readonly ResultHook[] | undefined
+  /** The caller's view of a list (policy, curation), applied to the answer. */
+  readonly listFilter?: ListFilter | undefined
+  /**
+   * Task ids: `own` seals and opens them with the server's own codec (its endpoint); a sealer
+   * seals the answer's ids with it, the request's having been opened already (a virtual server's
+   * member request: virtual/tasks.ts); `none` leaves them alone.
+   */
+  readonly tasks: 'own' | TaskIdSealer | 'none'
+  /** `limits.maxInspectBytes`: the most of an answer that is read. */
+  readonly maxInspectBytes: number
+  /** `cache.maxEntryBytes`: an answer only observed is not read past it. */
+  readonly maxObservedBytes?: number | undefined
+  /** Per-caller budget of long-lived streams (`limits.maxStreamsPerPrincipal`). */
+  readonly maxStreams: number
+  /** The hooks see an answer whatever its status (the gateway's own reads), not only a 200. */
+  readonly anyStatus?: boolean | undefined
+  /** A session the gateway holds toward a 2025-only member. */
+  readonly session?: HeldSession | undefined
+  /** Replaces the response-header hook (AttemptPlan.onHeaders). */
+  readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
+  readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
+  readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
+}
+
+/** A request the gateway answers itself, in the server's name (a JSON-RPC body on HTTP 200). */
+export interface InBandAnswer {
+  readonly kind: 'answer'
+  readonly outcome: string
+  readonly body: string
+}
+
+export type Planned = { readonly kind: 'plan'; readonly plan: AttemptPlan } | InBandAnswer
+
+/**
+ * planAttempt: everything about a request's way to a server that is decided once, before the
+ * attempt loop (upstream/attempts.ts) tries replicas: its headers, its 2025-era session, task ids,
+ * trace context, how the answer is read, the hash key and the stream budget. The one plan builder
+ * for every caller: a direct request, a virtual server's member request, the gateway's own reads
+ * (caddy's `prepareRequest`: done once, regardless of retries).
+ */
+export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOptions): Planned {
+  const b = server.balancing
+  const mcp = call.mcp
+  const method = call.http
+  // Handles (2025-era session ids, task ids) are sealed for this caller: its verified issuer and
+  // subject, or nobody without auth (docs/balancing.md "Legacy sessions", "Task ids").
+  const owner: HandleOwner | undefined = call.principal
+  let changes = opts.changes
+  let body = call.body
+  // Only answers that can carry a task id are rewritten for it, never a plain tools/call.
+  const tasks =
+    opts.tasks === 'none' || method !== 'POST' || !mayCarryTaskIds(mcp.method, mcp.message, body)
+      ? undefined
+      : opts.tasks === 'own'
+        ? taskSealer(b.sessions, owner)
+        : opts.tasks
+  if (opts.tasks === 'own' && tasks !== undefined && isTaskMethod(mcp.method)) {
+    const message = mcp.message ?? parseMessage(body, server.classify.maxDepth)
+    if (message.kind !== 'request')
+      throw new GatewayError('invalid_request', `${mcp.method} is a request`)
+    // SECURITY: the backend's list is per server, not per principal; it would hand the caller
+    // other principals' tasks. Without auth everyone is one principal, and the list is relayed.
+    if (mcp.method === 'tasks/list' && owner !== undefined)
+      return inBand('tasks_list_local', ownTasksListAnswer(message.rawId))
+    if (mcp.method !== 'tasks/list') {
+      const opened = openTaskRequest(message, body, call.head.name, tasks)
+      // SECURITY: a task id this caller was not given is unknown; nothing is forwarded.
+      if (opened === undefined) return inBand('task_not_found', unknownTaskAnswer(message.rawId))
+      body = opened.body
+      // Mcp-Name mirrors params.taskId (SEP-2243), where the request carries routing headers.
+      if (call.head.name !== undefined || mcp.era !== 'legacy')
+        changes = { ...changes, name: opened.upstreamId }
+    }
+  } else if (mcp.method === 'subscriptions/listen') {
+    refuseTaskSubscriptions(mcp.message ?? parseMessage(body, server.classify.maxDepth))
+  }
+  // 2025-era sessions live on one replica; the id the client holds says which (docs/balancing.md
+  // "Legacy sessions"). 2026-07-28 traffic has no sessions and never gets any of this.
+  const legacy = mcp.era === 'legacy' && opts.session === undefined
+  let pinned = opts.session?.pin
+  if (legacy && call.head.sessionId !== undefined) {
+    const session = b.sessions.open(call.head.sessionId, owner)
+    // SECURITY: unknown, malformed, tampered ids, and ids another principal opened, are refused,
+    // never guessed at; the 404 makes the client start a new session (spec 2025-11-25 §Session
+    // Management). That holds for POST, the GET stream and DELETE alike.
+    if (session === undefined) throw new GatewayError('session_not_found')
+    pinned = session.replica
+    changes = { ...changes, sessionId: session.sessionId }
+  }
+  let headers = forwardHeaders(server.upstreamHeaders, call, opts.auth, opts.propagation, changes)
+  if (opts.session !== undefined) headers = opts.session.headers(headers)
+  // Only a body the gateway parsed (and judged) gets the splice; one forwarded unparsed under
+  // trusted headers keeps the client's `_meta` (docs/security.md "Trace context in the body").
+  if (opts.propagation !== undefined && mcp.message !== undefined && method === 'POST')
+    body = bodyWithTraceContext(body, mcp.message, opts.propagation)
+  // Long-lived streams have budgets of their own, per caller here and per replica in the attempt
+  // loop, so idle streams cannot take the capacity ordinary requests need (docs/balancing.md
+  // "Streams"). Opened last: nothing after it may throw before the caller's `try` gives it back.
+  const stream = mcp.method === 'subscriptions/listen' || method === 'GET'
+  const stop = stream
+    ? b.lifecycle.openStream(callerKey(call.principal, call.peer), opts.maxStreams)
+    : undefined
+  const plan: AttemptPlan = {
+    pool: b.poolFor(mcp.targets),
+    pinned,
+    hashKey: hashKeyOf(b, call),
+    safe: mcp.kind !== 'notification' && RETRY_SAFE_METHODS.has(mcp.method ?? ''),
+    legacy,
+    owner,
+    method,
+    headers,
+    body: method === 'POST' ? body : null,
+    transform: transformOf(opts, mcp.method, tasks, mcp.message?.rawId),
+    stop,
+    upstream: undefined,
+    onHeaders: opts.onHeaders,
+    onAttempt: opts.onAttempt,
+    onStreamEnd: opts.onStreamEnd,
+  }
+  return { kind: 'plan', plan }
+}
+
+/**
+ * The answer's transform: hooks on a 200, bounded. A filter, a rewriter or a task-id seal rewrites
+ * the answer, so it must see all of it (bounded: 502 beyond); hooks that only look let the answer
+ * stream untouched and skip what is too large.
+ */
+function transformOf(
+  opts: PlanOptions,
+  method: string | undefined,
+  tasks: TaskIdSealer | undefined,
+  rawId: string | undefined,
+): AttemptPlan['transform'] {
+  const filter = opts.listFilter
+  const rewriters = opts.rewriters ?? []
+  const rewrite = filter !== undefined || tasks !== undefined || rewriters.length > 0
+  let hooks: readonly ResultHook[] = [...(opts.observers ?? []), ...rewriters]
+  if (filter !== undefined) hooks = [...hooks, listFilterHook(filter, method ?? '')]
+  // SECURITY: a backend's task id reaches the client only sealed for its caller.
+  if (tasks !== undefined) hooks = [...hooks, taskIdHook(tasks)]
+  const gone = opts.session?.gone
+  if (hooks.length === 0 && gone === undefined) return undefined
+  const max = rewrite
+    ? opts.maxInspectBytes
+    : Math.min(opts.maxInspectBytes, opts.maxObservedBytes ?? Infinity)
+  const mode = rewrite ? 'rewrite' : 'observe'
+  const anyStatus = opts.anyStatus === true || opts.session !== undefined
+  return transformFor(hooks, max, mode, rawId, gone, anyStatus)
+}
+
+// Made in a scope of its own: the transform outlives the plan for as long as a stream runs, and a
+// closure made in planAttempt would keep that whole scope (V8 gives one context to all closures
+// of a scope; docs/design/hot-path.md §Stream memory).
+function transformFor(
+  hooks: readonly ResultHook[],
+  max: number,
+  mode: 'rewrite' | 'observe',
+  rawId: string | undefined,
+  gone: BodyTransform | undefined,
+  anyStatus: boolean,
+): (status: number, h: HeaderMap) => BodyTransform | undefined {
+  return (status, h) =>
+    status === 404 && gone !== undefined
+      ? gone
+      : (status === 200 || anyStatus) && hooks.length > 0
+        ? resultTransform(String(h['content-type'] ?? ''), max, hooks, mode, rawId)
+        : undefined
+}
+
+function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskIdSealer {
+  return {
+    wrap: (id) => codec.sealTask(id, owner),
+    unwrap: (handle) => codec.openTask(handle, owner),
+  }
+}
+
+function inBand(outcome: string, body: string): InBandAnswer {
+  return { kind: 'answer', outcome, body }
+}
