@@ -11,6 +11,7 @@ import type { GatewayEnv } from '../src/pipeline/env.js'
 import { Limiter } from '../src/limits/limiter.js'
 import { compileLimit } from '../src/limits/rules.js'
 import { LimitState } from '../src/limits/state.js'
+import { createAuditLog } from '../src/observability/audit.js'
 import { createMetrics } from '../src/observability/metrics.js'
 import { rateLimit } from '../src/pipeline/rate-limit.js'
 import { clientAddress } from '../src/limits/client-ip.js'
@@ -55,7 +56,15 @@ const env = {
   outgoing: { setHeader: () => undefined },
 }
 const plain = app(undefined)
-const limited = app(rateLimit(limiter, log, createMetrics(false)))
+const limited = app(
+  rateLimit({
+    limiter,
+    audit: createAuditLog(log),
+    metrics: createMetrics(false),
+    clientAddress: clientAddress([]),
+    policyId: 'bench',
+  }),
+)
 const req = new Request('http://127.0.0.1/mcp/bench', { method: 'POST' })
 
 async function cpuPerRequest(a: Hono<GatewayEnv>): Promise<number> {

@@ -18,7 +18,7 @@ import { edgeCache } from './pipeline/edge-cache.js'
 import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
 import { rateLimit } from './pipeline/rate-limit.js'
-import { Limiter } from './limits/limiter.js'
+import { createAuditLog } from './observability/audit.js'
 import { readRequest } from './pipeline/read-request.js'
 import { virtualStage } from './pipeline/virtual.js'
 import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
@@ -78,9 +78,19 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
 
   const tracing = deps.tracing
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
-  const limits = runtime.policy?.limits ?? []
+  // One audit log for every stage, so one request's lines reach the log in order.
+  const audit = createAuditLog(deps.log, deps.access.sink)
+  const judging = { audit, metrics: deps.metrics }
+  const limiting = runtime.limiter && {
+    limiter: runtime.limiter,
+    audit,
+    metrics: deps.metrics,
+    clientAddress: runtime.clientAddress,
+    policyId: runtime.policy?.id ?? '',
+  }
   const catalogs = [...runtime.servers.values()].some((s) => s.catalog !== undefined)
-  const stages: (Stage | undefined | false)[] = [
+  // The stages every /mcp/<name> request runs through, a server's or a virtual server's alike.
+  const front: (Stage | undefined | false)[] = [
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
     frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
@@ -88,52 +98,47 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     tracing && runtime.auth && traceMark(EVENT.auth, { result: 'ok' }),
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
-    catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
-    runtime.policy && authorize(runtime.policy, deps.log, deps.metrics, deps.access.sink), // policy on named targets; list filters for lists
-    tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
-    limits.length > 0 && // per-principal limits (docs/rate-limits.md); before the cache
-      rateLimit(
-        new Limiter(limits, runtime.limitState, runtime.config.rateLimits?.replicas ?? 1),
-        deps.log,
-        deps.metrics,
-      ),
-    deps.cache && edgeCache(deps.cache, deps.log), // cacheable results served from the edge
-    tracing && deps.cache && traceCacheMiss(),
-    exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
-    proxy(deps.metrics.tools), // replica choice, streaming forward
   ]
-  // Virtual servers (docs/virtual-servers.md): judged by the same stages up to classification,
-  // then answered by the virtual stage, which applies each member's own policy, cache and path.
-  // Registered first: a virtual name is never a server name (config/load.ts).
-  if (runtime.virtualServers.size > 0) {
-    const virtual = [
-      accessLog(deps.access, deps.metrics),
-      tracing && traceRequest(tracing),
-      frontDoor(deps.ref, runtime),
-      runtime.auth && authenticate(runtime.auth),
-      readRequest(),
-      classifyRequest(),
+  const direct = chain(
+    present([
+      ...front,
+      catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
+      runtime.policy && authorize(runtime.policy, judging), // policy on named targets; list filters for lists
+      tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
+      limiting && rateLimit(limiting), // per-principal limits (docs/rate-limits.md); before the cache
+      deps.cache && edgeCache(deps.cache, deps.log), // cacheable results served from the edge
+      tracing && deps.cache && traceCacheMiss(),
+      exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
+      proxy(deps.metrics.tools), // replica choice, streaming forward
+    ]),
+    onError,
+  )
+  if (runtime.virtualServers.size === 0) {
+    app.all('/mcp/:server', direct)
+    return app
+  }
+  // Virtual servers (docs/virtual-servers.md): judged by the same front stages, then answered by
+  // the virtual stage, which reaches each member through the member's own path (endpoint/).
+  const virtual = chain(
+    present([
+      ...front,
       virtualStage({
         log: deps.log,
         metrics: deps.metrics,
         cache: deps.cache,
-        sink: deps.access.sink,
-        // Members' limits, on the routed call under the member's name (buckets live in limitState).
-        limit:
-          limits.length > 0
-            ? rateLimit(
-                new Limiter(limits, runtime.limitState, runtime.config.rateLimits?.replicas ?? 1),
-                deps.log,
-                deps.metrics,
-              )
-            : undefined,
+        judging,
+        limiting,
+        tracing: tracing !== undefined,
       }),
-    ]
-    const names = [...runtime.virtualServers.keys()].map((n) => n.replace(/\./g, '\\.'))
-    app.all(`/mcp/:server{${names.join('|')}}`, chain(present(virtual), onError))
-  }
-  // One handler per route: the stages run as one chain (pipeline/chain.ts).
-  app.all('/mcp/:server', chain(present(stages), onError))
+    ]),
+    onError,
+  )
+  const virtuals = runtime.virtualServers
+  // SECURITY: the server segment is looked up exactly: no pattern is ever built from configured
+  // names (a virtual name is never a server name: config/virtual-check.ts).
+  app.all('/mcp/:server', function route(c, next) {
+    return virtuals.has(c.req.param('server')) ? virtual(c, next) : direct(c, next)
+  })
   return app
 }
 

@@ -1,10 +1,10 @@
-import type { MemberRuntime } from '../upstream/ask.js'
+import type { AskServer } from '../endpoint/ask.js'
 import { judgeCall } from './probe.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'
 
 /** A virtual server's member with its catalog view (runtime.ts ServerRuntime has both). */
-interface CatalogMember extends MemberRuntime {
+interface CatalogMember extends AskServer {
   readonly catalog?: ServerCatalog | undefined
 }
 

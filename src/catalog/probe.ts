@@ -1,5 +1,5 @@
 import { isRecord } from '../mcp/jsonrpc.js'
-import { callMember, type MemberRuntime } from '../upstream/ask.js'
+import { ask, ownRequest, type AskServer } from '../endpoint/ask.js'
 import { decideCall, type CallName, type CallVerdict } from './call.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'
@@ -26,7 +26,7 @@ const memos = new WeakMap<PinState, Record<CatalogKind, ProbeMemo>>()
  * refused until a list was seen). Failures are swallowed: the caller refuses what is still unseen.
  */
 async function probeList(
-  server: MemberRuntime,
+  server: AskServer,
   pins: PinState,
   kind: CatalogKind,
   maxBytes: number,
@@ -49,7 +49,7 @@ async function probeList(
 }
 
 async function readAll(
-  server: MemberRuntime,
+  server: AskServer,
   pins: PinState,
   kind: CatalogKind,
   maxBytes: number,
@@ -58,23 +58,9 @@ async function readAll(
   let cursor: string | undefined
   for (let page = 0; page < MAX_PAGES; page++) {
     const body = Buffer.from(listBody(method, cursor), 'utf8')
-    // prettier-ignore
-    const headers = [
-      'content-type', 'application/json',
-      'accept', 'application/json, text/event-stream',
-      'mcp-protocol-version', '2026-07-28',
-      'mcp-method', method,
-      ...server.upstreamHeaders,
-      'content-length', String(body.length),
-    ]
-    const answer = await callMember(server, {
-      headers,
-      body,
-      method,
-      rawId: PROBE_ID,
-      targets: [],
-      owner: undefined,
-      maxBytes,
+    const answer = await ask(server, ownRequest(method, body, PROBE_ID), {
+      auth: undefined,
+      maxInspectBytes: maxBytes,
     })
     const result = answer.message.result
     if (answer.status !== 200 || !isRecord(result)) return
@@ -106,7 +92,7 @@ function listBody(method: string, cursor: string | undefined): string {
  * the server's own list first, and stays refused when that list does not settle it.
  */
 export async function judgeCall(
-  server: MemberRuntime,
+  server: AskServer,
   catalog: ServerCatalog,
   call: CallName,
   maxBytes: number,

@@ -1,23 +1,19 @@
 /**
  * Asks one configured server for every tool and prompt definition it lists, for `mcp-edge pin`
  * (docs/catalog.md §Pinning). The requests go through the same path as a virtual server's member
- * requests (upstream/ask.ts): the server's replicas, retries, health, timeouts and its
+ * requests (endpoint/ask.ts): the server's replicas, retries, health, timeouts and its
  * configured upstream headers, so the pin sees what the gateway's own credentials see. A server
  * that speaks only 2025-era protocol is asked within a session the gateway initialises
- * (virtual/member-era.ts), as virtual servers do.
+ * (endpoint/era-session.ts), as virtual servers do.
  */
 import type { CatalogKind } from '../catalog/definition.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { UpstreamFailure } from '../upstream/failure.js'
-import type { Upstream } from '../upstream/upstream.js'
-import { callMember, type MemberAnswer, type MemberRuntime } from '../upstream/ask.js'
-import {
-  initializeMember,
-  legacyHeaders,
-  sendInLegacySession,
-  type MemberSend,
-} from '../virtual/member-era.js'
-import { type MemberSession, MemberSessions } from '../virtual/member-sessions.js'
+import { ask, ownRequest, type AskServer, type ServerAnswer } from '../endpoint/ask.js'
+import { endSession, heldSession } from '../endpoint/era.js'
+import { initializeMember, sendInLegacySession, type MemberSend } from '../endpoint/era-session.js'
+import { type MemberSession, MemberSessions } from '../endpoint/member-sessions.js'
+import type { HeldSession } from '../endpoint/plan.js'
 
 const MODERN = '2026-07-28'
 /** Pages one list may have before the server counts as looping (its cursors never end). */
@@ -44,7 +40,7 @@ const LIST_METHOD: Readonly<Record<CatalogKind, string>> = {
  * PinFetchError naming the server.
  */
 export async function fetchDefinitions(
-  server: MemberRuntime,
+  server: AskServer,
   maxBytes: number,
 ): Promise<ServerDefinitions> {
   let conversation: Conversation | undefined
@@ -121,29 +117,12 @@ function request(method: string, params: Record<string, unknown>): [body: Buffer
   return [Buffer.from(text, 'utf8'), rawId]
 }
 
-/**
- * The headers of a 2026-07-28 request: what a client sends (spec basic/transports/streamable-http),
- * then the server's configured upstream headers, as pipeline/proxy.ts appends them.
- */
-function modernHeaders(server: MemberRuntime, method: string, body: Buffer): string[] {
-  // prettier-ignore
-  return [
-    'content-type', 'application/json',
-    'accept', 'application/json, text/event-stream',
-    'mcp-protocol-version', MODERN,
-    'mcp-method', method,
-    ...server.upstreamHeaders,
-    'content-length', String(body.length),
-  ]
-}
-
 type Send = (
   method: string,
-  headers: readonly string[],
   body: Buffer,
   rawId: string,
-  pinned?: Upstream,
-) => Promise<MemberAnswer>
+  session?: HeldSession,
+) => Promise<ServerAnswer>
 
 /**
  * Opens the conversation: `server/discover` in 2026-07-28, or, when the server refuses that as a
@@ -151,27 +130,18 @@ type Send = (
  * and its session (spec 2025-11-25 basic/lifecycle §Initialization; spec 2026-07-28
  * basic/versioning: a client falls back to `initialize` on such an answer).
  */
-async function open(server: MemberRuntime, maxBytes: number): Promise<Conversation> {
-  const send: Send = (method, headers, body, rawId, pinned) =>
-    callMember(server, {
-      headers,
-      body,
-      method,
-      rawId,
-      targets: [],
-      owner: undefined,
-      maxBytes,
-      pinned,
+async function open(server: AskServer, maxBytes: number): Promise<Conversation> {
+  // The gateway's own requests, planned and sent as a client's (endpoint/ask.ts).
+  const send: Send = (method, body, rawId, session) =>
+    ask(server, ownRequest(method, body, rawId), {
+      auth: undefined,
+      maxInspectBytes: maxBytes,
+      session,
     })
   const [body, rawId] = request('server/discover', { _meta: MODERN_META })
-  let answer: MemberAnswer
+  let answer: ServerAnswer
   try {
-    answer = await send(
-      'server/discover',
-      modernHeaders(server, 'server/discover', body),
-      body,
-      rawId,
-    )
+    answer = await send('server/discover', body, rawId)
   } catch (err) {
     // 2025-era servers refuse a request without a session with `"id": null`, which the id check
     // takes for another request's answer (as pipeline/virtual-members.ts notes).
@@ -185,7 +155,7 @@ async function open(server: MemberRuntime, maxBytes: number): Promise<Conversati
       capabilities: isRecord(caps) ? caps : {},
       ask: async (method, params) => {
         const [b, id] = request(method, { ...params, _meta: MODERN_META })
-        const a = await send(method, modernHeaders(server, method, b), b, id)
+        const a = await send(method, b, id)
         return resultOf(method, a.status, a.message)
       },
       close: async () => {},
@@ -201,24 +171,18 @@ function legacyRefusal(status: number | undefined): boolean {
 }
 
 /** A 2025-era session with the server, through the member-era code virtual servers use. */
-async function legacy(server: MemberRuntime, send: Send, refused: string): Promise<Conversation> {
+async function legacy(server: AskServer, send: Send, refused: string): Promise<Conversation> {
   const sessions = new MemberSessions(1)
   const via =
     (method: string): MemberSend =>
-    async (headers, body, rawId, pin) => {
-      const a = await send(method, headers, body, rawId ?? '""', pin as Upstream | undefined)
+    async (s, body, rawId, pin) => {
+      const a = await send(method, body, rawId ?? '""', heldSession(s, pin))
       return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }
     }
-  // prettier-ignore
-  const base = [
-    'content-type', 'application/json',
-    'accept', 'application/json, text/event-stream',
-    ...server.upstreamHeaders,
-  ]
   let session: MemberSession
   try {
     session = await sessions.get('pin', server.name, () =>
-      initializeMember(via('initialize'), base, undefined),
+      initializeMember(via('initialize'), undefined),
     )
   } catch (err) {
     throw new PinFetchError(
@@ -235,33 +199,13 @@ async function legacy(server: MemberRuntime, send: Send, refused: string): Promi
         server.name,
         undefined,
         via(method),
-        base,
         b,
         id,
       )
       session = a.session
       return resultOf(method, a.status, a.message ?? {})
     },
-    close: () => endSession(server, session),
-  }
-}
-
-/** DELETE of the session (spec 2025-11-25 basic/transports §Session Management); best effort. */
-async function endSession(server: MemberRuntime, session: MemberSession): Promise<void> {
-  const up = (session.pin as Upstream | undefined) ?? server.balancing.pool.upstreams[0]
-  if (up === undefined || session.sessionId === undefined) return
-  try {
-    const res = await up.dispatcher.request({
-      origin: up.origin,
-      path: up.path,
-      method: 'DELETE',
-      headers: legacyHeaders(server.upstreamHeaders, session),
-      headersTimeout: server.config.timeouts.responseHeadersMs,
-      bodyTimeout: server.config.timeouts.responseHeadersMs,
-    })
-    await res.body.dump()
-  } catch {
-    // The server forgets idle sessions on its own.
+    close: () => endSession(server, session).catch(() => undefined), // it forgets idle ones
   }
 }
 

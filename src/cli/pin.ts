@@ -22,7 +22,7 @@ import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.j
 import { ServerBalancing } from '../upstream/balancing.js'
 import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
-import type { MemberRuntime } from '../upstream/ask.js'
+import type { AskServer } from '../endpoint/ask.js'
 import { fetchDefinitions, type ServerDefinitions } from './pin-fetch.js'
 
 /** Exit codes: 0 written / no drift, 1 drift (--check), 2 usage, config or connection error. */
@@ -160,7 +160,7 @@ async function fetchAll(
     lifecycle: new Lifecycle(),
     sessionKey: sessionKey(config.legacySessions?.key).key,
   }
-  const members: MemberRuntime[] = selected.map((name) => {
+  const members: AskServer[] = selected.map((name) => {
     const cfg = config.servers[name]!
     // As runtime/runtime.ts compiles them: configured headers go upstream on every request.
     const upstreamHeaders = Object.entries(cfg.headers).flat()
@@ -168,6 +168,7 @@ async function fetchAll(
       name,
       config: cfg,
       upstreamHeaders,
+      classify: { maxDepth: config.limits.maxJsonDepth },
       balancing: new ServerBalancing(name, cfg, upstreamHeaders, ctx),
     }
   })

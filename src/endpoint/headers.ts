@@ -50,17 +50,20 @@ export function forwardHeaders(
     if (typeof changes.name === 'string') headers.push('mcp-name', encodeHeaderValue(changes.name))
     if (typeof changes.sessionId === 'string') headers.push('mcp-session-id', changes.sessionId)
   }
-  // prettier-ignore
-  headers.push(
-    ...upstreamHeaders,
-    // SECURITY: the token exchanged for this backend (RFC 8693), never the caller's own.
-    ...(auth === undefined ? [] : ['authorization', auth]),
-    // SECURITY: gateway-owned identity headers; client Forwarded / X-Forwarded-* / X-Real-IP
-    // never reach a backend.
-    'x-forwarded-for', call.peer ?? '',
-    'x-forwarded-proto', 'http',
-    'x-forwarded-host', head.host ?? '',
-  )
+  headers.push(...upstreamHeaders)
+  // SECURITY: the token exchanged for this backend (RFC 8693), never the caller's own.
+  if (auth !== undefined) headers.push('authorization', auth)
+  // SECURITY: gateway-owned identity headers; client Forwarded / X-Forwarded-* / X-Real-IP never
+  // reach a backend (readRequestHead drops them). The gateway's own requests have no client.
+  if (call.peer !== undefined)
+    headers.push(
+      'x-forwarded-for',
+      call.peer,
+      'x-forwarded-proto',
+      'http',
+      'x-forwarded-host',
+      head.host ?? '',
+    )
   // The gateway's span is the backend's parent (docs/operations.md "Context: in and out").
   if (propagation !== undefined) setTraceHeaders(headers, propagation)
   return headers

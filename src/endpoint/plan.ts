@@ -219,8 +219,15 @@ function transformFor(
     status === 404 && gone !== undefined
       ? gone
       : (status === 200 || anyStatus) && hooks.length > 0
-        ? resultTransform(String(h['content-type'] ?? ''), max, hooks, mode, rawId)
+        ? // The gateway's own reads take a typeless answer for JSON: 2025-era servers refuse a
+          // request without a session so (mcp-framework), and the refusal is what they learn from.
+          resultTransform(contentTypeOf(h, anyStatus), max, hooks, mode, rawId)
         : undefined
+}
+
+function contentTypeOf(h: HeaderMap, anyStatus: boolean): string {
+  const type = h['content-type']
+  return type === undefined && anyStatus ? 'application/json' : String(type ?? '')
 }
 
 function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskIdSealer {

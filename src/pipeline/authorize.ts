@@ -1,5 +1,4 @@
 import type { Context } from 'hono'
-import type { Logger } from 'pino'
 import type { GatewayEnv } from './env.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
@@ -7,9 +6,7 @@ import { peekRawId } from '../mcp/jsonrpc.js'
 import { chainFilters } from '../mcp/list-filter.js'
 import { LIST_ITEMS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
-import { createAuditLog } from '../observability/audit.js'
-import type { LineSink } from '../observability/line-sink.js'
-import type { GatewayMetrics } from '../observability/metrics.js'
+import { judge, type JudgeDeps } from '../endpoint/judge.js'
 import { renderDenial } from '../policy/denial.js'
 import { compilePatterns, type Matcher } from '../policy/pattern.js'
 import type { PolicySet } from '../policy/policy.js'
@@ -22,13 +19,7 @@ import type { Stage } from './chain.js'
  * which the proxy and the cache apply to the answer. Without `policies:` this stage is not mounted.
  * `policy` is the pipeline's runtime's: a policy reload makes a new runtime, and so a new pipeline.
  */
-export const authorize = (
-  policy: PolicySet,
-  log: Logger,
-  metrics: GatewayMetrics,
-  sink: LineSink | undefined,
-): Stage => {
-  const audit = createAuditLog(log, sink)
+export const authorize = (policy: PolicySet, deps: JudgeDeps): Stage => {
   return function authorize(c, next) {
     const mcp = c.get('mcp')
     const principal = c.get('principal')
@@ -65,12 +56,7 @@ export const authorize = (
     // Targets come only from a verified body or a trusted backend's header (classify stage).
     let denied: McpTarget | undefined
     for (const target of targets) {
-      const decision = policy.check(principal, server, target)
-      audit.record({ caller: principal, server, method, target, decision, policy: policy.id })
-      // `would_deny` makes a dry-run rollout visible on a dashboard, not only in the audit log.
-      const outcome = decision.dryRun ? 'would_deny' : decision.allow ? 'allow' : 'deny'
-      metrics.policyDecisions.inc({ server, decision: outcome })
-      if (!decision.allow) denied ??= target
+      if (!judge(policy, deps, principal, server, method, target).allow) denied ??= target
     }
     if (denied === undefined) return next()
     if (denied.kind === 'method') return methodNotFound(c, mcp, 'policy_denied')

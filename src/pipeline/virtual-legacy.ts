@@ -17,8 +17,8 @@ import {
   pingAnswer,
 } from '../virtual/legacy-lifecycle.js'
 import { GATEWAY_INFO } from '../virtual/merge.js'
-import { endLegacyListens, legacyListen } from './virtual-listen.js'
-import { endMemberSessions, type MemberHeaders } from './virtual-members.js'
+import { endMemberSessions } from '../endpoint/era.js'
+import { endLegacyListens, legacyListen, type MemberHeaders } from './virtual-listen.js'
 
 const MODERN = '2026-07-28'
 /** Request headers that name the era, the session or the routing: replaced when modernising. */
@@ -108,7 +108,7 @@ export async function legacyFront(
   }
   if (method === 'DELETE') {
     endLegacyListens(v, session)
-    await endMemberSessions(v, session, log)
+    await endMemberSessions(v.eras, v.members, session, log, v.name)
     c.set('outcome', 'ok')
     return { kind: 'answered', response: c.body(null, 200) }
   }

@@ -11,6 +11,7 @@ import type { EdgeCache } from '../cache/edge-cache.js'
 import type { Invalidation } from '../cache/key.js'
 import { ListenStream } from '../cache/listen-stream.js'
 import type { GatewayEnv } from './env.js'
+import { exchangeFor } from '../endpoint/exchange.js'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
@@ -27,14 +28,24 @@ import {
 import { routeResource } from '../virtual/resources.js'
 import type { NamedKind, UriKind } from '../virtual/state.js'
 import { ALREADY_SENT } from './node-response.js'
-import {
-  callerKey,
-  callInEra,
-  eraOf,
-  legacyListenMember,
-  type EraCaller,
-  type MemberHeaders,
-} from './virtual-members.js'
+import { callerKey, type EndpointCall } from '../endpoint/call.js'
+import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
+import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
+import type { MemberSession } from '../endpoint/member-sessions.js'
+import { full, hasRoom } from '../upstream/pool.js'
+import type { Upstream } from '../upstream/upstream.js'
+import { LegacyGetStream, SessionGone } from '../virtual/legacy-get-stream.js'
+import { callOf } from './endpoint-call.js'
+
+/**
+ * The headers a member request of this caller carries (endpoint/headers.ts: the judged client
+ * headers, the member's configured ones, its exchanged token, X-Forwarded-*), for `method`.
+ */
+export type MemberHeaders = (
+  member: ServerRuntime,
+  body: Buffer,
+  method: string,
+) => Promise<string[]>
 
 /** What the listen handler needs from the virtual stage. */
 export interface ListenRequest {
@@ -137,7 +148,7 @@ async function merged(
   const limits = c.get('runtime').config.limits
   const lifecycle = (v.members[0] as ServerRuntime).balancing.lifecycle
   const stop = lifecycle.openStream(
-    streamOwner(r.principal, c.env.incoming.socket.remoteAddress),
+    callerKey(r.principal, c.env.incoming.socket.remoteAddress),
     limits.maxStreamsPerPrincipal,
   )
   let untrack: (() => void) | undefined
@@ -200,12 +211,12 @@ async function listenMembers(
     async (i, signal): Promise<ListenMember> => {
       const m = v.members[i] as ServerRuntime
       const headersFor = r.headersFor
-      if (headersFor !== undefined && eraOf(v, m) === undefined)
-        await learnEra(r, m, headersFor, caller, signal).catch(() => undefined)
-      if (eraOf(v, m) === 'legacy') {
+      if (headersFor !== undefined && v.eras.of(m.name) === undefined)
+        await learnEra(r, m, caller, signal).catch(() => undefined)
+      if (v.eras.of(m.name) === 'legacy') {
         if (headersFor === undefined) throw new Error('2025-only member: not listened to')
         const headers = await headersFor(m, EMPTY, 'initialize')
-        return legacyListenMember(v, m, headers, caller)
+        return legacyListenMember(r, m, headers, caller)
       }
       const capabilities = await discoverCapabilities(endpointOf(m), signal)
       return { name: m.name, capabilities, acquire: () => lease(m) }
@@ -226,23 +237,25 @@ const REPLACED: ReadonlySet<string> = new Set([
   'last-event-id',
 ])
 
-/** One `server/discover` in the member's own era (pipeline/virtual-members.ts): its era is learnt. */
-async function learnEra(
-  r: Omit<ListenRequest, 'message' | 'rawId'>,
-  m: ServerRuntime,
-  headersFor: MemberHeaders,
-  caller: EraCaller & { readonly maxBytes: number },
-  signal: AbortSignal,
-): Promise<void> {
-  const body = Buffer.from(rpcBody(DISCOVER_ID, 'server/discover'), 'utf8')
-  // The caller's request may be a 2025-era GET: its version and Accept are not this request's.
-  const headers: string[] = []
-  const own = await headersFor(m, body, 'server/discover')
+/**
+ * A POST the gateway makes to a member for this caller (a discovery, a 2025-era `initialize`):
+ * the caller's judged headers, but the version and media types of a POST, whatever the caller's
+ * own request was (a 2025-era GET has neither).
+ */
+function postCall(
+  c: ListenRequest['c'],
+  method: string,
+  body: Buffer,
+  rawId: string,
+): EndpointCall {
+  const client = callOf(c)
+  const forward: string[] = []
+  const own = client.head.forward
   for (let i = 0; i < own.length; i += 2) {
     if (!REPLACED.has((own[i] as string).toLowerCase()))
-      headers.push(own[i] as string, own[i + 1] as string)
+      forward.push(own[i] as string, own[i + 1] as string)
   }
-  headers.push(
+  forward.push(
     'mcp-protocol-version',
     '2026-07-28',
     'content-type',
@@ -250,18 +263,44 @@ async function learnEra(
     'accept',
     'application/json, text/event-stream',
   )
-  await callInEra(
-    r.v,
+  return {
+    ...client,
+    http: 'POST',
+    body,
+    head: { ...client.head, forward },
+    mcp: {
+      ...client.mcp,
+      era: 'modern',
+      method,
+      kind: 'request',
+      targets: [],
+      message: { kind: 'request', method, params: undefined, rawId },
+    },
+  }
+}
+
+/** One `server/discover` in the member's own era (endpoint/era.ts): its era is learnt. */
+async function learnEra(
+  r: Omit<ListenRequest, 'message' | 'rawId'>,
+  m: ServerRuntime,
+  caller: EraCaller & { readonly maxBytes: number },
+  signal: AbortSignal,
+): Promise<void> {
+  const body = Buffer.from(rpcBody(DISCOVER_ID, 'server/discover'), 'utf8')
+  const call = postCall(r.c, 'server/discover', body, JSON.stringify(DISCOVER_ID))
+  const runtime = r.c.get('runtime')
+  await askInEra(
+    r.v.eras,
+    r.v.name,
     m,
     {
-      headers,
-      body,
-      method: 'server/discover',
-      rawId: JSON.stringify(DISCOVER_ID),
-      targets: [],
-      owner: r.principal,
-      maxBytes: caller.maxBytes,
-      signal,
+      call,
+      opts: {
+        auth: await exchangeFor(runtime.auth, m.name, r.principal),
+        changes: { method: 'server/discover', name: null, sessionId: null },
+        maxInspectBytes: caller.maxBytes,
+        signal,
+      },
     },
     caller,
   )
@@ -334,9 +373,100 @@ function lease(m: ServerRuntime): MemberLease {
   }
 }
 
-/** Who a stream counts against, as in pipeline/proxy.ts: verified issuer and subject, else the peer. */
-function streamOwner(p: Principal | undefined, remoteAddress: string | undefined): string {
-  return p === undefined
-    ? `addr ${remoteAddress ?? ''}`
-    : `sub ${p.issuer.length}:${p.issuer}${p.subject}`
+const GET_REPLACED: ReadonlySet<string> = new Set([
+  'accept',
+  'content-type',
+  'content-length',
+  'last-event-id',
+])
+
+function withoutHeaders(headers: readonly string[], drop: ReadonlySet<string>): string[] {
+  const out: string[] = []
+  for (let i = 0; i < headers.length; i += 2) {
+    if (drop.has((headers[i] as string).toLowerCase())) continue
+    out.push(headers[i] as string, headers[i + 1] as string)
+  }
+  return out
+}
+
+/** What a 2025-only member is asked to notify about: no `resources/subscribe` is sent to it. */
+function withoutSubscribe(caps: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const { resources, ...rest } = caps
+  if (!isRecord(resources)) return rest
+  const { subscribe: _s, ...kept } = resources
+  return { ...rest, resources: kept }
+}
+
+/**
+ * A 2025-only member as one stream of a merged listen (virtual/listen-merge.ts): its standalone
+ * GET stream (spec 2025-11-25 basic/transports §Listening for Messages from the Server), opened in
+ * the member session the caller's calls use, on the replica that holds it, counted against that
+ * replica's `maxStreams`. The caller's own session, not one the gateway shares between callers:
+ * a 2025-era server addresses notifications to a session, and may well tell only the session
+ * whose tools changed (the official SDK keeps one server instance per session). `headers` are
+ * the member request headers of the caller (pipeline/virtual.ts memberHeaders); the member
+ * session is initialised first when this process has none. A member that answers 404 for the
+ * session gets a new one on the next attempt.
+ */
+export async function legacyListenMember(
+  r: Omit<ListenRequest, 'message' | 'rawId'>,
+  member: ServerRuntime,
+  headers: readonly string[],
+  caller: EraCaller & { readonly principal: Principal | undefined; readonly maxBytes: number },
+): Promise<ListenMember> {
+  const v = r.v
+  const key = memberSessionKey(caller.session, caller.owner)
+  const runtime = r.c.get('runtime')
+  const req = {
+    call: postCall(r.c, 'initialize', EMPTY, '""'),
+    opts: {
+      auth: await exchangeFor(runtime.auth, member.name, r.principal),
+      changes: { name: null, sessionId: null },
+      maxInspectBytes: caller.maxBytes,
+    },
+  }
+  const session = (): Promise<MemberSession> => sessionFor(v.eras, member, req, caller)
+  const first = await session()
+  const timeouts = member.config.timeouts
+  return {
+    name: member.name,
+    capabilities: withoutSubscribe(first.capabilities ?? {}),
+    acquire: async () => {
+      const s = await session()
+      const pinned = s.pin as Upstream | undefined
+      if (pinned?.health.down === true) {
+        await v.eras.sessions.forget(key, member.name, s)
+        throw new GatewayError('session_not_found', 'the session is no longer available')
+      }
+      const up = pinned ?? member.balancing.pool.select(undefined, undefined, true)
+      if (!hasRoom(up, true)) throw full(true)
+      up.inFlight++
+      up.streams++
+      let released = false
+      return {
+        open: (filter, _id, onChange) => {
+          const get = withoutHeaders(legacyHeaders(headers, s), GET_REPLACED)
+          get.push('accept', 'text/event-stream')
+          const ep = {
+            url: up.url.href,
+            headers: get,
+            dispatcher: up.dispatcher,
+            headersTimeoutMs: timeouts.responseHeadersMs,
+            bodyTimeoutMs: timeouts.streamIdleMs,
+          }
+          const stream = new LegacyGetStream(ep, filter, onChange)
+          void stream.ended.then((err) =>
+            err instanceof SessionGone ? v.eras.sessions.forget(key, member.name, s) : undefined,
+          )
+          return stream
+        },
+        release: () => {
+          if (released) return
+          released = true
+          up.inFlight--
+          up.streams--
+        },
+      }
+    },
+  }
 }

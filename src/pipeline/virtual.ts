@@ -1,17 +1,23 @@
 import type { Context, MiddlewareHandler } from 'hono'
 import type { Logger } from 'pino'
 import type { Principal } from '../auth/principal.js'
-import { TokenExchangeFailure } from '../auth/token-exchange.js'
 import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
 import { authContextOf } from '../cache/key.js'
 import { cacheRequestOf } from '../cache/request.js'
-import type { GatewayEnv } from './env.js'
+import { memberBackendName, memberListView } from '../catalog/member.js'
+import { attemptEvents, callerKey, propagationOf, type EndpointCall } from '../endpoint/call.js'
+import { askInEra, streamInEra, type EraCaller } from '../endpoint/era.js'
+import { exchangeFor, exchanges } from '../endpoint/exchange.js'
+import { forwardHeaders, type HeaderChanges } from '../endpoint/headers.js'
+import { judge, type JudgeDeps } from '../endpoint/judge.js'
+import { admit, type LimitDeps } from '../endpoint/limit.js'
+import { planAttempt } from '../endpoint/plan.js'
 import { GatewayError } from '../errors.js'
 import { classify, type McpRequestInfo, type McpTarget } from '../mcp/classify.js'
 import { isRecord, peekRawId, type JsonRpcMessage } from '../mcp/jsonrpc.js'
-import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
+import { chainFilters } from '../mcp/list-filter.js'
 import { uriProblem } from '../mcp/names.js'
-import { resultTransform } from '../mcp/result-transform.js'
+import { replaceParam } from '../mcp/rewrite.js'
 import {
   mayCarryTaskIds,
   ownTasksListAnswer,
@@ -19,14 +25,12 @@ import {
   unknownTaskAnswer,
   type TaskIdSealer,
 } from '../mcp/task-ids.js'
-import { createAuditLog, type AuditLog } from '../observability/audit.js'
-import type { LineSink } from '../observability/line-sink.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
+import { EVENT } from '../telemetry/events.js'
 import { sendWithRetries } from '../upstream/attempts.js'
-import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
-import type { Upstream } from '../upstream/upstream.js'
+import type { PendingPages } from '../virtual/cursor.js'
 import { fanOut } from '../virtual/fan-out.js'
 import { itemsOf, LISTS, mergeItems, type ListSpec, type MemberPage } from '../virtual/lists.js'
 import {
@@ -36,26 +40,16 @@ import {
   mergeInstructions,
   VIRTUAL_VERSIONS,
 } from '../virtual/merge.js'
-import type { PendingPages } from '../virtual/cursor.js'
 import { routeResource } from '../virtual/resources.js'
-import { replaceParam } from '../mcp/rewrite.js'
-import { memberBackendName, memberListView } from '../catalog/member.js'
-import { chainFilters } from '../mcp/list-filter.js'
-import { encodeHeaderValue } from '../mcp/headers.js'
 import type { NamedKind } from '../virtual/state.js'
+import { legacyResult } from '../virtual/envelope.js'
 import { openMemberTask } from '../virtual/tasks.js'
+import { callOf } from './endpoint-call.js'
+import type { GatewayEnv } from './env.js'
 import { ALREADY_SENT } from './node-response.js'
 import { legacyFront, sessionOf } from './virtual-legacy.js'
-import {
-  callerKey,
-  callInEra,
-  eraOf,
-  streamInEra,
-  type EraCaller,
-  type MemberHeaders,
-} from './virtual-members.js'
-import { virtualListen } from './virtual-listen.js'
-import { memberAttempts, memberBody, memberEvents, memberTraceHeaders } from './virtual-trace.js'
+import { virtualListen, type MemberHeaders } from './virtual-listen.js'
+import { memberEvents } from './virtual-trace.js'
 
 /** What the virtual stage needs from the process. */
 export interface VirtualDeps {
@@ -63,13 +57,12 @@ export interface VirtualDeps {
   readonly metrics: GatewayMetrics
   /** The edge cache, when `cache:` is configured: members' answers are cached as on their own endpoints. */
   readonly cache: EdgeCache | undefined
-  /**
-   * The rate-limit stage (pipeline/rate-limit.ts), run around each routed call as the member's own
-   * endpoint runs it: under the member's name and the target's own name. Undefined without limits.
-   */
-  readonly limit?: MiddlewareHandler<GatewayEnv> | undefined
-  /** Hand-serialised log lines (audit), when the process log exposes its destination. */
-  readonly sink?: LineSink | undefined
+  /** The app's audit log and metrics: each member's policy decisions, as on its own endpoint. */
+  readonly judging: JudgeDeps
+  /** Each routed call counts against the member's limits (endpoint/limit.ts); none without limits. */
+  readonly limiting: LimitDeps | undefined
+  /** Whether `telemetry:` is on (policy events on the span, as on a member's endpoint). */
+  readonly tracing: boolean
 }
 
 /** One request to a virtual server, as its handler sees it. */
@@ -77,7 +70,8 @@ interface VirtualRequest {
   readonly c: Context<GatewayEnv>
   readonly v: VirtualRuntime
   readonly deps: VirtualDeps
-  readonly audit: AuditLog
+  /** The client's judged request (endpoint/call.ts); member requests are derived from it. */
+  readonly call: EndpointCall
   readonly message: JsonRpcMessage
   readonly method: string
   readonly rawId: string
@@ -121,7 +115,6 @@ const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
  * member is then reached through its own path, under its own policy (docs/virtual-servers.md).
  */
 export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> => {
-  const audit = createAuditLog(deps.log, deps.sink)
   return async function virtual(c) {
     const v = c.get('runtime').virtualServers.get(c.get('server').name) as VirtualRuntime
     // 2025-era clients: the gateway holds their session; what is left is a 2026-07-28 request.
@@ -129,7 +122,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       c.get('mcp').era === 'legacy'
         ? await legacyFront(c, v, deps.log, {
             cache: deps.cache,
-            headersFor: headersFor({ c, principal: c.get('principal') }),
+            headersFor: headersFor({ c, call: callOf(c), principal: c.get('principal') }),
           })
         : undefined
     if (legacy?.kind === 'answered') return legacy.response
@@ -138,7 +131,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       // A body the front did not parse (some member has `trustHeaders: true`): a tools/call to
       // such a member is judged on its headers, as on that member's own endpoint; any other
       // request is parsed now, exactly as a front that parses every body would have.
-      const call = trustedCall(c, v, deps, audit, mcp)
+      const call = trustedCall(c, v, deps, mcp)
       if (call !== undefined) return call
       mcp = classify(c.get('head'), c.get('body'), { ...v.front.classify, parseAlways: true })
       c.set('mcp', mcp)
@@ -160,7 +153,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       c,
       v,
       deps,
-      audit,
+      call: callOf(c),
       message,
       method,
       rawId: message.rawId,
@@ -174,72 +167,48 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
 // ---------------------------------------------------------------------------------------------
 // Reaching one member
 
-/** Who a member request is made for: what memberHeaders and exchangeFor read. */
-type Caller = Pick<VirtualRequest, 'c' | 'principal'>
+/** Who a member request is made for. */
+type Caller = Pick<VirtualRequest, 'c' | 'call' | 'principal'>
 
-/** The member request headers of this caller, for the listen streams (pipeline/virtual-listen.ts). */
-function headersFor(r: Caller): MemberHeaders {
-  return async (member, body, method) =>
-    memberHeaders(r, member, await exchangeFor(r, member), body, { method, name: null })
+/**
+ * The member request of a caller (endpoint/call.ts): the client's judged request with the
+ * member's targets and body. `method` is the member request's own (a list read to route a call).
+ */
+function memberCall(
+  r: Caller,
+  body: Buffer,
+  method: string,
+  targets: readonly McpTarget[],
+): EndpointCall {
+  const mcp = r.call.mcp
+  return { ...r.call, http: 'POST', body, mcp: { ...mcp, method, targets, kind: 'request' } }
 }
 
 /**
- * The headers a member receives, exactly as its own endpoint would send them (pipeline/proxy.ts):
- * the judged client headers, the member's configured ones, its exchanged credentials and the
- * gateway-owned X-Forwarded-*; `Mcp-Method` / `Mcp-Name` replaced when the member request is
- * another method (a list fetched to route a call) or a prefix came off the name.
+ * What the member gets beside the client's judged headers (endpoint/headers.ts): `Mcp-Method` /
+ * `Mcp-Name` replaced when the member request is another method or a prefix came off the name.
+ * SECURITY: a session id is the gateway's own (pipeline/virtual-legacy.ts), never a member's.
  */
-function memberHeaders(
-  r: Caller,
-  member: ServerRuntime,
-  auth: string | undefined,
-  body: Buffer,
-  meta: { readonly method?: string; readonly name?: string | null } = {},
-): string[] {
-  const head = r.c.get('head')
-  const headers: string[] = []
-  for (let i = 0; i < head.forward.length; i += 2) {
-    const k = (head.forward[i] as string).toLowerCase()
-    // SECURITY: a session id is the gateway's own (pipeline/virtual-legacy.ts), never a member's.
-    if (k === 'content-length' || k === 'mcp-session-id') continue
-    if (k === 'mcp-method' && meta.method !== undefined) continue
-    if (k === 'mcp-name' && meta.name !== undefined) continue
-    headers.push(head.forward[i] as string, head.forward[i + 1] as string)
-  }
-  if (meta.method !== undefined) headers.push('mcp-method', meta.method)
-  if (typeof meta.name === 'string') headers.push('mcp-name', encodeHeaderValue(meta.name))
-  // prettier-ignore
-  headers.push(
-    ...member.upstreamHeaders,
-    // SECURITY: the token exchanged for this member (RFC 8693), never the caller's own.
-    ...(auth === undefined ? [] : ['authorization', auth]),
-    // SECURITY: gateway-owned identity headers, as for a direct request.
-    'x-forwarded-for', r.c.env.incoming.socket.remoteAddress ?? '',
-    'x-forwarded-proto', 'http',
-    'x-forwarded-host', head.host ?? '',
-    'content-length', String(body.length),
-  )
-  memberTraceHeaders(r.c, headers)
-  return headers
+function memberChanges(method: string | undefined, name: string | null | undefined): HeaderChanges {
+  return { method, name, sessionId: null }
 }
 
-/** The member's upstream credentials by token exchange, when it has `tokenExchange`. */
-async function exchangeFor(r: Caller, member: ServerRuntime): Promise<string | undefined> {
-  const exchanger = r.c.get('runtime').auth?.servers.get(member.name)?.exchanger
-  if (exchanger === undefined) return undefined
-  // SECURITY: fail closed, as pipeline/exchange-token.ts does.
-  if (r.principal === undefined) throw new GatewayError('token_exchange_failed', 'no caller token')
-  try {
-    return `Bearer ${await exchanger.exchange(r.principal.token)}`
-  } catch (err) {
-    if (!(err instanceof TokenExchangeFailure)) throw err
-    throw new GatewayError('token_exchange_failed', { cause: err })
-  }
+/** The member request headers of this caller, for the listen streams (pipeline/virtual-listen.ts). */
+function headersFor(r: Caller): MemberHeaders {
+  return async (member, _body, method) =>
+    forwardHeaders(
+      member.upstreamHeaders,
+      r.call,
+      await exchangeFor(r.c.get('runtime').auth, member.name, r.principal),
+      propagationOf(r.call),
+      memberChanges(method, null),
+    )
 }
 
 /**
  * One member's answer to a read (discover, a list page), from the edge cache when it holds one,
- * else through the member's attempt loop, and stored as the member's own endpoint would store it.
+ * else through the member's own path in its era (endpoint/era.ts), and stored as the member's
+ * own endpoint would store it.
  */
 async function askMember(
   r: VirtualRequest,
@@ -262,21 +231,22 @@ async function askMember(
   }
   const generation =
     cache === undefined || cached === undefined ? 0 : cache.generation(cached.server)
-  const auth = await exchangeFor(r, member)
-  // The cache key above is the client's request; the member gets the gateway's trace context.
-  const sent = memberBody(r.c, body, r.message)
-  const answer = await callInEra(
-    r.v,
+  const runtime = r.c.get('runtime')
+  const call = memberCall(r, body, method, [])
+  const answer = await askInEra(
+    r.v.eras,
+    r.v.name,
     member,
     {
-      headers: memberHeaders(r, member, auth, sent, { method, name: null }),
-      body: sent,
-      method,
-      rawId: r.rawId,
-      targets: [],
-      owner: r.principal,
-      maxBytes: r.c.get('runtime').config.limits.maxInspectBytes,
-      signal,
+      call,
+      opts: {
+        auth: await exchangeFor(runtime.auth, member.name, r.principal),
+        // The cache key above is the client's request; the member gets the gateway's trace context.
+        propagation: propagationOf(call),
+        changes: memberChanges(method, null),
+        maxInspectBytes: runtime.config.limits.maxInspectBytes,
+        signal,
+      },
     },
     eraCaller(r),
   )
@@ -669,7 +639,6 @@ function trustedCall(
   c: Context<GatewayEnv>,
   v: VirtualRuntime,
   deps: VirtualDeps,
-  audit: AuditLog,
   mcp: McpRequestInfo,
 ): Promise<Response> | undefined {
   const target = mcp.targets[0]
@@ -681,7 +650,11 @@ function trustedCall(
   // SECURITY: only for a member whose own endpoint trusts headers: it refuses a body that names
   // another tool than Mcp-Name (spec 2026-07-28 basic/transports/streamable-http §Server
   // Validation), so what it runs is the tool its policy allowed here.
-  if (!member.config.trustHeaders || member.catalog !== undefined || eraOf(v, member) !== 'modern')
+  if (
+    !member.config.trustHeaders ||
+    member.catalog !== undefined ||
+    v.eras.of(member.name) !== 'modern'
+  )
     return undefined
   const body = c.get('body')
   if (mayCarryTaskIds('tools/call', undefined, body)) return undefined
@@ -689,7 +662,7 @@ function trustedCall(
     c,
     v,
     deps,
-    audit,
+    call: callOf(c),
     message: UNREAD_CALL,
     method: 'tools/call',
     rawId: 'null', // never read on this path: a denial peeks the id, errors do (app.ts)
@@ -702,10 +675,10 @@ function trustedCall(
 }
 
 /**
- * Runs `send` inside the members' rate limits: the limit stage sees the member as the server and
- * the member's own target, so a limit on `weather`'s tools counts the same calls whichever endpoint
- * they come through (docs/rate-limits.md). A task follow-up names no target, as on the member's
- * own endpoint. Over a limit it throws 429 and nothing is forwarded.
+ * Runs `send` inside the member's rate limits (endpoint/limit.ts), with the member and its own
+ * target passed as they are on its own endpoint, so a limit on `weather`'s tools counts the same
+ * calls whichever endpoint they come through (docs/rate-limits.md). A task follow-up names no
+ * target, as on the member's own endpoint. Over a limit it throws 429 and nothing is forwarded.
  */
 function limited(
   r: VirtualRequest,
@@ -713,35 +686,32 @@ function limited(
   target: McpTarget | undefined,
   send: () => Promise<Response>,
 ): Promise<Response> {
-  const limit = r.deps.limit
+  const limiting = r.deps.limiting
   // Without limits, no async frame of its own: a routed call is on the hot path.
-  return limit === undefined ? send() : limitedBy(limit, r, member, target, send)
+  return limiting === undefined ? send() : limitedBy(limiting, r, member, target, send)
 }
 
 async function limitedBy(
-  limit: MiddlewareHandler<GatewayEnv>,
+  limiting: LimitDeps,
   r: VirtualRequest,
   member: ServerRuntime,
   target: McpTarget | undefined,
   send: () => Promise<Response>,
 ): Promise<Response> {
-  const c = r.c
-  const own = c.get('server')
-  const mcp = c.get('mcp')
-  let res: Response | undefined
-  c.set('server', member)
-  c.set('mcp', { ...mcp, targets: target === undefined ? [] : [target] })
-  try {
-    await limit(c, async () => {
-      c.set('server', own)
-      c.set('mcp', mcp)
-      res = await send()
-    })
-  } finally {
-    c.set('server', own)
-    c.set('mcp', mcp)
+  const req = {
+    principal: r.principal,
+    peer: r.call.peer,
+    headers: r.call.headers,
+    method: r.method,
   }
-  return res as Response
+  const verdict = await admit(limiting, req, member.name, target === undefined ? [] : [target])
+  const out = r.c.env.outgoing
+  for (const name in verdict.headers) out.setHeader(name, verdict.headers[name] as string)
+  try {
+    return await send()
+  } finally {
+    verdict.release?.()
+  }
 }
 
 /** The member and own name of an exposed name; a list fetch when the map is not fresh. */
@@ -848,23 +818,14 @@ async function routeUri(r: VirtualRequest, uri: string): Promise<ServerRuntime |
 
 /**
  * The member's own policy decides (docs/virtual-servers.md §Policy): exactly what its endpoint
- * would allow, checked on its own name, audited under its own server name.
+ * would allow, checked on its own name, audited under its own server name (endpoint/judge.ts).
  */
 function allowed(r: VirtualRequest, member: ServerRuntime, target: McpTarget): boolean {
   const policy = r.c.get('runtime').policy
   if (policy === undefined) return true
-  const decision = policy.check(r.principal, member.name, target)
-  r.audit.record({
-    caller: r.principal,
-    server: member.name,
-    method: r.method,
-    target,
-    decision,
-    policy: policy.id,
-  })
-  const outcome = decision.dryRun ? 'would_deny' : decision.allow ? 'allow' : 'deny'
-  r.deps.metrics.policyDecisions.inc({ server: member.name, decision: outcome })
-  return decision.allow
+  const allow = judge(policy, r.deps.judging, r.principal, member.name, r.method, target).allow
+  if (allow && r.deps.tracing) r.call.trace?.event(EVENT.policy, { decision: 'allow' })
+  return allow
 }
 
 /** What a server answers for a target it does not have (policy/denial.ts), in the exposed name. */
@@ -874,8 +835,9 @@ function denied(r: VirtualRequest, target: McpTarget, outcome = 'policy_denied')
 }
 
 /**
- * Streams the member's answer to the client through the member's attempt loop, as its own
- * endpoint's proxy stage does: nothing is buffered (progress and SSE pass as they come).
+ * Streams the member's answer to the client through the member's own path, as its own endpoint's
+ * proxy stage does (endpoint/plan.ts, or endpoint/era.ts for a 2025-only member): nothing is
+ * buffered (progress and SSE pass as they come).
  */
 async function forwardTo(
   r: VirtualRequest,
@@ -886,83 +848,60 @@ async function forwardTo(
   /** Seals the task ids of the answer for this member and caller (mcp/task-ids.ts). */
   tasks?: TaskIdSealer,
 ): Promise<Response> {
-  const judged = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
-  // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
-  const body = memberBody(r.c, judged, r.message)
+  const body = text === r.text ? r.c.get('body') : Buffer.from(text, 'utf8')
+  const runtime = r.c.get('runtime')
   // No await (a microtask turn per call) unless the member exchanges tokens.
-  const exchanges = r.c.get('runtime').auth?.servers.get(member.name)?.exchanger !== undefined
-  const auth = exchanges ? await exchangeFor(r, member) : undefined
+  const auth = exchanges(runtime.auth, member.name)
+    ? await exchangeFor(runtime.auth, member.name, r.principal)
+    : undefined
   // A member's era is learnt from its discovery before the first call is streamed to it.
-  let era = eraOf(r.v, member)
-  if (era === undefined) {
+  if (r.v.eras.of(member.name) === undefined) {
     const probe = readBody(r, 'server/discover', undefined)
     const signal = AbortSignal.timeout(r.v.config.fanOutTimeoutMs)
     await askMember(r, member, 'server/discover', probe, signal).catch(() => undefined)
-    era = eraOf(r.v, member)
   }
-  if (era === 'legacy') {
+  const call = memberCall(r, body, r.method, targets)
+  const opts = {
+    auth,
+    // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
+    propagation: propagationOf(call),
+    changes: memberChanges(undefined, name),
+    maxInspectBytes: runtime.config.limits.maxInspectBytes,
+    onAttempt: attemptEvents(call),
+  }
+  const res = r.c.env.outgoing
+  if (r.v.eras.of(member.name) === 'legacy') {
     // A 2025-only member is answered within its session, streamed as it answers, its result given
     // `resultType` for a 2026-07-28 client (docs/virtual-servers.md "2025-only members").
-    const headers = memberHeaders(r, member, auth, body, name === undefined ? {} : { name })
-    const limits = r.c.get('runtime').config.limits
     const { result, upstream } = await streamInEra(
-      r.c.env.outgoing,
-      r.v,
+      res,
+      r.v.eras,
       member,
-      {
-        headers,
-        body,
-        method: r.method,
-        rawId: r.rawId,
-        targets,
-        owner: r.principal,
-        maxBytes: limits.maxInspectBytes,
-        onAttempt: memberAttempts(r.c),
-      },
+      { call, opts },
       eraCaller(r),
-      // SECURITY: a member's task id reaches the client only sealed with its member.
-      tasks === undefined ? [] : [taskIdHook(tasks)],
+      tasks,
     )
     if (upstream !== undefined) r.c.set('upstreamId', upstream.id)
     r.c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
     return ALREADY_SENT
   }
-  const b = member.balancing
-  const plan = {
-    pool: b.poolFor(targets),
-    pinned: undefined,
-    hashKey: hashKeyOf(r, member),
-    safe: RETRY_SAFE_METHODS.has(r.method),
-    legacy: false,
-    owner: r.principal,
-    method: 'POST' as const,
-    headers: memberHeaders(r, member, auth, body, name === undefined ? {} : { name }),
-    body,
-    transform: tasks === undefined ? undefined : sealingTransform(r, tasks),
-    stop: undefined,
-    upstream: undefined as Upstream | undefined,
-    onAttempt: memberAttempts(r.c),
-  }
+  const planned = planAttempt(member, call, {
+    ...opts,
+    // A 2025-era client gets the result its era has, as from the member's own endpoint.
+    rewriters: sessionOf(r.c) === undefined ? undefined : [legacyResult],
+    // SECURITY: a member's task id reaches the client only sealed with its member.
+    tasks: tasks ?? 'none',
+    maxStreams: runtime.config.limits.maxStreamsPerPrincipal,
+  })
+  if (planned.kind === 'answer') return inBand(r, planned.outcome, planned.body)
+  const plan = planned.plan
   try {
-    const result = await sendWithRetries(r.c.env.outgoing, b, plan)
+    const result = await sendWithRetries(res, member.balancing, plan)
     r.c.set('outcome', result.kind === 'done' ? 'ok' : result.kind)
     return ALREADY_SENT
   } finally {
     if (plan.upstream !== undefined) r.c.set('upstreamId', plan.upstream.id)
   }
-}
-
-/** The answer's final response with its task ids sealed; JSON or SSE, bounded (502 beyond). */
-function sealingTransform(
-  r: VirtualRequest,
-  tasks: TaskIdSealer,
-): (status: number, h: HeaderMap) => BodyTransform | undefined {
-  const max = r.c.get('runtime').config.limits.maxInspectBytes
-  const hooks = [taskIdHook(tasks)]
-  return (status, h) =>
-    status === 200
-      ? resultTransform(String(h['content-type'] ?? ''), max, hooks, 'rewrite', r.rawId)
-      : undefined
 }
 
 const SEEN = { sse: false } as const
@@ -1079,15 +1018,6 @@ function inBand(r: VirtualRequest, outcome: string, text: string): Response {
   return r.c.body(text, 200, { 'content-type': 'application/json' })
 }
 
-/** The member's `balance: {hash}` key, read as its own endpoint reads it. */
-function hashKeyOf(r: VirtualRequest, member: ServerRuntime): string | undefined {
-  const hash = member.balancing.hash
-  if (hash === undefined) return undefined
-  const v =
-    hash.from === 'header' ? r.c.env.incoming.headers[hash.name] : r.principal?.claims[hash.name]
-  return typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined
-}
-
 function valueAt(root: unknown, path: readonly string[]): unknown {
   let cur = root
   for (const k of path) {
@@ -1097,11 +1027,11 @@ function valueAt(root: unknown, path: readonly string[]): unknown {
   return cur
 }
 
-/** Whose member sessions a request to a 2025-only member uses (pipeline/virtual-members.ts). */
-function eraCaller(r: VirtualRequest): EraCaller {
+/** Whose member sessions a request to a 2025-only member uses (endpoint/era.ts). */
+function eraCaller(r: Caller & Pick<VirtualRequest, 'deps'>): EraCaller {
   return {
     session: sessionOf(r.c),
-    owner: callerKey(r.principal, r.c.env.incoming.socket.remoteAddress),
+    owner: callerKey(r.principal, r.call.peer),
     log: r.deps.log,
   }
 }

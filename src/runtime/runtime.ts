@@ -6,6 +6,7 @@ import type { ServerCatalog } from '../catalog/curate.js'
 import type { DriftReporter } from '../catalog/pin-state.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import { clientAddress, type ClientAddress } from '../limits/client-ip.js'
+import { Limiter } from '../limits/limiter.js'
 import { LimitState } from '../limits/state.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import { BODY_TARGET_METHODS, CACHEABLE_METHODS } from '../mcp/methods.js'
@@ -60,6 +61,8 @@ export interface GatewayRuntime {
   readonly auth: AuthRuntime | undefined
   /** Rate-limit buckets and in-flight counts; they outlive reloads (docs/rate-limits.md). */
   readonly limitState: LimitState
+  /** The policy's `limits:` compiled once, over limitState; undefined without any. */
+  readonly limiter: Limiter | undefined
   /** `key: ip`: the client address, through `trustedProxies` only. */
   readonly clientAddress: ClientAddress
 }
@@ -176,6 +179,8 @@ export function createRuntime(
     virtualServers.set(name, compileVirtualRuntime(name, cfg, servers, key.key, config))
   }
   log.debug({ servers: [...servers.keys()] }, 'runtime compiled')
+  const limitState = limitStateFor(config, log, shared)
+  const limits = policy?.limits ?? []
   return {
     config,
     servers,
@@ -183,7 +188,11 @@ export function createRuntime(
     allowedHosts: config.allowedHosts === undefined ? undefined : new Set(config.allowedHosts),
     auth: compileAuth(config, dir, shared.auth), // key files resolve against the config's folder
     policy,
-    limitState: limitStateFor(config, log, shared),
+    limitState,
+    limiter:
+      limits.length === 0
+        ? undefined
+        : new Limiter(limits, limitState, config.rateLimits?.replicas ?? 1),
     clientAddress: clientAddress(config.trustedProxies),
   }
 }

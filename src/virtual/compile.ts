@@ -1,4 +1,5 @@
 import type { VirtualServerConfig } from '../config/schema.js'
+import { MemberEras } from '../endpoint/era.js'
 import { compilePattern, type Matcher } from '../policy/pattern.js'
 import { CursorCodec } from './cursor.js'
 import { MergedCache } from './merged-cache.js'
@@ -18,6 +19,8 @@ export interface VirtualCore {
   readonly resourceRoute: (uri: string) => number | undefined
   /** Merged answers, when `cache:` is configured. */
   readonly merged: MergedCache | undefined
+  /** The members' eras, and the sessions held toward 2025-only ones (endpoint/era.ts). */
+  readonly eras: MemberEras
 }
 
 /** Compiles one `virtualServers.<name>` entry; `key` is the handle key (upstream/sessions.ts). */
@@ -43,5 +46,6 @@ export function compileVirtual(
     // Config order: the first pattern that matches decides.
     resourceRoute: (uri) => routes.find(([match]) => match(uri))?.[1],
     merged: maxTtlMs === undefined ? undefined : new MergedCache(maxTtlMs),
+    eras: new MemberEras(),
   }
 }

@@ -56,3 +56,24 @@ export function modernise(
     message: { ...message, params: { ...(params ?? {}), _meta: envelope } },
   }
 }
+
+const SERVER_INFO = 'io.modelcontextprotocol/serverInfo'
+
+/**
+ * A 2026-07-28 member's result as a 2025-era client of the virtual server gets it: without the
+ * fields its era does not have (`resultType`, `ttlMs`, `cacheScope`, `_meta` serverInfo), as the
+ * member's own endpoint answers a 2025-era request. Clients that turn any result `_meta` into
+ * content (LangChain's adapters) would otherwise show the gateway's bookkeeping to a model.
+ */
+export function legacyResult(
+  message: Record<string, unknown>,
+): Record<string, unknown> | undefined {
+  const result = message.result
+  if (!isRecord(result)) return undefined
+  const { resultType: _r, ttlMs: _t, cacheScope: _c, _meta, ...rest } = result
+  if (isRecord(_meta)) {
+    const { [SERVER_INFO]: _s, ...meta } = _meta
+    if (Object.keys(meta).length > 0) rest._meta = meta
+  } else if (_meta !== undefined) rest._meta = _meta
+  return { ...message, result: rest }
+}

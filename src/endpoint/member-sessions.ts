@@ -8,6 +8,8 @@ export interface MemberSession {
   readonly version: string
   /** What the member said it can do (its `initialize` result), for the merged discovery. */
   readonly capabilities?: Readonly<Record<string, unknown>> | undefined
+  /** The member's `instructions` (its `initialize` result), for the merged discovery. */
+  readonly instructions?: string | undefined
   /** The member replica that holds the session: later requests go there (pinned). */
   readonly pin?: unknown
 }

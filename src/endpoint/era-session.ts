@@ -1,4 +1,3 @@
-import type { VirtualSession } from './client-session.js'
 import type { MemberSession, MemberSessions } from './member-sessions.js'
 
 /** The era a member speaks: 2026-07-28 (sessionless), or only 2025 (`initialize` and a session). */
@@ -14,9 +13,23 @@ export interface EraAnswer {
   readonly pin?: unknown
 }
 
-/** Sends one message to the member through its own path (upstream/ask.ts). */
+/** The gateway's 2025-era client session (virtual/client-session.ts), as far as members see it. */
+export interface ClientSession {
+  readonly id: string
+  readonly version: string
+  readonly capabilities: Readonly<Record<string, unknown>>
+  readonly clientInfo: { readonly name: string; readonly version: string }
+}
+
+/** The era and session a message goes in: what legacyHeaders puts on its header list. */
+export type SessionHeaders = Pick<MemberSession, 'sessionId' | 'version'>
+
+/**
+ * Sends one message to the member through its own path (endpoint/ask.ts), its header list
+ * carrying `session` (legacyHeaders), to the replica `pin` when set.
+ */
 export type MemberSend = (
-  headers: readonly string[],
+  session: SessionHeaders,
   body: Buffer,
   rawId: string | undefined,
   pin?: unknown,
@@ -39,12 +52,12 @@ const ERA_HEADERS: ReadonlySet<string> = new Set([
  * has none), one per caller, so the gateway's session toward a 2025-only member is never shared
  * between principals (docs/virtual-servers.md "2025-era clients").
  */
-export function memberSessionKey(client: VirtualSession | undefined, owner: string): string {
+export function memberSessionKey(client: ClientSession | undefined, owner: string): string {
   return client === undefined ? `modern\0${owner}` : `session\0${client.id}`
 }
 
 /** The header list for a 2025-only member: era and session headers replaced (spec 2025-11-25). */
-export function legacyHeaders(headers: readonly string[], session: MemberSession): string[] {
+export function legacyHeaders(headers: readonly string[], session: SessionHeaders): string[] {
   const out: string[] = []
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i] as string
@@ -63,8 +76,7 @@ export function legacyHeaders(headers: readonly string[], session: MemberSession
  */
 export async function initializeMember(
   send: MemberSend,
-  headers: readonly string[],
-  client: VirtualSession | undefined,
+  client: ClientSession | undefined,
 ): Promise<MemberSession> {
   const version = client?.version ?? DEFAULT_LEGACY_VERSION
   const params = {
@@ -72,26 +84,27 @@ export async function initializeMember(
     capabilities: client?.capabilities ?? {},
     clientInfo: client?.clientInfo ?? { name: 'mcp-edge', version: '0.1.0' },
   }
-  const base = legacyHeaders(headers, { sessionId: undefined, version })
   const init = Buffer.from(
     JSON.stringify({ jsonrpc: '2.0', id: INIT_ID, method: 'initialize', params }),
   )
-  const answer = await send(base, init, JSON.stringify(INIT_ID))
+  const answer = await send({ sessionId: undefined, version }, init, JSON.stringify(INIT_ID))
   const result = answer.message?.result
   if (answer.status !== 200 || typeof result !== 'object' || result === null)
     throw new Error(`member refused initialize (HTTP ${answer.status})`)
   const agreed = (result as Record<string, unknown>).protocolVersion
   const caps = (result as Record<string, unknown>).capabilities
+  const instructions = (result as Record<string, unknown>).instructions
   const session: MemberSession = {
     sessionId: answer.sessionId,
     version: typeof agreed === 'string' ? agreed : version,
     capabilities:
       typeof caps === 'object' && caps !== null ? (caps as Record<string, unknown>) : {},
+    instructions: typeof instructions === 'string' ? instructions : undefined,
     pin: answer.pin,
   }
   const note = Buffer.from('{"jsonrpc":"2.0","method":"notifications/initialized"}')
   // A notification is answered 202 without a body; what matters is that it was delivered.
-  await send(legacyHeaders(headers, session), note, undefined, session.pin).catch(() => undefined)
+  await send(session, note, undefined, session.pin).catch(() => undefined)
   return session
 }
 
@@ -105,15 +118,14 @@ export async function sendInLegacySession(
   sessions: MemberSessions,
   key: string,
   member: string,
-  client: VirtualSession | undefined,
+  client: ClientSession | undefined,
   send: MemberSend,
-  headers: readonly string[],
   body: Buffer,
   rawId: string,
 ): Promise<EraAnswer & { readonly session: MemberSession }> {
   for (let attempt = 0; ; attempt++) {
-    const session = await sessions.get(key, member, () => initializeMember(send, headers, client))
-    const answer = await send(legacyHeaders(headers, session), body, rawId, session.pin)
+    const session = await sessions.get(key, member, () => initializeMember(send, client))
+    const answer = await send(session, body, rawId, session.pin)
     if (answer.status !== 404 || attempt > 0) return { ...answer, session }
     await sessions.forget(key, member, session)
   }

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest'
-import type { VirtualSession } from '../../../src/virtual/client-session.js'
+import type { ClientSession } from '../../../src/endpoint/era-session.js'
 import {
   legacyHeaders,
   memberSessionKey,
   sendInLegacySession,
   type EraAnswer,
-} from '../../../src/virtual/member-era.js'
-import { MemberSessions } from '../../../src/virtual/member-sessions.js'
+  type SessionHeaders,
+} from '../../../src/endpoint/era-session.js'
+import { MemberSessions } from '../../../src/endpoint/member-sessions.js'
 
-const CLIENT: VirtualSession = {
+const CLIENT: ClientSession = {
   id: 'abc',
   version: '2025-06-18',
   capabilities: { roots: {} },
@@ -34,7 +35,9 @@ function legacyMember() {
   const sent: { headers: string[]; body: Record<string, unknown> }[] = []
   const known = new Set<string>()
   let next = 0
-  const send = async (headers: readonly string[], body: Buffer): Promise<EraAnswer> => {
+  // The header list the member path sends: the member headers with the session's put on.
+  const send = async (session: SessionHeaders, body: Buffer): Promise<EraAnswer> => {
+    const headers = legacyHeaders(HEADERS, session)
     const msg = JSON.parse(body.toString()) as Record<string, unknown>
     sent.push({ headers: [...headers], body: msg })
     const h = new Map<string, string>()
@@ -77,8 +80,8 @@ describe('2025-only members', () => {
     const body = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call"}')
     const key = memberSessionKey(CLIENT, 'sub alice')
     const [a, b] = await Promise.all([
-      sendInLegacySession(sessions, key, 'tickets', CLIENT, m.send, HEADERS, body, '1'),
-      sendInLegacySession(sessions, key, 'tickets', CLIENT, m.send, HEADERS, body, '1'),
+      sendInLegacySession(sessions, key, 'tickets', CLIENT, m.send, body, '1'),
+      sendInLegacySession(sessions, key, 'tickets', CLIENT, m.send, body, '1'),
     ])
     expect(a.message?.result).toEqual({ ok: 's0' })
     expect(b.message?.result).toEqual({ ok: 's0' })
@@ -97,18 +100,9 @@ describe('2025-only members', () => {
     const sessions = new MemberSessions()
     const body = Buffer.from('{"jsonrpc":"2.0","id":7,"method":"tools/list"}')
     const key = memberSessionKey(undefined, 'addr 127.0.0.1')
-    await sendInLegacySession(sessions, key, 'tickets', undefined, m.send, HEADERS, body, '7')
+    await sendInLegacySession(sessions, key, 'tickets', undefined, m.send, body, '7')
     m.known.clear() // the member restarted
-    const again = await sendInLegacySession(
-      sessions,
-      key,
-      'tickets',
-      undefined,
-      m.send,
-      HEADERS,
-      body,
-      '7',
-    )
+    const again = await sendInLegacySession(sessions, key, 'tickets', undefined, m.send, body, '7')
     expect(again.status).toBe(200)
     expect(again.message?.result).toEqual({ ok: 's1' })
     const ended = await sessions.end(key)
