@@ -79,33 +79,7 @@ type Cell = `${ClientName | '*'} ${MemberName} ${Op}`
  * line stands for every client; a line naming a client is looked up first. Delete a line once
  * its fix lands (or narrow a `*` line to the clients that still fail), and the cell runs as `it`.
  */
-const KNOWN_FAILURES: Partial<Record<Cell, string>> = {
-  // fastmcp is learnt to be 2025-only, but the gateway forwards the 2026-07-28 `_meta` envelope
-  // (io.modelcontextprotocol/protocolVersion …) into its session; mcp-proxy routes such a body
-  // to its modern leg, which answers 400 server_missing_modern_protocol_support.
-  '* fastmcp tools/list': 'left out of the merged list (upstream_bad_response)',
-  '* fastmcp prompts/list': 'left out of the merged list (upstream_bad_response)',
-  '* fastmcp resources/list': 'left out of the merged list (upstream_bad_response)',
-  '* fastmcp tools/call': '-32602 Unknown tool: fastmcp_echo',
-  '* fastmcp tools/call with progress': '-32602 Unknown tool: fastmcp_count',
-  '* fastmcp prompts/get': '-32602 Unknown prompt: fastmcp_greet',
-  '* fastmcp resources/read': '-32602 Resource not found: fastmcp://info',
-  '* fastmcp completion/complete': '-32602 Unknown prompt: fastmcp_greet',
-  // mcp-framework refuses a 2026-07-28 request with 400 and a JSON-RPC error but no
-  // Content-Type, so the gateway reads no answer at all and never learns it is 2025-only.
-  '* framework tools/list': 'left out of the merged list (upstream_bad_response)',
-  '* framework prompts/list': 'left out of the merged list (upstream_bad_response)',
-  '* framework resources/list': 'left out of the merged list (upstream_bad_response)',
-  '* framework tools/call': '-32602 Unknown tool: framework_echo',
-  '* framework tools/call with progress': '-32602 Unknown tool: framework_count',
-  '* framework prompts/get': '-32602 Unknown prompt: framework_greet',
-  '* framework resources/read': '-32602 Resource not found: mcp-framework://info',
-  '* framework completion/complete': '-32602 Unknown prompt: framework_greet',
-  // A 2025-era client gets the 2026-07-28 member's result as is (resultType, and _meta with
-  // io.modelcontextprotocol/serverInfo); LangChain turns a result _meta into a JSON text block.
-  'langchain sdk tools/call': 'content is a JSON block with meta.serverInfo, not the text',
-  'langchain sdk tools/call with progress': 'content is a JSON block with meta.serverInfo',
-}
+const KNOWN_FAILURES: Partial<Record<Cell, string>> = {}
 
 function knownFailure(client: ClientName, member: MemberName, op: Op): string | undefined {
   return KNOWN_FAILURES[`${client} ${member} ${op}`] ?? KNOWN_FAILURES[`* ${member} ${op}`]
