@@ -19,8 +19,8 @@ import { httpUrl, listen, toNodeRequest } from '../../deploy/demo/serve.js'
  * Members for test/integration/virtual-regressions.test.ts, each built with the framework the
  * failure was reported with: fastmcp 4.x (2025-era only, SSE answers primed with an empty event),
  * the official SDK's low-level `Server` (its own tools/list pages), and a 2025-era SDK v1 server
- * that declares `logging` (as fastmcp does), which is what makes inspector-cli send
- * `logging/setLevel`.
+ * that may declare `logging` (as fastmcp does: what makes inspector-cli send `logging/setLevel`)
+ * or be slow to open a session.
  */
 
 /** One JSON-RPC message as a member received it. */
@@ -110,14 +110,28 @@ export async function startPagedMember(
   }
 }
 
+/** Options of {@link startV1Member}. */
+interface V1MemberOptions {
+  /** Declare the `logging` capability (the SDK then answers `logging/setLevel`), as fastmcp does. */
+  readonly logging?: boolean
+  /** Each `initialize` is held until this settles (a member slow to open a session). */
+  readonly holdInitialize?: Promise<void>
+}
+
+/** A 2025-era SDK v1 member, and how many `initialize` requests it has answered. */
+export interface V1Member extends RecordingMember {
+  readonly answeredInitializes: number
+}
+
 /**
- * A 2025-era member on the SDK v1 `McpServer` (sessions, as the v1 SDK serves them) that declares
- * the `logging` capability, so it answers `logging/setLevel`; one tool, `echo`.
+ * A 2025-era member on the SDK v1 `McpServer` (sessions, as the v1 SDK serves them) with one
+ * tool, `echo`, and one prompt, `hello`.
  */
-export async function startLoggingV1Member(): Promise<RecordingMember> {
+export async function startV1Member(options: V1MemberOptions = {}): Promise<V1Member> {
   const sessions = new Map<string, V1Transport>()
   const servers: V1McpServer[] = []
   const seen: SeenMessage[] = []
+  let answered = 0
   const http = await listen((req, res) => {
     void (async () => {
       const body = parsed(await readBody(req))
@@ -128,28 +142,36 @@ export async function startLoggingV1Member(): Promise<RecordingMember> {
       if (req.method !== 'POST' || !isInitializeRequest(body)) {
         res.writeHead(typeof id === 'string' ? 404 : 400, { 'content-type': 'application/json' })
         return void res.end(
-          '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"No session"}}',
+          '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"No valid session"}}',
         )
       }
+      await options.holdInitialize
       const server = new V1McpServer(
-        { name: 'logging-v1', version: '1.0.0' },
-        { capabilities: { logging: {} } },
+        { name: 'v1-member', version: '1.0.0' },
+        { capabilities: options.logging === true ? { logging: {} } : {} },
       )
       servers.push(server)
       server.registerTool('echo', { inputSchema: { text: z.string() } }, ({ text }) => ({
         content: [{ type: 'text', text }],
+      }))
+      server.registerPrompt('hello', { description: 'Says hello' }, () => ({
+        messages: [{ role: 'user', content: { type: 'text', text: 'hello' } }],
       }))
       const transport: V1Transport = new V1Transport({
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (sid) => void sessions.set(sid, transport),
       })
       await server.connect(transport)
-      return transport.handleRequest(req, res, body)
+      await transport.handleRequest(req, res, body)
+      answered++
     })()
   })
   return {
     url: httpUrl(http.host, http.port),
     seen,
+    get answeredInitializes() {
+      return answered
+    },
     async close() {
       await Promise.all(servers.map((s) => s.close()))
       await http.close()

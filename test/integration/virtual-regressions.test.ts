@@ -12,16 +12,16 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import {
   startFastMcpMember,
-  startLoggingV1Member,
   startPagedMember,
+  startV1Member,
   type RecordingMember,
 } from '../helpers/regression-members.js'
-import { SDK_SERVER_TOOLS, startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
+import { SDK_SERVER_TOOLS, startSdkServer } from '../helpers/sdk-servers.js'
 
 /*
  * Regression tests for five failures of virtual servers reported by a user. Each `it.fails` fails
- * on the code it was written against (the comment above it says how) and is flipped to `it` by the
- * fix that makes it pass.
+ * on today's code (the comment above it says how) and is flipped to `it` by the fix that makes it
+ * pass; the comment above an `it` that was flipped says until when it failed.
  */
 
 const KEY = 'a-test-key-of-at-least-16-chars'
@@ -45,10 +45,10 @@ describe('1. a fastmcp 4.x member (2025-era only; SSE answers primed with an emp
     return gw.logs.filter((l) => String(l.msg).startsWith('virtual server: members left out'))
   }
 
-  // Fails today: fastmcp answers every list 400 "server_missing_modern_protocol_support" (the
-  // request still carries the 2026-07-28 `_meta` envelope), so it is left out (why: []) and `add`
-  // is "Unknown tool".
-  it.fails('is listed and called, with progress as it runs, by a 2026-07-28 client', async () => {
+  // Failed before 1456a23: fastmcp answered every list 400 "server_missing_modern_protocol_support"
+  // (the request still carried the 2026-07-28 `_meta` envelope), so it was left out (why: []) and
+  // `add` was "Unknown tool".
+  it('is listed and called, with progress as it runs, by a 2026-07-28 client', async () => {
     const { fastmcp, gw } = await setup()
     const client = await closing(connectClient(gw.mcpUrl('ws')))
     expect(client.getProtocolEra()).toBe('modern')
@@ -74,8 +74,8 @@ describe('1. a fastmcp 4.x member (2025-era only; SSE answers primed with an emp
     expect(leftOut(gw)).toEqual([])
   })
 
-  // Fails today, as above: the gateway adds the envelope to a 2025-era client's requests too.
-  it.fails('is listed and called, with progress as it runs, by a 2025-11-25 client', async () => {
+  // Failed before 1456a23, as above: the gateway added the envelope to a 2025-era client's requests.
+  it('is listed and called, with progress as it runs, by a 2025-11-25 client', async () => {
     const { fastmcp, gw } = await setup()
     const client = await closing(connectLegacyClient(gw.mcpUrl('ws')))
     const { tools } = await client.listTools()
@@ -134,7 +134,7 @@ describe('2. @modelcontextprotocol/inspector-cli 1.0.3', () => {
   // Fails today: the virtual server declares `logging` (merged from the member) but answers
   // `logging/setLevel` HTTP 404 -32601 "Method not found", which fails the inspector's connect.
   it.fails('connects to a virtual server as it does to the direct endpoint', async () => {
-    const logs = await closing(startLoggingV1Member())
+    const logs = await closing(startV1Member({ logging: true }))
     const sdk = await closing(startSdkServer({ name: 'sdk' }))
     const gw = await startTestGateway({
       legacySessions: { key: KEY },
@@ -175,7 +175,8 @@ describe('2. @modelcontextprotocol/inspector-cli 1.0.3', () => {
 
 describe('3. server/discover with a 2025-only member', () => {
   async function setup() {
-    const old = await closing(startLegacyV1Server())
+    // `logging` is what only this member declares: it shows the member is in merged discovery.
+    const old = await closing(startV1Member({ logging: true }))
     const sdk = await closing(startSdkServer({ name: 'sdk' }))
     const gw = await startTestGateway({
       legacySessions: { key: KEY },
@@ -185,18 +186,20 @@ describe('3. server/discover with a 2025-only member', () => {
     return { old, gw }
   }
 
-  const promptsCapability = (res: RawResponse): unknown =>
-    (res.response().result as { capabilities?: Record<string, unknown> }).capabilities?.prompts
+  const loggingCapability = (res: RawResponse): unknown =>
+    (res.response().result as { capabilities?: Record<string, unknown> }).capabilities?.logging
+  const initializes = (m: RecordingMember): number =>
+    m.seen.filter((s) => s.method === 'initialize').length
 
   it('a second discover from the same caller does not initialise the member again', async () => {
     const { old, gw } = await setup()
     const first = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
     expect(first.status).toBe(200)
-    expect(promptsCapability(first)).toBeDefined() // the 2025-only member's, from its initialize
-    expect(old.calls('initialize')).toHaveLength(1)
+    expect(loggingCapability(first)).toBeDefined() // from the 2025-only member's initialize
+    expect(initializes(old)).toBe(1)
     const second = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
     expect(second.response().result).toEqual(first.response().result)
-    expect(old.calls('initialize')).toHaveLength(1)
+    expect(initializes(old)).toBe(1)
   })
 
   // Fails today: merged discovery opens a member session per caller, and a 2025-era client's
@@ -206,7 +209,7 @@ describe('3. server/discover with a 2025-only member', () => {
   it.fails('discovery for further callers does not initialise the member again', async () => {
     const { old, gw } = await setup()
     const modern = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
-    expect(promptsCapability(modern)).toBeDefined()
+    expect(loggingCapability(modern)).toBeDefined()
     const headers = {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -221,9 +224,31 @@ describe('3. server/discover with a 2025-only member', () => {
         headers,
       )
       expect(init.status).toBe(200)
-      expect(promptsCapability(init)).toBeDefined()
+      expect(loggingCapability(init)).toBeDefined()
     }
-    expect(old.calls('initialize')).toHaveLength(1)
+    expect(initializes(old)).toBe(1)
+  })
+
+  // Fails today: the member's session is opened with the discover's fan-out deadline as its abort
+  // signal, so a member slower to initialise than fanOutTimeoutMs (fastmcp takes about 1 s) has
+  // its initialize cut off, the half-made session is forgotten, and every discover starts again:
+  // each takes fanOutTimeoutMs and leaves the member out.
+  it.fails('a member slower to initialise than fanOutTimeoutMs is initialised once', async () => {
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const slow = await closing(startV1Member({ logging: true, holdInitialize: held }))
+    const sdk = await closing(startSdkServer({ name: 'sdk' }))
+    const gw = await startTestGateway({
+      servers: { slow: { upstreams: [{ url: slow.url }] }, sdk: { upstreams: [{ url: sdk.url }] } },
+      virtualServers: { ws: { members: ['slow', 'sdk'], fanOutTimeoutMs: 200 } },
+    })
+    const first = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
+    expect(first.status).toBe(200) // without the slow member: it missed the deadline
+    release()
+    await expect.poll(() => slow.answeredInitializes).toBe(1)
+    const second = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
+    expect(loggingCapability(second)).toBeDefined() // the slow member's, now it has answered
+    expect(initializes(slow)).toBe(1)
   })
 })
 
@@ -350,36 +375,31 @@ describe('5. a 60-character tool under prefix: always', () => {
 })
 
 describe('found while reproducing 4: each virtual server is served at its own path', () => {
-  // Fails today: app.ts registers `/mcp/:server{ws|ws2|tools}`; hono does not group the
-  // alternation, so /mcp/ws2 is served by `ws` and /mcp/devtools (a server) by virtual `tools`.
-  it.fails(
-    '/mcp/ws2 is ws2, and a server whose name ends in a virtual name is that server',
-    async () => {
-      const weather = await closing(startSdkServer({ name: 'weather' }))
-      const tickets = await closing(startSdkServer({ name: 'tickets' }))
-      const devtools = await closing(startSdkServer({ name: 'devtools' }))
-      const gw = await startTestGateway({
-        servers: {
-          weather: { upstreams: [{ url: weather.url }] },
-          tickets: { upstreams: [{ url: tickets.url }] },
-          devtools: { upstreams: [{ url: devtools.url }] },
-        },
-        virtualServers: {
-          ws: { members: ['weather'], prefix: 'always' },
-          ws2: { members: ['tickets'], prefix: 'always' },
-          tools: { members: ['weather'], prefix: 'always' },
-        },
-      })
-      const list = await mcpPost(gw.mcpUrl('ws2'), 'tools/list')
-      const names = (list.response().result as { tools: { name: string }[] }).tools.map(
-        (t) => t.name,
-      )
-      expect(names).toContain('tickets_whoami')
-      const who = await mcpPost(gw.mcpUrl('devtools'), 'tools/call', {
-        name: 'whoami',
-        arguments: {},
-      })
-      expect(textOf(who.response().result ?? {})).toBe('devtools')
-    },
-  )
+  // Failed before 1456a23: app.ts registered `/mcp/:server{ws|ws2|tools}`; hono does not group
+  // the alternation, so /mcp/ws2 was served by `ws` and /mcp/devtools (a server) by `tools`.
+  it('/mcp/ws2 is ws2, and a server whose name ends in a virtual name is that server', async () => {
+    const weather = await closing(startSdkServer({ name: 'weather' }))
+    const tickets = await closing(startSdkServer({ name: 'tickets' }))
+    const devtools = await closing(startSdkServer({ name: 'devtools' }))
+    const gw = await startTestGateway({
+      servers: {
+        weather: { upstreams: [{ url: weather.url }] },
+        tickets: { upstreams: [{ url: tickets.url }] },
+        devtools: { upstreams: [{ url: devtools.url }] },
+      },
+      virtualServers: {
+        ws: { members: ['weather'], prefix: 'always' },
+        ws2: { members: ['tickets'], prefix: 'always' },
+        tools: { members: ['weather'], prefix: 'always' },
+      },
+    })
+    const list = await mcpPost(gw.mcpUrl('ws2'), 'tools/list')
+    const names = (list.response().result as { tools: { name: string }[] }).tools.map((t) => t.name)
+    expect(names).toContain('tickets_whoami')
+    const who = await mcpPost(gw.mcpUrl('devtools'), 'tools/call', {
+      name: 'whoami',
+      arguments: {},
+    })
+    expect(textOf(who.response().result ?? {})).toBe('devtools')
+  })
 })
