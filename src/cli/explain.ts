@@ -4,7 +4,7 @@ import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.j
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
-import { memberTargets } from '../virtual/explain-target.js'
+import { memberTargets, type MemberTarget } from '../virtual/explain-target.js'
 import type { PolicyCaller } from '../policy/compile.js'
 import type { Decision, PolicySet } from '../policy/policy.js'
 
@@ -105,7 +105,7 @@ function explainVirtual(
   io: ExplainIo,
 ): number {
   const policy = loaded.policy
-  const named =
+  const named: MemberTarget[] =
     opts.target.kind === 'method'
       ? virtual.members.map((member) => ({ member, target: opts.target, via: 'any' as const }))
       : memberTargets(virtual, opts.target)
@@ -130,15 +130,40 @@ function explainVirtual(
   const json: Record<string, unknown>[] = []
   for (const c of candidates) {
     const member = { ...opts, server: c.member, target: c.target }
+    const t = c.target
+    const own = t.kind === 'tool' || t.kind === 'prompt' ? t.name : undefined
+    const names =
+      c.exposed === undefined || own === undefined
+        ? ''
+        : c.via === 'shortened'
+          ? ` (exposed ${q(c.exposed)}, shortened: its own name starts ${q(own)})`
+          : ` (own name ${q(own)}, exposed ${q(c.exposed)})`
+    if (c.via === 'shortened') {
+      // The rest of the own name is only in the member's list: the decision needs all of it.
+      if (opts.json)
+        json.push({ member: c.member, via: c.via, exposed: c.exposed, startsWith: own })
+      else
+        io.out(
+          `virtual server ${q(opts.server)} → member ${q(c.member)}${names}\ndecision: explain it by the member's own name (--server ${c.member})\n\n`,
+        )
+      continue
+    }
     const via =
-      c.via === 'prefix'
+      (c.via === 'prefix'
         ? 'the prefix names it'
         : c.via === 'resources'
           ? 'its resources: route names it'
-          : "if it serves the name (the members' lists decide at run time)"
+          : "if it serves the name (the members' lists decide at run time)") + names
     if (policy === undefined) {
       allowed = true
-      if (opts.json) json.push({ member: c.member, via: c.via, decision: 'allow', policies: false })
+      if (opts.json)
+        json.push({
+          member: c.member,
+          via: c.via,
+          exposed: c.exposed,
+          decision: 'allow',
+          policies: false,
+        })
       else
         io.out(
           `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n\n`,
@@ -147,7 +172,8 @@ function explainVirtual(
     }
     const d = policy.check(opts.caller, c.member, c.target)
     if (d.allow) allowed = true
-    if (opts.json) json.push({ member: c.member, via: c.via, ...toJson(d, member, policy) })
+    if (opts.json)
+      json.push({ member: c.member, via: c.via, exposed: c.exposed, ...toJson(d, member, policy) })
     else
       io.out(
         `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\n${describe(d, member, policy)}\n`,

@@ -33,6 +33,11 @@ import { planAttempt, type HeldSession } from './plan.js'
 export class MemberEras {
   readonly eras = new Map<string, MemberEra>()
   readonly sessions = new MemberSessions()
+  /**
+   * What each 2025-only member said it can do in its first `initialize`: discovery is answered
+   * from it, so a new caller does not cost the member a session (its first routed call opens one).
+   */
+  readonly discovered = new Map<string, Pick<MemberSession, 'capabilities' | 'instructions'>>()
 
   /** The member's era as far as the gateway knows yet (undefined before its first answer). */
   of(member: string): MemberEra | undefined {
@@ -115,9 +120,13 @@ export async function askInEra(
   const send = sender(member, req)
   const key = memberSessionKey(caller.session, caller.owner)
   if (req.call.mcp.method === 'server/discover') {
-    const session = await eras.sessions.get(key, member.name, () =>
-      initializeMember(send, caller.session),
-    )
+    let session = eras.discovered.get(member.name)
+    if (session === undefined) {
+      session = await eras.sessions.get(key, member.name, () =>
+        initializeMember(send, caller.session),
+      )
+      eras.discovered.set(member.name, session)
+    }
     return {
       status: 200,
       message: {
@@ -245,6 +254,10 @@ const GONE: BodyTransform = {
 function sender(member: AskServer, req: MemberCall): MemberSend {
   return async (session, body, rawId, pin) => {
     const message = parseMethod(body)
+    // A session outlives the request that opened it: its handshake is bounded by the member's
+    // own timeouts, not by a fan-out deadline, so a member slower than the deadline still gets
+    // the session the next request finds (and is not initialised anew each time).
+    const handshake = message === 'initialize' || message === 'notifications/initialized'
     const call: EndpointCall = {
       ...req.call,
       body,
@@ -261,6 +274,7 @@ function sender(member: AskServer, req: MemberCall): MemberSend {
     }
     const a = await ask(member, call, {
       ...req.opts,
+      signal: handshake ? undefined : req.opts.signal,
       session: heldSession(session, pin),
     })
     return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }

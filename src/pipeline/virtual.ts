@@ -143,11 +143,23 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       return c.body(null, 202)
     }
     const method = message.method as string
+    // spec 2025-11-25 server/utilities/logging: `initialize` passes on the members' `logging`
+    // capability, so a 2025-era client may set a level (the Inspector does so on connect). The
+    // gateway relays members' log messages only within the answers they belong to, so the level
+    // is accepted and nothing is forwarded: no member session is opened for it.
+    if (legacy !== undefined && method === 'logging/setLevel') {
+      c.set('outcome', 'ok')
+      const body = `{"jsonrpc":"2.0","id":${message.rawId},"result":{}}`
+      return c.body(body, 200, { 'content-type': 'application/json' })
+    }
     const handler = HANDLERS[method]
     if (handler === undefined) {
       c.set('outcome', 'method_not_found')
       const body = `{"jsonrpc":"2.0","id":${message.rawId},"error":{"code":-32601,"message":"Method not found"}}`
-      return c.body(body, 404, { 'content-type': 'application/json' })
+      // As a server answers it (authorize.ts methodNotFound): 404 on 2026-07-28 (streamable-http
+      // §Error Handling), in band for a 2025-era client, which takes a 404 for a lost session.
+      const status = legacy === undefined ? 404 : 200
+      return c.body(body, status, { 'content-type': 'application/json' })
     }
     const res = handler({
       c,
@@ -438,6 +450,7 @@ async function fetchPage(
   const results: (readonly [number, Record<string, unknown>])[] = []
   const next: [number, string][] = []
   const missing: string[] = []
+  const fresh = v.state.isFresh(spec.kind)
   outcomes.forEach((o, k) => {
     const [m] = asks[k] as [number, string | undefined]
     // A member without this list (-32601: it lacks the capability) contributes nothing, in full.
@@ -451,7 +464,10 @@ async function fetchPage(
     // Names as the member's own endpoint shows them: curated (docs/catalog.md §Curation).
     const shown = memberListView(v.members[m] as ServerRuntime, method, result)
     const values = itemsOf(spec, shown).map((x) => x[spec.field] as string)
-    v.state.notePage(spec.kind, m, values, pending === undefined)
+    // A first page restarts the member's names, unless the kind is known in full and the member
+    // paginates: its later pages are not read again then, and their names must stay routable.
+    const first = pending === undefined && !(fresh && typeof result.nextCursor === 'string')
+    v.state.notePage(spec.kind, m, values, first)
     if (typeof result.nextCursor === 'string') next.push([m, result.nextCursor])
   })
   const partial = reportPartial(r, method, missing, outcomes)
@@ -492,7 +508,7 @@ function toCode(err: unknown): string | undefined {
   return err instanceof GatewayError ? err.code : err instanceof Error ? err.name : undefined
 }
 
-/** Collisions and names too long to prefix are logged once each (docs/virtual-servers.md §Names). */
+/** Collisions are logged once each (docs/virtual-servers.md §Names). */
 function reportNames(r: VirtualRequest, spec: ListSpec): void {
   if (spec.kind !== 'tools' && spec.kind !== 'prompts') return
   const news = r.v.state.news(spec.kind)
@@ -512,11 +528,6 @@ function reportNames(r: VirtualRequest, spec: ListSpec): void {
         : 'virtual server: name collision; each is reachable by its prefixed name only',
     )
   }
-  for (const x of news.tooLong)
-    r.deps.log.error(
-      { virtualServer: r.v.name, kind: spec.kind, member: x.member, name: x.name },
-      'virtual server: prefixed name would exceed 63 characters; the name is unreachable',
-    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,14 +1,19 @@
 import type { VirtualServerConfig } from '../config/schema.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { compilePattern } from '../policy/pattern.js'
-import { prefixedName } from './names.js'
+import { prefixedName, shortenedStart } from './names.js'
 
 /** A member that may serve a target named on a virtual server, and the target in its own name. */
 export interface MemberTarget {
   readonly member: string
   readonly target: McpTarget
-  /** How the member was found: a prefix, a `resources:` route, or any member (a bare name). */
-  readonly via: 'prefix' | 'resources' | 'any'
+  /**
+   * How the member was found: a prefix, a `resources:` route, any member (a bare name), or a
+   * shortened name (its own name's start only; the rest is in the member's list).
+   */
+  readonly via: 'prefix' | 'resources' | 'any' | 'shortened'
+  /** The name clients see on the virtual server, when it is not the target's own. */
+  readonly exposed?: string | undefined
 }
 
 /**
@@ -27,10 +32,27 @@ export function memberTargets(v: VirtualServerConfig, target: McpTarget): Member
     const prefixed: MemberTarget[] = []
     for (const member of v.members) {
       const own = ownName(member, target.name)
+      const kind = target.kind
       if (own !== undefined)
-        prefixed.push({ member, target: { kind: target.kind, name: own }, via: 'prefix' })
+        prefixed.push({ member, target: { kind, name: own }, via: 'prefix', exposed: target.name })
+      const start = shortenedStart(member, target.name)
+      if (start !== undefined)
+        prefixed.push({
+          member,
+          target: { kind, name: start },
+          via: 'shortened',
+          exposed: target.name,
+        })
     }
-    if (prefixed.length > 0 || v.prefix === 'always') return prefixed
+    if (prefixed.length > 0) return prefixed
+    // A member's own name: under `always` it is exposed prefixed (or shortened), else as it is
+    // unless it collides (the members' lists decide at run time).
+    return v.members.map((member) => ({
+      member,
+      target,
+      via: 'any',
+      exposed: v.prefix === 'always' ? prefixedName(member, target.name) : undefined,
+    }))
   }
   return v.members.map((member) => ({ member, target, via: 'any' }))
 }

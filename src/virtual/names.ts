@@ -18,19 +18,42 @@ interface NameRoute {
 
 /**
  * `<member>_<name>`, or, when that would exceed MAX_NAME, the member part shortened to its first
- * characters and a short hash of the whole member name (deterministic: the same member and name
- * always give the same result, on every gateway). The tool's own name is never shortened: when
- * even a hash-only member part does not fit, undefined (the caller reports it).
+ * characters and a short hash of the whole member name. When even a hash-only member part leaves
+ * no room for the name, the name part is shortened too: its first characters and a short hash of
+ * member and name, so every tool stays reachable (docs/virtual-servers.md §Names). Deterministic:
+ * the same member and name always give the same result, on every gateway; `explain` shows both.
  */
-export function prefixedName(member: string, name: string): string | undefined {
+export function prefixedName(member: string, name: string): string {
   const full = `${member}_${name}`
   if (full.length <= MAX_NAME) return full
-  const hash = createHash('sha256').update(member).digest('hex').slice(0, HASH_CHARS)
+  const hash = shortHash(member)
   const room = MAX_NAME - name.length - 1 // what the member part may take, `_` aside
-  if (room < HASH_CHARS) return undefined
-  const keep = Math.max(0, room - HASH_CHARS - 1)
-  const part = keep === 0 ? hash : `${member.slice(0, keep)}-${hash}`
-  return `${part.slice(0, room)}_${name}`
+  if (room >= HASH_CHARS) {
+    const keep = Math.max(0, room - HASH_CHARS - 1)
+    const part = keep === 0 ? hash : `${member.slice(0, keep)}-${hash}`
+    return `${part.slice(0, room)}_${name}`
+  }
+  // `<member hash>_<name start>-<hash of member and name>`: the NUL keeps `a`+`bc` from `ab`+`c`.
+  return `${hash}_${name.slice(0, KEPT)}-${shortHash(`${member}\0${name}`)}`
+}
+
+/** Characters of the own name a fully shortened name keeps (prefixedName). */
+const KEPT = MAX_NAME - HASH_CHARS - 1 - 1 - HASH_CHARS
+
+/**
+ * The start of the own name when `exposed` is a fully shortened name of `member` (prefixedName's
+ * last form); the rest of the own name is only in the member's list.
+ */
+export function shortenedStart(member: string, exposed: string): string | undefined {
+  const head = `${shortHash(member)}_`
+  if (!exposed.startsWith(head) || exposed.length !== head.length + KEPT + 1 + HASH_CHARS)
+    return undefined
+  if (exposed[head.length + KEPT] !== '-') return undefined
+  return exposed.slice(head.length, head.length + KEPT)
+}
+
+function shortHash(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, HASH_CHARS)
 }
 
 /** A name two or more members serve, and what became of it. */
@@ -41,12 +64,6 @@ export interface Collision {
   readonly outcome: 'prefixed' | 'unreachable'
 }
 
-/** A name that could not be exposed at all (its prefixed form would be too long). */
-export interface TooLong {
-  readonly member: string
-  readonly name: string
-}
-
 /** The exposed names of one kind (tools or prompts) over all members. */
 export interface NameTable {
   /** exposed name → member and own name */
@@ -54,7 +71,6 @@ export interface NameTable {
   /** own name per member → exposed name (to rename the items of a list page) */
   readonly exposed: readonly ReadonlyMap<string, string>[]
   readonly collisions: readonly Collision[]
-  readonly tooLong: readonly TooLong[]
 }
 
 /**
@@ -79,7 +95,6 @@ export function buildNameTable(
   const routes = new Map<string, NameRoute>()
   const exposed = members.map(() => new Map<string, string>())
   const collisions: Collision[] = []
-  const tooLong: TooLong[] = []
   /** Exposed names claimed twice (a prefixed name equal to another member's plain one). */
   const clash = new Set<string>()
   const claim = (out: string, member: number, name: string): void => {
@@ -100,9 +115,7 @@ export function buildNameTable(
     const prefix = mode === 'always' || collides
     for (const i of by) {
       const member = members[i] as string
-      const out = prefix ? prefixedName(member, name) : name
-      if (out === undefined) tooLong.push({ member, name })
-      else claim(out, i, name)
+      claim(prefix ? prefixedName(member, name) : name, i, name)
     }
   }
   // SECURITY: an exposed name two items would claim routes to neither; a call never reaches a
@@ -111,5 +124,5 @@ export function buildNameTable(
     routes.delete(out)
     for (const m of exposed) for (const [k, v] of m) if (v === out) m.delete(k)
   }
-  return { routes, exposed, collisions, tooLong }
+  return { routes, exposed, collisions }
 }

@@ -1,10 +1,4 @@
-import {
-  buildNameTable,
-  type Collision,
-  type NameTable,
-  type PrefixMode,
-  type TooLong,
-} from './names.js'
+import { buildNameTable, type Collision, type NameTable, type PrefixMode } from './names.js'
 
 /** Shortest time what the lists said is trusted for routing (docs/virtual-servers.md §Routing). */
 const MIN_FRESH_MS = 1000
@@ -100,17 +94,16 @@ export class VirtualState {
       delete this.freshUntil[k]
   }
 
-  /** Collisions and over-long names not reported before (each is logged once per change). */
-  news(kind: NamedKind): { collisions: Collision[]; tooLong: TooLong[] } {
+  /** Collisions not reported before (each is logged once per change). */
+  news(kind: NamedKind): { collisions: Collision[] } {
     const t = this.table(kind)
     const collisions = t.collisions.filter((c) =>
       this.firstReport(`${kind} c ${c.name} ${c.members.join(',')}`),
     )
-    const tooLong = t.tooLong.filter((x) => this.firstReport(`${kind} l ${x.member} ${x.name}`))
-    return { collisions, tooLong }
+    return { collisions }
   }
 
-  /** What /readyz shows: names unreachable because of a collision or their length. */
+  /** What /readyz shows: names unreachable because of a collision. */
   problems(): string[] {
     const out: string[] = []
     for (const kind of ['tools', 'prompts'] as const) {
@@ -121,10 +114,6 @@ export class VirtualState {
           out.push(
             `${kind} ${JSON.stringify(c.name)}: served by ${c.members.join(', ')} under prefix: never; unreachable`,
           )
-      for (const x of t.tooLong)
-        out.push(
-          `${kind} ${JSON.stringify(x.name)} of ${x.member}: too long to prefix; unreachable`,
-        )
     }
     return out
   }

@@ -19,9 +19,8 @@ import {
 import { SDK_SERVER_TOOLS, startSdkServer } from '../helpers/sdk-servers.js'
 
 /*
- * Regression tests for five failures of virtual servers reported by a user. Each `it.fails` fails
- * on today's code (the comment above it says how) and is flipped to `it` by the fix that makes it
- * pass; the comment above an `it` that was flipped says until when it failed.
+ * Regression tests for five failures of virtual servers reported by a user. Each was shown
+ * failing on the code before its fix; the comment above it says how it failed.
  */
 
 const KEY = 'a-test-key-of-at-least-16-chars'
@@ -131,9 +130,9 @@ async function inspectorConnect(url: string) {
 }
 
 describe('2. @modelcontextprotocol/inspector-cli 1.0.3', () => {
-  // Fails today: the virtual server declares `logging` (merged from the member) but answers
+  // Failed before the fix: the virtual server declares `logging` (merged from the member) but answers
   // `logging/setLevel` HTTP 404 -32601 "Method not found", which fails the inspector's connect.
-  it.fails('connects to a virtual server as it does to the direct endpoint', async () => {
+  it('connects to a virtual server as it does to the direct endpoint', async () => {
     const logs = await closing(startV1Member({ logging: true }))
     const sdk = await closing(startSdkServer({ name: 'sdk' }))
     const gw = await startTestGateway({
@@ -202,11 +201,11 @@ describe('3. server/discover with a 2025-only member', () => {
     expect(initializes(old)).toBe(1)
   })
 
-  // Fails today: merged discovery opens a member session per caller, and a 2025-era client's
+  // Failed before the fix: merged discovery opens a member session per caller, and a 2025-era client's
   // `initialize` is a discover in a brand-new client session, so every connect re-pays the
   // member's `initialize` (about 1 s for a fastmcp member, whose connect polls for the client's
   // capabilities 10 × 100 ms before it answers).
-  it.fails('discovery for further callers does not initialise the member again', async () => {
+  it('discovery for further callers does not initialise the member again', async () => {
     const { old, gw } = await setup()
     const modern = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
     expect(loggingCapability(modern)).toBeDefined()
@@ -229,11 +228,11 @@ describe('3. server/discover with a 2025-only member', () => {
     expect(initializes(old)).toBe(1)
   })
 
-  // Fails today: the member's session is opened with the discover's fan-out deadline as its abort
+  // Failed before the fix: the member's session is opened with the discover's fan-out deadline as its abort
   // signal, so a member slower to initialise than fanOutTimeoutMs (fastmcp takes about 1 s) has
   // its initialize cut off, the half-made session is forgotten, and every discover starts again:
   // each takes fanOutTimeoutMs and leaves the member out.
-  it.fails('a member slower to initialise than fanOutTimeoutMs is initialised once', async () => {
+  it('a member slower to initialise than fanOutTimeoutMs is initialised once', async () => {
     let release = (): void => {}
     const held = new Promise<void>((resolve) => (release = resolve))
     const slow = await closing(startV1Member({ logging: true, holdInitialize: held }))
@@ -311,25 +310,22 @@ describe('4. a name just listed is routable at once, in every prefix mode', () =
     }
   })
 
-  // Fails today: a first-page list while the name map is fresh (here another client starting its
+  // Failed before the fix: a first-page list while the name map is fresh (here another client starting its
   // own listing) restarts the member's name set with that page only and skips reading the other
   // pages (the map is "fresh"), so a page-2 or page-3 name this client was just given is
   // "-32602 Unknown tool" until the freshness (at least 1 s) has run out; then it works.
   for (const [name, prefix] of MODES) {
-    it.fails(
-      `prefix: ${prefix}: every listed name works at once, whoever lists meanwhile`,
-      async () => {
-        const { docs, gw } = await setup()
-        const pages = await walk(gw.mcpUrl(name))
-        expect(pages).toEqual(expected(prefix))
-        // Another client starts listing (its first page) before this one calls.
-        const other = await mcpPost(gw.mcpUrl(name), 'tools/list')
-        expect(other.status).toBe(200)
-        const { answers, ran } = await callAll(gw.mcpUrl(name), pages, docs)
-        expect(answers).toEqual(TOOLS.map((t) => `ran ${t}`))
-        expect(ran).toEqual(TOOLS)
-      },
-    )
+    it(`prefix: ${prefix}: every listed name works at once, whoever lists meanwhile`, async () => {
+      const { docs, gw } = await setup()
+      const pages = await walk(gw.mcpUrl(name))
+      expect(pages).toEqual(expected(prefix))
+      // Another client starts listing (its first page) before this one calls.
+      const other = await mcpPost(gw.mcpUrl(name), 'tools/list')
+      expect(other.status).toBe(200)
+      const { answers, ran } = await callAll(gw.mcpUrl(name), pages, docs)
+      expect(answers).toEqual(TOOLS.map((t) => `ran ${t}`))
+      expect(ran).toEqual(TOOLS)
+    })
   }
 })
 
@@ -345,33 +341,30 @@ describe('5. a 60-character tool under prefix: always', () => {
     return extra[0]
   }
 
-  // Fails today: `tickets_` + 60 characters exceeds 63 and the member part cannot shrink enough,
+  // Failed before the fix: `tickets_` + 60 characters exceeds 63 and the member part cannot shrink enough,
   // so the tool is listed nowhere (only /readyz names it: "too long to prefix; unreachable").
-  it.fails(
-    'is listed under a deterministic name of at most 64 characters, and reaches the member',
-    async () => {
-      expect(LONG).toHaveLength(60)
-      const tickets = await closing(startSdkServer({ name: 'tickets', extraTools: [LONG] }))
-      const config = {
-        servers: { tickets: { upstreams: [{ url: tickets.url }] } },
-        virtualServers: { ws: { members: ['tickets'], prefix: 'always' } },
-      }
-      const one = await startTestGateway(config)
-      const two = await startTestGateway(config)
-      const exposed = await exposedLongName(one)
-      expect(exposed).toBeDefined()
-      expect((exposed as string).length).toBeLessThanOrEqual(64)
-      expect(exposed).toMatch(/^[a-zA-Z0-9_-]+$/)
-      // Deterministic: another gateway with the same config names it the same.
-      expect(await exposedLongName(two)).toBe(exposed)
+  it('is listed under a deterministic name of at most 64 characters, and reaches the member', async () => {
+    expect(LONG).toHaveLength(60)
+    const tickets = await closing(startSdkServer({ name: 'tickets', extraTools: [LONG] }))
+    const config = {
+      servers: { tickets: { upstreams: [{ url: tickets.url }] } },
+      virtualServers: { ws: { members: ['tickets'], prefix: 'always' } },
+    }
+    const one = await startTestGateway(config)
+    const two = await startTestGateway(config)
+    const exposed = await exposedLongName(one)
+    expect(exposed).toBeDefined()
+    expect((exposed as string).length).toBeLessThanOrEqual(64)
+    expect(exposed).toMatch(/^[a-zA-Z0-9_-]+$/)
+    // Deterministic: another gateway with the same config names it the same.
+    expect(await exposedLongName(two)).toBe(exposed)
 
-      const res = await mcpPost(one.mcpUrl('ws'), 'tools/call', { name: exposed, arguments: {} })
-      expect(textOf(res.response().result ?? {})).toBe(LONG)
-      const seen = tickets.calls('tools/call').at(-1)
-      expect((seen?.json() as { params: { name: string } }).params.name).toBe(LONG)
-      expect(seen?.header('mcp-name')).toBe(LONG)
-    },
-  )
+    const res = await mcpPost(one.mcpUrl('ws'), 'tools/call', { name: exposed, arguments: {} })
+    expect(textOf(res.response().result ?? {})).toBe(LONG)
+    const seen = tickets.calls('tools/call').at(-1)
+    expect((seen?.json() as { params: { name: string } }).params.name).toBe(LONG)
+    expect(seen?.header('mcp-name')).toBe(LONG)
+  })
 })
 
 describe('found while reproducing 4: each virtual server is served at its own path', () => {

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest'
 import { explainCommand } from '../../../src/cli/explain.js'
 import { CursorCodec } from '../../../src/virtual/cursor.js'
-import { buildNameTable, MAX_NAME, prefixedName } from '../../../src/virtual/names.js'
+import {
+  buildNameTable,
+  MAX_NAME,
+  prefixedName,
+  shortenedStart,
+} from '../../../src/virtual/names.js'
 import { matchesTemplate } from '../../../src/virtual/resources.js'
 import { replaceParam } from '../../../src/mcp/rewrite.js'
 
@@ -15,8 +20,25 @@ describe('prefixed names', () => {
     expect(prefixedName(member, 'get_forecast')).toBe(a)
     // Two members with the same head still differ (the hash covers the whole name).
     expect(prefixedName(`${'m'.repeat(49)}n`, 'get_forecast')).not.toBe(a)
-    expect(prefixedName('x', 't'.repeat(MAX_NAME - 7))).toBeDefined()
-    expect(prefixedName('member', 't'.repeat(MAX_NAME - 6))).toBeUndefined()
+    // A hash-only member part still fits: the own name is kept whole.
+    expect(
+      prefixedName('x'.repeat(20), 't'.repeat(MAX_NAME - 7)).endsWith(
+        `_${'t'.repeat(MAX_NAME - 7)}`,
+      ),
+    ).toBe(true)
+  })
+
+  it('shortens the name part too when a hashed member part leaves no room, and says so', () => {
+    const long = `${'t'.repeat(50)}_report`
+    const a = prefixedName('member', long)
+    expect(a.length).toBeLessThanOrEqual(MAX_NAME)
+    expect(prefixedName('member', long)).toBe(a) // the same on every gateway
+    // Names that share their first characters stay apart (the hash covers member and name).
+    expect(prefixedName('member', `${'t'.repeat(50)}_summary`)).not.toBe(a)
+    expect(prefixedName('other', long)).not.toBe(a)
+    expect(shortenedStart('member', a)).toBe(long.slice(0, shortenedStart('member', a)?.length))
+    expect(shortenedStart('other', a)).toBeUndefined()
+    expect(shortenedStart('member', 'member_get_forecast')).toBeUndefined()
   })
 
   it('never lets two items claim one exposed name', () => {
