@@ -79,7 +79,7 @@ export interface PlanOptions {
 }
 
 /** A request the gateway answers itself, in the server's name (a JSON-RPC body on HTTP 200). */
-export interface InBandAnswer {
+interface InBandAnswer {
   readonly kind: 'answer'
   readonly outcome: string
   readonly body: string

@@ -37,15 +37,8 @@ import type { Upstream } from '../upstream/upstream.js'
 import { LegacyGetStream, SessionGone } from '../virtual/legacy-get-stream.js'
 import { callOf } from './endpoint-call.js'
 
-/**
- * The headers a member request of this caller carries (endpoint/headers.ts: the judged client
- * headers, the member's configured ones, its exchanged token, X-Forwarded-*), for `method`.
- */
-export type MemberHeaders = (
-  member: ServerRuntime,
-  body: Buffer,
-  method: string,
-) => Promise<string[]>
+import type { MemberHeaders } from '../virtual/request.js'
+export type { MemberHeaders }
 
 /** What the listen handler needs from the virtual stage. */
 export interface ListenRequest {
@@ -408,7 +401,7 @@ function withoutSubscribe(caps: Readonly<Record<string, unknown>>): Record<strin
  * session is initialised first when this process has none. A member that answers 404 for the
  * session gets a new one on the next attempt.
  */
-export async function legacyListenMember(
+async function legacyListenMember(
   r: Omit<ListenRequest, 'message' | 'rawId'>,
   member: ServerRuntime,
   headers: readonly string[],

@@ -1,6 +1,3 @@
-/** Methods safe to send again once they may have reached a replica (one table: mcp/methods.ts). */
-export { RETRY_SAFE_METHODS } from '../mcp/methods.js'
-
 /** Upstream statuses that mean "try elsewhere" when they come without a usable JSON-RPC body. */
 export const RETRY_STATUSES: ReadonlySet<number> = new Set([502, 503, 504])
 

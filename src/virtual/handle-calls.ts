@@ -1,0 +1,156 @@
+import { memberBackendName } from '../catalog/member.js'
+import { GatewayError } from '../errors.js'
+import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
+import { isRecord, peekRawId, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { uriProblem } from '../mcp/names.js'
+import { replaceParam } from '../mcp/rewrite.js'
+import { mayCarryTaskIds } from '../mcp/task-ids.js'
+import { refresh, routeName } from './handle-lists.js'
+import { denied, valueAt, type Answer, type MemberServer, type VirtualRequest } from './request.js'
+import { routeResource } from './resources.js'
+import { allowed, forwardTo, limited } from './route.js'
+import type { NamedKind } from './state.js'
+
+/** tools/call and prompts/get: the member that serves the exposed name, with its own name. */
+export async function callByName(
+  r: VirtualRequest,
+  kind: NamedKind,
+  path: readonly string[],
+): Promise<Answer> {
+  const exposed = valueAt(r.message.params, path)
+  if (typeof exposed !== 'string')
+    throw new GatewayError('invalid_params', `params.${path.join('.')} is required`)
+  const targetKind = kind === 'tools' ? 'tool' : 'prompt'
+  // A known name costs no await (a microtask turn per call on the hot path).
+  const route = r.v.state.table(kind).routes.get(exposed) ?? (await routeName(r, kind, exposed))
+  // An unknown name is answered as the server answers one (in band, no gateway marker).
+  if (route === undefined)
+    return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
+  const member = r.v.members[route.member] as MemberServer
+  // The prefix is off; the member's curation and pins are undone next, as on its own endpoint.
+  const maxBytes = r.ctx.limits.maxInspectBytes
+  const own =
+    member.catalog === undefined
+      ? route.name
+      : await memberBackendName(member, kind, route.name, maxBytes)
+  if (own === undefined)
+    return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
+  const target: McpTarget = { kind: targetKind, name: own }
+  if (!allowed(r, member, target)) return denied(r, { kind: targetKind, name: exposed })
+  let text = r.text
+  if (own !== exposed) {
+    // SECURITY: only this one value changes; the rest of the body is the client's, byte for byte.
+    const rewritten = replaceParam(r.text, path, own)
+    if (rewritten === undefined) throw new GatewayError('invalid_params', 'ambiguous params')
+    text = rewritten
+  }
+  // Mcp-Name names the tool or prompt for tools/call and prompts/get (SEP-2243); not for completions.
+  const name = r.method === 'completion/complete' ? undefined : own
+  // Only a call that can create a task has its answer read for task ids (docs/virtual-servers.md
+  // "Tasks"); a plain tools/call streams untouched.
+  const tasks =
+    r.method === 'tools/call' && mayCarryTaskIds(r.method, r.message, r.call.body)
+      ? r.v.tasks.sealerFor(member.name, r.principal)
+      : undefined
+  return limited(r, member, target, () => forwardTo(r, member, text, [target], name, tasks))
+}
+
+/** The message of a call judged on its headers: its body is forwarded, never read. */
+const UNREAD_CALL: JsonRpcMessage = Object.freeze({
+  kind: 'request',
+  method: 'tools/call',
+  params: undefined,
+  rawId: undefined,
+})
+
+/**
+ * A `tools/call` to a member that checks its body against its headers itself (`trustHeaders:
+ * true`): judged, limited and forwarded on its `Mcp-Name` exactly as on that member's own endpoint
+ * (docs/virtual-servers.md "What is judged"), without reading the body. Undefined when anything
+ * needs the body (a prefix to take off, a curated name, a name not known yet, a member whose era
+ * is not known or is 2025, a task to seal, trace context to add): the stage then parses it.
+ */
+export function trustedCall(
+  base: Omit<VirtualRequest, 'message' | 'method' | 'rawId' | 'text'>,
+  mcp: McpRequestInfo,
+): Promise<Answer> | undefined {
+  const { v, call } = base
+  const target = mcp.targets[0]
+  if (mcp.method !== 'tools/call' || target?.kind !== 'tool' || call.trace !== undefined)
+    return undefined
+  const route = v.state.table('tools').routes.get(target.name)
+  if (route === undefined || route.name !== target.name) return undefined
+  const member = v.members[route.member] as MemberServer
+  // SECURITY: only for a member whose own endpoint trusts headers: it refuses a body that names
+  // another tool than Mcp-Name (spec 2026-07-28 basic/transports/streamable-http §Server
+  // Validation), so what it runs is the tool its policy allowed here.
+  if (
+    !member.config.trustHeaders ||
+    member.catalog !== undefined ||
+    v.eras.of(member.name) !== 'modern'
+  )
+    return undefined
+  if (mayCarryTaskIds('tools/call', undefined, call.body)) return undefined
+  const r: VirtualRequest = {
+    ...base,
+    message: UNREAD_CALL,
+    method: 'tools/call',
+    rawId: 'null', // never read on this path: a denial peeks the id, errors do (app.ts)
+    text: '', // forwardTo: the client's body, unchanged
+  }
+  if (!allowed(r, member, target))
+    return Promise.resolve(denied({ ...r, rawId: peekRawId(call.body) ?? 'null' }, target))
+  return limited(r, member, target, () => forwardTo(r, member, '', [target], undefined))
+}
+
+export async function readResource(r: VirtualRequest): Promise<Answer> {
+  const uri = r.message.params?.uri
+  if (typeof uri !== 'string') throw new GatewayError('invalid_params', 'params.uri is required')
+  const member = await routeUri(r, uri)
+  if (member === undefined) return denied(r, { kind: 'resource', uri }, 'virtual_unknown_name')
+  const target: McpTarget = { kind: 'resource', uri }
+  if (!allowed(r, member, target)) return denied(r, target)
+  return limited(r, member, target, () => forwardTo(r, member, r.text, [target], undefined))
+}
+
+/** completion/complete: a prompt by name (prefix off `ref.name`) or a resource template by URI. */
+export async function complete(r: VirtualRequest): Promise<Answer> {
+  const ref = r.message.params?.ref
+  if (isRecord(ref) && ref.type === 'ref/prompt') return callByName(r, 'prompts', ['ref', 'name'])
+  if (isRecord(ref) && ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+    const member = await routeUri(r, ref.uri)
+    const target: McpTarget = { kind: 'resource', uri: ref.uri }
+    if (member === undefined) return denied(r, target, 'virtual_unknown_name')
+    if (!allowed(r, member, target)) return denied(r, target)
+    return limited(r, member, target, () => forwardTo(r, member, r.text, [target], undefined))
+  }
+  throw new GatewayError('invalid_params', 'params.ref must be a ref/prompt or ref/resource')
+}
+
+/** The member serving a URI or template; refused when two serve it and `resources:` does not say. */
+async function routeUri(r: VirtualRequest, uri: string): Promise<MemberServer | undefined> {
+  const { v } = r
+  // SECURITY: a URI with dot segments or encoded separators is refused as on a member's endpoint
+  // with policies on (docs/policy.md §Resource URIs).
+  if (r.ctx.policy !== undefined) {
+    const problem = uriProblem(uri)
+    if (problem !== undefined)
+      throw new GatewayError('uri_not_normalized', `${JSON.stringify(uri)}: ${problem}`)
+  }
+  let route = routeResource(uri, v.state, v.resourceRoute)
+  if (
+    route.kind === 'unknown' &&
+    !(v.state.isFresh('resources') && v.state.isFresh('resourceTemplates'))
+  ) {
+    await Promise.all([refresh(r, 'resources/list'), refresh(r, 'resources/templates/list')])
+    route = routeResource(uri, v.state, v.resourceRoute)
+  }
+  if (route.kind === 'ambiguous') {
+    const names = route.members.map((m) => v.memberNames[m]).join(', ')
+    throw new GatewayError(
+      'invalid_params',
+      `${JSON.stringify(uri)} is served by ${names}; virtualServers.${v.name}.resources must route it`,
+    )
+  }
+  return route.kind === 'member' ? v.members[route.member] : undefined
+}

@@ -1,0 +1,30 @@
+import { callByName, complete, readResource } from './handle-calls.js'
+import { discover, list } from './handle-lists.js'
+import { taskFollowUp, taskList } from './handle-tasks.js'
+import type { VirtualHandler, VirtualRequest } from './request.js'
+
+/**
+ * What a virtual server answers, by method (docs/virtual-servers.md). Discovery and lists fan out
+ * to every member and merge; calls, reads, gets and completions are routed to one member by name
+ * and streamed back untouched. Any other method is answered as a server that does not know it.
+ * 2025-era methods (initialize, ping …) are answered by the 2025-era front and
+ * subscriptions/listen by the listen stage (pipeline/virtual-legacy.ts, pipeline/virtual-listen.ts).
+ */
+export const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
+  Object.assign(Object.create(null) as Record<string, VirtualHandler>, {
+    'server/discover': discover,
+    'tools/list': list,
+    'prompts/list': list,
+    'resources/list': list,
+    'resources/templates/list': list,
+    'tools/call': (r: VirtualRequest) => callByName(r, 'tools', ['name']),
+    'prompts/get': (r: VirtualRequest) => callByName(r, 'prompts', ['name']),
+    'resources/read': readResource,
+    'completion/complete': complete,
+    'tasks/get': taskFollowUp,
+    'tasks/result': taskFollowUp,
+    'tasks/cancel': taskFollowUp,
+    'tasks/update': taskFollowUp,
+    'tasks/list': taskList,
+  }),
+)
