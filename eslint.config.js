@@ -1,21 +1,68 @@
-// Lint rules that encode the house rules (CONTRIBUTING.md): layering of the pure core, no global
+// Lint rules that encode the house rules (CONTRIBUTING.md): layering of src/ folders, no global
 // fetch or web Response on the data path, no hono `c.var`. Import cycles (type imports included)
 // are checked by madge in `npm run lint`; formatting by prettier.
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
-/** The pure core: protocol, policy, cache, auth and upstream logic, testable without hono. */
-const PURE_CORE = [
-  'src/mcp/**',
-  'src/policy/**',
-  'src/cache/**',
-  'src/auth/**',
-  'src/upstream/**',
-  'src/limits/**',
-  'src/telemetry/**',
-  'src/virtual/**',
-  'src/catalog/**',
+/**
+ * The folders of src/, bottom to top (CONTRIBUTING.md "Layering", docs/design/member-path.md): a
+ * folder imports only folders below it, type imports included, so no two folders know each other.
+ * `errors`, `app`, `server` and `cli` include the files of that name in src/.
+ */
+const LAYERS = [
+  'errors',
+  'mcp',
+  'config',
+  'auth',
+  'match',
+  'redis',
+  'limits',
+  'policy',
+  'observability',
+  'cache',
+  'telemetry',
+  'upstream',
+  'endpoint',
+  'catalog',
+  'virtual',
+  'runtime',
+  'cluster',
+  'pipeline',
+  'app',
+  'server',
+  'cli',
 ]
+
+/** The pure core: every folder below runtime/, testable without hono. */
+const PURE_CORE = LAYERS.slice(1, LAYERS.indexOf('runtime')).map((f) => `src/${f}/**`)
+
+const HONO_BAN = [
+  { group: ['hono', 'hono/*', '@hono/*'], message: 'the pure core does not import hono' },
+]
+
+/** One `no-restricted-imports` block per folder: what is above it, and hono for the core. */
+function layerRules() {
+  return LAYERS.slice(1, LAYERS.indexOf('pipeline') + 1).map((folder, i) => {
+    const above = LAYERS.slice(i + 2)
+    const up = above.flatMap((f) => [`../${f}/*`, `../${f}.js`, `../../${f}/*`])
+    const patterns = [
+      {
+        group: up,
+        message: `${folder}/ imports only folders below it (CONTRIBUTING.md "Layering"); move the code or the type to its owner`,
+      },
+    ]
+    const core = PURE_CORE.includes(`src/${folder}/**`)
+    return {
+      files: [`src/${folder}/**`],
+      rules: {
+        'no-restricted-imports': [
+          'error',
+          { patterns: core ? [...HONO_BAN, ...patterns] : patterns },
+        ],
+      },
+    }
+  })
+}
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', 'coverage/**'] },
@@ -61,25 +108,7 @@ export default tseslint.config(
       ],
     },
   },
-  {
-    files: PURE_CORE,
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [{ name: 'hono', message: 'the pure core does not import hono' }],
-          patterns: [
-            { group: ['hono/*', '@hono/*'], message: 'the pure core does not import hono' },
-            {
-              group: ['**/pipeline/*', '**/env.js', '**/app.js', '**/server.js'],
-              message:
-                'the pure core does not import the hono app or its stages; move the type to its owner',
-            },
-          ],
-        },
-      ],
-    },
-  },
+  ...layerRules(),
   {
     files: ['src/upstream/**', 'src/pipeline/**', 'src/cache/**'],
     rules: {

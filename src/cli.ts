@@ -7,7 +7,7 @@ import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { writeFileSync } from 'node:fs'
 import { runPrimary, workerCount } from './cluster/primary.js'
-import { ConfigError, loadConfigFile } from './config/load.js'
+import { ConfigError, loadConfigFile } from './runtime/load.js'
 import { startGateway } from './server.js'
 
 const USAGE = `usage:
@@ -74,7 +74,7 @@ async function schema(args: readonly string[]): Promise<number> {
     process.stderr.write(`mcp-edge schema: name config or policy\n${USAGE}`)
     return 2
   }
-  const { jsonSchemaText, JSON_SCHEMAS } = await import('./config/json-schema.js')
+  const { jsonSchemaText, JSON_SCHEMAS } = await import('./cli/json-schema.js')
   const text = jsonSchemaText(name)
   if (args.includes('--write')) writeFileSync(JSON_SCHEMAS[name].file, text)
   else process.stdout.write(text)

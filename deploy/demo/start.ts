@@ -3,7 +3,7 @@
  * them with deploy/gateway.demo.yaml. Ctrl-C (SIGINT) or SIGTERM drains and stops everything.
  */
 import { fileURLToPath } from 'node:url'
-import { ConfigError, loadConfigFile } from '../../src/config/load.js'
+import { ConfigError, loadConfigFile } from '../../src/runtime/load.js'
 import { startGateway } from '../../src/server.js'
 import { startDemoServers } from './servers.js'
 

@@ -1,20 +1,8 @@
 import type { PinningConfig } from '../config/schema.js'
+import type { DriftEvent } from '../observability/audit.js'
 import { foldName } from './fold.js'
 import { definitionDigest, type CatalogKind } from './definition.js'
 import type { LockedDefinition, ServerLock } from './lock.js'
-
-/** One definition seen with another digest than its pin (docs/catalog.md §Run-time pinning). */
-export interface DriftEvent {
-  readonly server: string
-  readonly kind: CatalogKind
-  /** The backend's own name. */
-  readonly name: string
-  /** The pinned digest, and the one the backend's list now gives. */
-  readonly pinned: string
-  readonly seen: string
-  /** What clients get: `hidden` (onDrift: hide) or `served` (onDrift: warn). */
-  readonly action: 'hidden' | 'served'
-}
 
 /** Where drift goes: the audit log and a metric (wired by the runtime). */
 export type DriftReporter = (event: DriftEvent) => void

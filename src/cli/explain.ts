@@ -1,11 +1,11 @@
 import { parseArgs } from 'node:util'
 import { explainCatalog } from '../catalog/explain.js'
-import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.js'
+import { ConfigError, loadConfigFile, type LoadedConfig } from '../runtime/load.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { memberTargets, type MemberTarget } from '../virtual/explain-target.js'
-import type { PolicyCaller } from '../policy/compile.js'
+import type { PolicyCaller } from '../match/claims.js'
 import type { Decision, PolicySet } from '../policy/policy.js'
 
 /** Exit codes of `mcp-edge explain`. */

@@ -18,7 +18,7 @@ import {
   type LockedDefinition,
   type ServerLock,
 } from '../catalog/lock.js'
-import { ConfigError, loadConfigFile, type LoadedConfig } from '../config/load.js'
+import { ConfigError, loadConfigFile, type LoadedConfig } from '../runtime/load.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'

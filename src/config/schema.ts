@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { parseCidr } from '../limits/client-ip.js'
+import { parseCidr } from './cidr.js'
 
 /**
  * The gateway's YAML config, strictly: unknown keys and wrong types are startup errors that name

@@ -1,5 +1,5 @@
 import type { McpTarget } from '../mcp/classify.js'
-import type { PolicyCaller } from '../policy/compile.js'
+import type { PolicyCaller } from '../match/claims.js'
 import { rateOf, type GcraResult, type Rate } from './gcra.js'
 import { policyItem, retryAfterSeconds, stateItem } from './headers.js'
 import type { LimitState } from './state.js'

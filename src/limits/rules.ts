@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto'
 import type { McpTarget } from '../mcp/classify.js'
-import { compileClaims, type PolicyCaller } from '../policy/compile.js'
-import { compilePatterns, type Matcher } from '../policy/pattern.js'
-import type { LimitConfig } from '../policy/schema.js'
+import { compileClaims, type PolicyCaller } from '../match/claims.js'
+import { compilePatterns, type Matcher } from '../match/pattern.js'
+import type { LimitConfig } from './schema.js'
 
 /** Whose bucket a request counts against (docs/rate-limits.md §Keys). */
 export type LimitKey =

@@ -1,13 +1,25 @@
 import type { Logger } from 'pino'
-import type { DriftEvent } from '../catalog/pin-state.js'
 import type { McpTarget } from '../mcp/classify.js'
-import type { PolicyCaller } from '../policy/compile.js'
+import type { PolicyCaller } from '../match/claims.js'
 import type { Decision } from '../policy/policy.js'
 import { quote, type LineSink } from './line-sink.js'
 
 const ALLOWED = 'policy allowed'
 /** Names are the caller's text (up to the body cap): long ones are cut so lines stay bounded. */
 const MAX_TARGET = 1024
+
+/** A definition whose digest differs from its pin (docs/catalog.md §Run-time pinning). */
+export interface DriftEvent {
+  readonly server: string
+  readonly kind: 'tools' | 'prompts'
+  /** The backend's own name. */
+  readonly name: string
+  /** The pinned digest, and the one the backend's list now gives. */
+  readonly pinned: string
+  readonly seen: string
+  /** What clients get: `hidden` (onDrift: hide) or `served` (onDrift: warn). */
+  readonly action: 'hidden' | 'served'
+}
 
 /** One policy decision on a named target, as the audit log records it. */
 interface AuditEntry {

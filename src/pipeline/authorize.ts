@@ -8,7 +8,7 @@ import { LIST_ITEMS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import { judge, type JudgeDeps } from '../endpoint/judge.js'
 import { renderDenial } from '../policy/denial.js'
-import { compilePatterns, type Matcher } from '../policy/pattern.js'
+import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { PolicySet } from '../policy/policy.js'
 import type { Stage } from './chain.js'
 

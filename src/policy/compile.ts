@@ -1,16 +1,10 @@
 import { createHash } from 'node:crypto'
-import { compilePatterns, type Matcher } from './pattern.js'
+import { compileClaims, type PolicyCaller } from '../match/claims.js'
+import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
 export type TargetKind = 'tool' | 'prompt' | 'resource' | 'method'
-
-/** The caller as policy sees it; the auth stage's Principal fits (src/policy stays hono-free). */
-export interface PolicyCaller {
-  readonly subject: string
-  readonly issuer: string
-  readonly claims: Readonly<Record<string, unknown>>
-}
 
 /** A rule as parsed from a file, with where it came from (`policies/a.yaml rules[2]`). */
 export interface SourcedRule {
@@ -54,24 +48,5 @@ function compileTargets(t: TargetPatterns | undefined): Record<TargetKind, Match
     prompt: compilePatterns(t?.prompts),
     resource: compilePatterns(t?.resources),
     method: compilePatterns(t?.methods),
-  }
-}
-
-/**
- * Every listed claim must equal the value or, when the claim is an array, contain it. Strict
- * equality: `1` never matches `"1"`. Without a verified caller nothing matches.
- */
-export function compileClaims(
-  claims: Readonly<Record<string, string | number | boolean>>,
-): (caller: PolicyCaller | undefined) => boolean {
-  const wanted = Object.entries(claims)
-  return (caller) => {
-    if (caller === undefined) return false
-    return wanted.every(([name, value]) => {
-      // SECURITY: own claims only, so `constructor` or `__proto__` never match inherited values.
-      if (!Object.hasOwn(caller.claims, name)) return false
-      const actual = caller.claims[name]
-      return actual === value || (Array.isArray(actual) && actual.includes(value))
-    })
   }
 }

@@ -1,7 +1,8 @@
 import type { McpTarget } from '../mcp/classify.js'
 import type { ListFilter } from '../mcp/list-filter.js'
 import type { CompiledLimit } from '../limits/rules.js'
-import type { CompiledRule, PolicyCaller, TargetKind } from './compile.js'
+import type { PolicyCaller } from '../match/claims.js'
+import type { CompiledRule, TargetKind } from './compile.js'
 import { RuleListFilter } from './list-view.js'
 
 /** Why a decision came out the way it did. */

@@ -1,4 +1,5 @@
-import type { Clock } from '../cache/store.js'
+/** Milliseconds, monotonic where it matters (injected in tests). */
+type Clock = () => number
 
 /** When the shared tier is bypassed, and for how long. */
 export interface BreakerOptions {

@@ -1,6 +1,6 @@
 import type { VirtualServerConfig } from '../config/schema.js'
 import { MemberEras } from '../endpoint/era.js'
-import { compilePattern, type Matcher } from '../policy/pattern.js'
+import { compilePattern, type Matcher } from '../match/pattern.js'
 import { CursorCodec } from './cursor.js'
 import { MergedCache } from './merged-cache.js'
 import { VirtualState } from './state.js'

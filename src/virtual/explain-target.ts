@@ -1,6 +1,6 @@
 import type { VirtualServerConfig } from '../config/schema.js'
 import type { McpTarget } from '../mcp/classify.js'
-import { compilePattern } from '../policy/pattern.js'
+import { compilePattern } from '../match/pattern.js'
 import { prefixedName, shortenedStart } from './names.js'
 
 /** A member that may serve a target named on a virtual server, and the target in its own name. */

@@ -1,6 +1,6 @@
 import { onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
-import { parseConfigText } from '../../src/config/load.js'
+import { parseConfigText } from '../../src/runtime/load.js'
 import { startGateway, type RunningGateway, type StartOptions } from '../../src/server.js'
 
 /** A gateway started for one test, with its log lines captured. */

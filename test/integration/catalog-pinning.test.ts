@@ -7,7 +7,7 @@ import { startDemoServers } from '../../deploy/demo/servers.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { definitionDigest, modelView, type CatalogKind } from '../../src/catalog/definition.js'
 import { renderLock, type LockedDefinition } from '../../src/catalog/lock.js'
-import { loadConfigFile } from '../../src/config/load.js'
+import { loadConfigFile } from '../../src/runtime/load.js'
 import { startGateway } from '../../src/server.js'
 import {
   connectClient,

@@ -1,6 +1,6 @@
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
-import { parseConfigText } from '../../src/config/load.js'
+import { parseConfigText } from '../../src/runtime/load.js'
 import { mcpPost } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
 import { startNonValidatingBackend } from '../helpers/sdk-servers.js'

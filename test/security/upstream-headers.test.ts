@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { ConfigError, parseConfigText } from '../../src/config/load.js'
+import { ConfigError, parseConfigText } from '../../src/runtime/load.js'
 import { mcpBody, MODERN_VERSION } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
 import { httpHead, sendRaw, type RawSocketResponse } from '../helpers/raw-socket.js'

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, parseConfigText } from '../../src/config/load.js'
+import { ConfigError, parseConfigText } from '../../src/runtime/load.js'
 import { envelope, mcpHeaders, mcpPost, rawPost } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { closing } from '../helpers/lifecycle.js'

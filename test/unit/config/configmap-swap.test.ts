@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { loadConfigFile, type LoadedConfig } from '../../../src/config/load.js'
-import { watchConfig } from '../../../src/config/watch.js'
+import { loadConfigFile, type LoadedConfig } from '../../../src/runtime/load.js'
+import { watchConfig } from '../../../src/runtime/watch.js'
 import type { PolicySet } from '../../../src/policy/policy.js'
 
 const allowing = (tool: string): string =>

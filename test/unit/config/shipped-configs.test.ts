@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { loadConfigFile, parseConfigText } from '../../../src/config/load.js'
+import { loadConfigFile, parseConfigText } from '../../../src/runtime/load.js'
 
 /** A policy folder for the production-shaped examples (they front only `weather`). */
 const policies = mkdtempSync(join(tmpdir(), 'mcp-edge-policies-'))

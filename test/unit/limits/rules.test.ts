@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
-import { ConfigError, loadConfigFile } from '../../../src/config/load.js'
+import { ConfigError, loadConfigFile } from '../../../src/runtime/load.js'
 import { clientAddress } from '../../../src/limits/client-ip.js'
 import { explainCommand } from '../../../src/cli/explain.js'
 

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { loadConfigFile } from '../../../src/config/load.js'
+import { loadConfigFile } from '../../../src/runtime/load.js'
 import type { McpTarget } from '../../../src/mcp/classify.js'
 import { loadPolicySet } from '../../../src/policy/load.js'
 import { caller } from './fixtures.js'

@@ -1,6 +1,6 @@
 import { pino } from 'pino'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { parseConfigText } from '../../../src/config/load.js'
+import { parseConfigText } from '../../../src/runtime/load.js'
 import { createMetrics } from '../../../src/observability/metrics.js'
 import { ServerBalancing } from '../../../src/upstream/balancing.js'
 import type { HealthShare } from '../../../src/upstream/health-share.js'

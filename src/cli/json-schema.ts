@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { policyFileSchema } from '../policy/schema.js'
-import { configSchema } from './schema.js'
+import { configSchema } from '../config/schema.js'
 
 /**
  * JSON Schemas (draft 2020-12) for editors, generated from the zod schemas that validate at

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { compilePattern, compilePatterns } from '../../../src/policy/pattern.js'
+import { compilePattern, compilePatterns } from '../../../src/match/pattern.js'
 
 describe('policy patterns', () => {
   it.each([

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { JSON_SCHEMAS, jsonSchemaText, type SchemaName } from '../../../src/config/json-schema.js'
+import { JSON_SCHEMAS, jsonSchemaText, type SchemaName } from '../../../src/cli/json-schema.js'
 
 /** The shipped JSON Schemas are generated from the zod schemas; `npm run schema` rewrites them. */
 describe('shipped JSON Schemas', () => {

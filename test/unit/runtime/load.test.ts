@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfigFile, parseConfigText } from '../../../src/config/load.js'
+import { ConfigError, loadConfigFile, parseConfigText } from '../../../src/runtime/load.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-config-'))
 

@@ -4,11 +4,11 @@ import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
 import { curationProblems, loadLockFor } from '../catalog/config.js'
-import { checkVirtualServers } from './virtual-check.js'
+import { checkVirtualServers } from '../config/virtual-check.js'
 import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
-import { configSchema, type GatewayConfig } from './schema.js'
+import { configSchema, type GatewayConfig } from '../config/schema.js'
 
 /** A config that failed to load; `problems` lists every error as `path: message`. */
 export class ConfigError extends Error {
