@@ -23,6 +23,7 @@ import {
   type GatewayRuntime,
 } from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
+import { SessionListens } from './virtual/session-listens.js'
 
 /** How often Node looks for connections past `limits.headersTimeoutMs`. */
 const HEADERS_CHECK_MS = 500
@@ -82,6 +83,7 @@ export async function startGateway(
   // Drain state and metrics outlive config reloads (docs/balancing.md §Graceful drain).
   const shared: RuntimeShared = {
     lifecycle: new Lifecycle(),
+    listens: new SessionListens(),
     metrics,
     auth: new AuthCarryOver(opts.auth),
     ...(worker === undefined ? {} : { health: worker.health }),

@@ -7,6 +7,7 @@ import type { RequestHead } from '../mcp/request-head.js'
 import type { GatewayRuntime, ServerRuntime } from '../runtime/runtime.js'
 import type { StreamEnding } from './stream-ending.js'
 import type { RequestTrace } from '../telemetry/request-trace.js'
+import type { VirtualSession } from '../virtual/client-session.js'
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
 interface GatewayVariables {
@@ -32,6 +33,8 @@ interface GatewayVariables {
    * listeners when the stream ends, with what the stages would otherwise read from the context.
    */
   streamEnd: StreamEnding | undefined
+  /** The 2025-era client session of a virtual server's request (pipeline/virtual-legacy.ts). */
+  virtualSession: VirtualSession | undefined
 }
 
 /** Hono environment of the gateway app. */

@@ -7,8 +7,7 @@ import type { McpRequestInfo } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { encodeHeaderValue } from '../mcp/headers.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
-import { sessionKey } from '../upstream/sessions.js'
-import { VirtualSessionCodec, type VirtualSession } from '../virtual/client-session.js'
+import type { VirtualSession } from '../virtual/client-session.js'
 import { modernise } from '../virtual/envelope.js'
 import {
   initializeAnswer,
@@ -18,33 +17,18 @@ import {
 } from '../virtual/legacy-lifecycle.js'
 import { GATEWAY_INFO } from '../virtual/merge.js'
 import { endMemberSessions } from '../endpoint/era.js'
-import { endLegacyListens, legacyListen, type MemberHeaders } from './virtual-listen.js'
+import { endLegacyListens, legacyListen } from '../virtual/listen.js'
+import type { MemberHeaders } from '../virtual/request.js'
+import { respond, virtualContext } from './virtual-answer.js'
+import { callOf } from './endpoint-call.js'
 
 const MODERN = '2026-07-28'
 /** Request headers that name the era, the session or the routing: replaced when modernising. */
 const REPLACED = new Set(['mcp-protocol-version', 'mcp-session-id', 'mcp-method', 'mcp-name'])
 
-/** Per virtual server (and runtime): the codec of the gateway's own 2025-era session ids. */
-const codecs = new WeakMap<VirtualRuntime, VirtualSessionCodec>()
-
-function codecOf(c: Context<GatewayEnv>, v: VirtualRuntime): VirtualSessionCodec {
-  let codec = codecs.get(v)
-  if (codec === undefined) {
-    // The same key as every other handle (docs/balancing.md "Legacy sessions"): any gateway with
-    // the same `legacySessions.key` opens the session.
-    const key = sessionKey(c.get('runtime').config.legacySessions?.key).key
-    codec = new VirtualSessionCodec(key, v.name)
-    codecs.set(v, codec)
-  }
-  return codec
-}
-
-/** The 2025-era session of each request being served (its member sessions are keyed by it). */
-const sessions = new WeakMap<Context<GatewayEnv>, VirtualSession>()
-
 /** The 2025-era client session of a request, or undefined for a 2026-07-28 client. */
 export function sessionOf(c: Context<GatewayEnv>): VirtualSession | undefined {
-  return sessions.get(c)
+  return c.get('virtualSession')
 }
 
 /** What the stage does after {@link legacyFront}: nothing more, or finish an `initialize`. */
@@ -68,7 +52,7 @@ export async function legacyFront(
   log: Logger,
   deps?: { readonly cache: EdgeCache | undefined; readonly headersFor: MemberHeaders },
 ): Promise<LegacyTurn> {
-  const codec = codecOf(c, v)
+  const codec = v.clientSessions
   const owner = c.get('principal')
   const head = c.get('head')
   const method = c.env.incoming.method
@@ -77,8 +61,8 @@ export async function legacyFront(
   if (method === 'POST' && message?.method === 'initialize' && message.kind === 'request') {
     const params = message.params ?? {}
     const version = negotiateVersion(params.protocolVersion)
-    const { token, session } = codecOf(c, v).issue(version, params, owner)
-    sessions.set(c, session)
+    const { token, session } = v.clientSessions.issue(version, params, owner)
+    c.set('virtualSession', session)
     const discover = discoverMessage(message.rawId as string, session)
     c.set(
       'body',
@@ -97,14 +81,19 @@ export async function legacyFront(
   // SECURITY: unknown, tampered and other callers' ids are refused, never guessed at; the 404
   // makes the client start a new session (spec 2025-11-25 §Session Management).
   if (session === undefined) throw new GatewayError('session_not_found')
-  sessions.set(c, session)
+  c.set('virtualSession', session)
   // The standalone GET stream (SH §Listening for Messages from the Server): the members' change
   // notifications, merged (virtual-listen.ts); 405 when no member offers any.
   if (method === 'GET') {
     if (deps === undefined) throw new GatewayError('method_not_allowed')
     const { cache, headersFor } = deps
-    const stream = { c, v, principal: owner, log, cache, headersFor }
-    return { kind: 'answered', response: await legacyListen(stream, session) }
+    const out = { outcome: undefined, upstreamId: undefined }
+    // prettier-ignore
+    const stream = {
+      v, ctx: virtualContext(c), call: callOf(c), res: c.env.outgoing, out, principal: owner, log,
+      cache, headersFor,
+    }
+    return { kind: 'answered', response: respond(c, out, await legacyListen(stream, session)) }
   }
   if (method === 'DELETE') {
     endLegacyListens(v, session)

@@ -1,15 +1,15 @@
-import type { Context, MiddlewareHandler } from 'hono'
+import type { MiddlewareHandler } from 'hono'
 import { classify } from '../mcp/classify.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
 import { trustedCall } from '../virtual/handle-calls.js'
 import { HANDLERS } from '../virtual/handlers.js'
-import type { Answer, VirtualDeps, VirtualOutcome, VirtualRequest } from '../virtual/request.js'
+import { virtualListen } from '../virtual/listen.js'
+import type { VirtualDeps, VirtualOutcome, VirtualRequest } from '../virtual/request.js'
 import { headersFor } from '../virtual/route.js'
 import { callOf } from './endpoint-call.js'
 import type { GatewayEnv } from './env.js'
-import { ALREADY_SENT } from './node-response.js'
+import { respond, virtualContext } from './virtual-answer.js'
 import { legacyFront, sessionOf } from './virtual-legacy.js'
-import { virtualListen } from './virtual-listen.js'
 
 /**
  * Last stage for /mcp/<virtual>, in place of policy, cache and proxy: the request has been judged
@@ -22,7 +22,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
   async function virtual(c) {
     const runtime = c.get('runtime')
     const v = runtime.virtualServers.get(c.get('server').name) as VirtualRuntime
-    const ctx = { policy: runtime.policy, auth: runtime.auth, limits: runtime.config.limits }
+    const ctx = virtualContext(c)
     // 2025-era clients: the gateway holds their session; what is left is a 2026-07-28 request.
     const legacy =
       c.get('mcp').era === 'legacy'
@@ -63,15 +63,15 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
     const rawId = message.rawId
     if (method === 'subscriptions/listen') {
       const headers = headersFor(base.call, ctx.auth, base.principal)
-      return virtualListen({
-        c,
-        v,
+      const listen = {
+        ...base,
+        log: deps.log,
+        cache: deps.cache,
         message,
         rawId,
-        ...deps,
-        principal: base.principal,
         headersFor: headers,
-      })
+      }
+      return respond(c, out, await virtualListen(listen))
     }
     // spec 2025-11-25 server/utilities/logging: `initialize` passes on the members' `logging`
     // capability, so a 2025-era client may set a level (the Inspector does so on connect). The
@@ -101,11 +101,3 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
     const res = respond(c, out, await handler(r))
     return legacy === undefined ? res : legacy.finish(res)
   }
-
-/** A handler's answer as the stage's: its outcome and replica for the access log and the span. */
-function respond(c: Context<GatewayEnv>, out: VirtualOutcome, a: Answer): Response {
-  if (out.outcome !== undefined) c.set('outcome', out.outcome)
-  if (out.upstreamId !== undefined) c.set('upstreamId', out.upstreamId)
-  if (a.kind === 'sent') return ALREADY_SENT
-  return c.body(a.body, a.status as 200, { 'content-type': 'application/json' })
-}

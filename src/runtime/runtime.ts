@@ -21,6 +21,7 @@ import type { HealthShare } from '../upstream/health-share.js'
 import type { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
 import { compileVirtual, type VirtualCore } from '../virtual/compile.js'
+import { SessionListens } from '../virtual/session-listens.js'
 
 /** One fronted MCP server, compiled from config once: nothing here is parsed per request. */
 export interface ServerRuntime {
@@ -46,6 +47,8 @@ export interface ServerRuntime {
 export interface VirtualRuntime extends VirtualCore {
   readonly members: readonly ServerRuntime[]
   readonly front: ServerRuntime
+  /** The gateway's 2025-era GET streams, carried over every reload (RuntimeShared.listens). */
+  readonly listens: SessionListens
 }
 
 /** Everything a request needs, swapped atomically on reload. */
@@ -119,6 +122,8 @@ export interface RuntimeShared {
   readonly auth?: AuthCarryOver
   /** With several workers: one process probes replicas and shares the results. */
   readonly health?: HealthShare
+  /** Virtual servers' 2025-era GET streams, so a DELETE after a reload still ends them. */
+  readonly listens?: SessionListens
 }
 
 /**
@@ -175,8 +180,9 @@ export function createRuntime(
     })
   }
   const virtualServers = new Map<string, VirtualRuntime>()
+  const listens = shared.listens ?? new SessionListens()
   for (const [name, cfg] of Object.entries(config.virtualServers)) {
-    virtualServers.set(name, compileVirtualRuntime(name, cfg, servers, key.key, config))
+    virtualServers.set(name, compileVirtualRuntime(name, cfg, servers, key.key, config, listens))
   }
   log.debug({ servers: [...servers.keys()] }, 'runtime compiled')
   const limitState = limitStateFor(config, log, shared)
@@ -210,6 +216,7 @@ function compileVirtualRuntime(
   servers: ReadonlyMap<string, ServerRuntime>,
   key: Buffer,
   config: GatewayConfig,
+  listens: SessionListens,
 ): VirtualRuntime {
   const members = cfg.members.map((m) => servers.get(m) as ServerRuntime) // load.ts checked them
   const first = members[0] as ServerRuntime
@@ -235,7 +242,7 @@ function compileVirtualRuntime(
     // SECURITY: an Origin reaches every member through this endpoint, so every member must allow it.
     origins: new Set([...first.origins].filter((o) => members.every((m) => m.origins.has(o)))),
   }
-  return { ...compileVirtual(name, cfg, key, config.cache?.maxTtlMs), members, front }
+  return { ...compileVirtual(name, cfg, key, config.cache?.maxTtlMs), members, front, listens }
 }
 
 /** Stops health checks and closes every pool of a runtime that is no longer in use. */

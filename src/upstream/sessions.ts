@@ -12,11 +12,6 @@ const B64URL = /^[A-Za-z0-9_-]+$/
 let processKey: Buffer | undefined
 
 /**
- * The key that seals session and task ids: `legacySessions.key`, or one random key per process
- * (kept across reloads, so ids survive them). Returns whether it was generated, so the caller can
- * warn that several gateway instances then cannot read each other's ids.
- */
-/**
  * Sets the per-process key before first use: the workers of one `mcp-edge serve` share the key
  * their primary drew, so an id one worker sealed opens in any other (docs/operations.md §Workers).
  */
@@ -24,6 +19,11 @@ export function shareProcessKey(key: Buffer): void {
   processKey = key
 }
 
+/**
+ * The key that seals session and task ids: `legacySessions.key`, or one random key per process
+ * (kept across reloads, so ids survive them). Returns whether it was generated, so the caller can
+ * warn that several gateway instances then cannot read each other's ids.
+ */
 export function sessionKey(configured: string | undefined): { key: Buffer; generated: boolean } {
   if (configured !== undefined) return { key: Buffer.from(configured, 'utf8'), generated: false }
   processKey ??= randomBytes(32)

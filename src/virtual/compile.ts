@@ -1,6 +1,7 @@
 import type { VirtualServerConfig } from '../config/schema.js'
 import { MemberEras } from '../endpoint/era.js'
 import { compilePattern, type Matcher } from '../match/pattern.js'
+import { VirtualSessionCodec } from './client-session.js'
 import { CursorCodec } from './cursor.js'
 import { MergedCache } from './merged-cache.js'
 import { VirtualState } from './state.js'
@@ -21,6 +22,8 @@ export interface VirtualCore {
   readonly merged: MergedCache | undefined
   /** The members' eras, and the sessions held toward 2025-only ones (endpoint/era.ts). */
   readonly eras: MemberEras
+  /** The gateway's own 2025-era client session ids (virtual/client-session.ts). */
+  readonly clientSessions: VirtualSessionCodec
 }
 
 /** Compiles one `virtualServers.<name>` entry; `key` is the handle key (upstream/sessions.ts). */
@@ -47,5 +50,8 @@ export function compileVirtual(
     resourceRoute: (uri) => routes.find(([match]) => match(uri))?.[1],
     merged: maxTtlMs === undefined ? undefined : new MergedCache(maxTtlMs),
     eras: new MemberEras(),
+    // The same key as every other handle (docs/balancing.md "Legacy sessions"): any gateway with
+    // the same `legacySessions.key` opens the session.
+    clientSessions: new VirtualSessionCodec(key, name),
   }
 }

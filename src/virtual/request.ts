@@ -18,6 +18,7 @@ import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import type { PolicySet } from '../policy/policy.js'
 import type { VirtualCore } from './compile.js'
+import type { SessionListens } from './session-listens.js'
 
 /** A member as a virtual server reaches it (runtime/runtime.ts ServerRuntime has all of it). */
 export interface MemberServer extends AskServer {
@@ -26,8 +27,10 @@ export interface MemberServer extends AskServer {
 }
 
 /** A compiled virtual server over its members (runtime/runtime.ts VirtualRuntime). */
-interface VirtualServer extends VirtualCore {
+export interface VirtualServer extends VirtualCore {
   readonly members: readonly MemberServer[]
+  /** The 2025-era sessions' GET streams of the gateway (virtual/session-listens.ts). */
+  readonly listens: SessionListens
 }
 
 /**
@@ -41,7 +44,7 @@ export type MemberHeaders = (
 ) => Promise<string[]>
 
 /** What a virtual request reads of the runtime it is served by. */
-interface VirtualContext {
+export interface VirtualContext {
   /** The compiled org-wide allowlist; undefined without `policies:`. */
   readonly policy: PolicySet | undefined
   readonly auth: AuthRuntime | undefined
@@ -86,7 +89,7 @@ export type Answer =
 export const SENT: Answer = Object.freeze({ kind: 'sent' })
 
 /** A JSON-RPC body on HTTP 200 (an answer in the backend's name). */
-function json(body: string, status = 200): Answer {
+export function json(body: string, status = 200): Answer {
   return { kind: 'json', status, body }
 }
 

@@ -1,4 +1,4 @@
-import type { Context } from 'hono'
+import type { ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
 import type { Principal } from '../auth/principal.js'
 import {
@@ -10,40 +10,43 @@ import {
 import type { EdgeCache } from '../cache/edge-cache.js'
 import type { Invalidation } from '../cache/key.js'
 import { ListenStream } from '../cache/listen-stream.js'
-import type { GatewayEnv } from './env.js'
+import { callerKey, type EndpointCall } from '../endpoint/call.js'
+import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
+import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
 import { exchangeFor } from '../endpoint/exchange.js'
+import type { MemberSession } from '../endpoint/member-sessions.js'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
-import type { ServerRuntime, VirtualRuntime } from '../runtime/runtime.js'
-import type { VirtualSession } from '../virtual/client-session.js'
-import { fanOut } from '../virtual/fan-out.js'
-import {
-  ListenMerge,
-  memberFilter,
-  type ListenMember,
-  type MemberLease,
-} from '../virtual/listen-merge.js'
-import { routeResource } from '../virtual/resources.js'
-import type { NamedKind, UriKind } from '../virtual/state.js'
-import { ALREADY_SENT } from './node-response.js'
-import { callerKey, type EndpointCall } from '../endpoint/call.js'
-import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
-import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
-import type { MemberSession } from '../endpoint/member-sessions.js'
 import { full, hasRoom } from '../upstream/pool.js'
 import type { Upstream } from '../upstream/upstream.js'
-import { LegacyGetStream, SessionGone } from '../virtual/legacy-get-stream.js'
-import { callOf } from './endpoint-call.js'
-
-import type { MemberHeaders } from '../virtual/request.js'
-export type { MemberHeaders }
+import type { VirtualSession } from './client-session.js'
+import { fanOut } from './fan-out.js'
+import { LegacyGetStream, SessionGone } from './legacy-get-stream.js'
+import { ListenMerge, memberFilter, type ListenMember, type MemberLease } from './listen-merge.js'
+import {
+  json,
+  SENT,
+  type Answer,
+  type MemberHeaders,
+  type MemberServer,
+  type VirtualContext,
+  type VirtualOutcome,
+  type VirtualServer,
+} from './request.js'
+import { routeResource } from './resources.js'
+import type { NamedKind, UriKind } from './state.js'
 
 /** What the listen handler needs from the virtual stage. */
 export interface ListenRequest {
-  readonly c: Context<GatewayEnv>
-  readonly v: VirtualRuntime
+  readonly v: VirtualServer
+  readonly ctx: VirtualContext
+  /** The client's judged request (endpoint/call.ts). */
+  readonly call: EndpointCall
+  /** Where the merged stream is written. */
+  readonly res: ServerResponse
+  readonly out: VirtualOutcome
   readonly message: JsonRpcMessage
   readonly rawId: string
   readonly principal: Principal | undefined
@@ -63,12 +66,12 @@ export interface ListenRequest {
  * and each member stream against its replica's, as a direct listen does (docs/balancing.md
  * "Streams").
  */
-export async function virtualListen(r: ListenRequest): Promise<Response> {
-  const { c, v } = r
+export async function virtualListen(r: ListenRequest): Promise<Answer> {
+  const { v } = r
   refuseTaskSubscriptions(r.message)
   const filter = listenFilterOf(r.message)
   const uris = filter.resourceSubscriptions ?? []
-  const policy = c.get('runtime').policy
+  const policy = r.ctx.policy
   // A URI goes to the member that serves it. One its member's policy denies the caller refuses the
   // whole listen, as on the member's own endpoint (docs/virtual-servers.md §Policy), before any
   // member stream is opened; a URI no member is known to serve is not honoured.
@@ -76,11 +79,11 @@ export async function virtualListen(r: ListenRequest): Promise<Response> {
   for (const uri of uris) {
     const route = routeResource(uri, v.state, v.resourceRoute)
     if (route.kind !== 'member') continue
-    const member = v.members[route.member] as ServerRuntime
+    const member = v.members[route.member] as MemberServer
     const target = { kind: 'resource', uri } as const
     if (policy !== undefined && !policy.check(r.principal, member.name, target).allow) {
-      c.set('outcome', 'policy_denied')
-      return c.body(renderDenial(target, r.rawId), 200, { 'content-type': 'application/json' })
+      r.out.outcome = 'policy_denied'
+      return json(renderDenial(target, r.rawId))
     }
     owners.set(uri, route.member)
   }
@@ -100,8 +103,7 @@ export async function virtualListen(r: ListenRequest): Promise<Response> {
 export async function legacyListen(
   r: Omit<ListenRequest, 'message' | 'rawId'>,
   session: VirtualSession,
-): Promise<Response> {
-  const { v } = r
+): Promise<Answer> {
   const members = await listenMembers(r, session)
   const all: ListenFilter = {
     toolsListChanged: true,
@@ -113,19 +115,15 @@ export async function legacyListen(
   // SH §Listening: "or else return HTTP 405 Method Not Allowed, indicating that the server does
   // not offer an SSE stream at this endpoint".
   if (!offered) throw new GatewayError('method_not_allowed')
-  const key = `${v.name}\0${session.id}`
-  return merged({ ...r, rawId: '0' }, members, all, () => undefined, 'get', key)
+  return merged({ ...r, rawId: '0' }, members, all, () => undefined, 'get', session.id)
 }
-
-/** The GET streams open in this process, per virtual server and 2025-era session. */
-const sessionStreams = new Map<string, Set<ListenMerge>>()
 
 /**
  * Ends the GET streams of a 2025-era session in this process (its DELETE, spec 2025-11-25
  * basic/transports §Session Management): the member sessions they listen in are ended too.
  */
-export function endLegacyListens(v: VirtualRuntime, session: VirtualSession): void {
-  for (const merge of sessionStreams.get(`${v.name}\0${session.id}`) ?? []) merge.end()
+export function endLegacyListens(v: VirtualServer, session: VirtualSession): void {
+  v.listens.end(v.name, session.id)
 }
 
 /** The client's one stream: its caller's stream budget, then the merge until it ends. */
@@ -136,17 +134,17 @@ async function merged(
   memberForUri: (uri: string) => number | undefined,
   mode: 'listen' | 'get',
   session?: string,
-): Promise<Response> {
-  const { c, v } = r
-  const limits = c.get('runtime').config.limits
-  const lifecycle = (v.members[0] as ServerRuntime).balancing.lifecycle
+): Promise<Answer> {
+  const { v } = r
+  const limits = r.ctx.limits
+  const lifecycle = (v.members[0] as MemberServer).balancing.lifecycle
   const stop = lifecycle.openStream(
-    callerKey(r.principal, c.env.incoming.socket.remoteAddress),
+    callerKey(r.principal, r.call.peer),
     limits.maxStreamsPerPrincipal,
   )
   let untrack: (() => void) | undefined
   try {
-    const merge = new ListenMerge(c.env.outgoing, {
+    const merge = new ListenMerge(r.res, {
       members,
       filter,
       memberForUri,
@@ -157,25 +155,14 @@ async function merged(
       stop,
       mode,
     })
-    if (session !== undefined) untrack = track(session, merge)
+    if (session !== undefined) untrack = v.listens.track(v.name, session, merge)
     merge.start()
     await merge.done
-    c.set('outcome', 'ok')
-    return ALREADY_SENT
+    r.out.outcome = 'ok'
+    return SENT
   } finally {
     untrack?.()
     lifecycle.closeStream(stop)
-  }
-}
-
-/** Keeps `merge` findable by its session until the returned function is called. */
-function track(session: string, merge: ListenMerge): () => void {
-  let set = sessionStreams.get(session)
-  if (set === undefined) sessionStreams.set(session, (set = new Set()))
-  set.add(merge)
-  return () => {
-    set.delete(merge)
-    if (set.size === 0) sessionStreams.delete(session)
   }
 }
 
@@ -190,19 +177,19 @@ async function listenMembers(
   r: Omit<ListenRequest, 'message' | 'rawId'>,
   session: VirtualSession | undefined,
 ): Promise<ListenMember[]> {
-  const { c, v } = r
+  const { v } = r
   const caller = {
     session,
-    owner: callerKey(r.principal, c.env.incoming.socket.remoteAddress),
+    owner: callerKey(r.principal, r.call.peer),
     log: r.log,
     principal: r.principal,
-    maxBytes: c.get('runtime').config.limits.maxInspectBytes,
+    maxBytes: r.ctx.limits.maxInspectBytes,
   }
   const outcomes = await fanOut(
     v.members.map((_, i) => i),
     v.config.fanOutTimeoutMs,
     async (i, signal): Promise<ListenMember> => {
-      const m = v.members[i] as ServerRuntime
+      const m = v.members[i] as MemberServer
       const headersFor = r.headersFor
       if (headersFor !== undefined && v.eras.of(m.name) === undefined)
         await learnEra(r, m, caller, signal).catch(() => undefined)
@@ -235,13 +222,7 @@ const REPLACED: ReadonlySet<string> = new Set([
  * the caller's judged headers, but the version and media types of a POST, whatever the caller's
  * own request was (a 2025-era GET has neither).
  */
-function postCall(
-  c: ListenRequest['c'],
-  method: string,
-  body: Buffer,
-  rawId: string,
-): EndpointCall {
-  const client = callOf(c)
+function postCall(client: EndpointCall, method: string, body: Buffer, rawId: string): EndpointCall {
   const forward: string[] = []
   const own = client.head.forward
   for (let i = 0; i < own.length; i += 2) {
@@ -275,13 +256,13 @@ function postCall(
 /** One `server/discover` in the member's own era (endpoint/era.ts): its era is learnt. */
 async function learnEra(
   r: Omit<ListenRequest, 'message' | 'rawId'>,
-  m: ServerRuntime,
+  m: MemberServer,
   caller: EraCaller & { readonly maxBytes: number },
   signal: AbortSignal,
 ): Promise<void> {
   const body = Buffer.from(rpcBody(DISCOVER_ID, 'server/discover'), 'utf8')
-  const call = postCall(r.c, 'server/discover', body, JSON.stringify(DISCOVER_ID))
-  const runtime = r.c.get('runtime')
+  const call = postCall(r.call, 'server/discover', body, JSON.stringify(DISCOVER_ID))
+  const runtime = r.ctx
   await askInEra(
     r.v.eras,
     r.v.name,
@@ -328,7 +309,7 @@ function listenFilterOf(message: JsonRpcMessage): ListenFilter {
 }
 
 /** Where the gateway itself reaches a member: one of its replicas, with its configured headers. */
-function endpointOf(m: ServerRuntime): UpstreamEndpoint {
+function endpointOf(m: MemberServer): UpstreamEndpoint {
   const up = m.balancing.pool.upstreams.find((u) => u.available) ?? m.balancing.pool.upstreams[0]
   return {
     url: up?.url.href ?? '',
@@ -343,7 +324,7 @@ function endpointOf(m: ServerRuntime): UpstreamEndpoint {
  * A replica for one member stream, counted against its `maxStreams` until released; throws
  * `streams_at_capacity` / `no_upstream` as a direct listen would (upstream/pool.ts).
  */
-function lease(m: ServerRuntime): MemberLease {
+function lease(m: MemberServer): MemberLease {
   const up = m.balancing.pool.select(undefined, undefined, true)
   up.inFlight++
   up.streams++
@@ -403,15 +384,15 @@ function withoutSubscribe(caps: Readonly<Record<string, unknown>>): Record<strin
  */
 async function legacyListenMember(
   r: Omit<ListenRequest, 'message' | 'rawId'>,
-  member: ServerRuntime,
+  member: MemberServer,
   headers: readonly string[],
   caller: EraCaller & { readonly principal: Principal | undefined; readonly maxBytes: number },
 ): Promise<ListenMember> {
   const v = r.v
   const key = memberSessionKey(caller.session, caller.owner)
-  const runtime = r.c.get('runtime')
+  const runtime = r.ctx
   const req = {
-    call: postCall(r.c, 'initialize', EMPTY, '""'),
+    call: postCall(r.call, 'initialize', EMPTY, '""'),
     opts: {
       auth: await exchangeFor(runtime.auth, member.name, r.principal),
       changes: { name: null, sessionId: null },
