@@ -63,8 +63,8 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     // A rejected reload (the last good config keeps serving) and replicas that are out are
     // reported, not fatal: every gateway replica sees the same edit and the same backends, so
     // failing readiness on them would turn one bad edit or one dead backend into a full outage.
-    // Names a virtual server cannot expose (collisions under `prefix: never`, names too long to
-    // prefix; docs/virtual-servers.md §Names) are warnings too: the rest of it keeps serving.
+    // Names a virtual server cannot expose (collisions under `prefix: never`; docs/virtual-
+    // servers.md §Names) are warnings too: the rest of it keeps serving.
     // Definitions that differ from their pin (docs/catalog.md §Run-time pinning): names only.
     const warnings = [...deps.warnings(), ...virtualProblems(runtime), ...catalogWarnings(runtime)]
     const upstreamsOut = deps.replicasOut?.() ?? []

@@ -66,7 +66,7 @@ export function compileAuth(
     })
   }
   // A virtual server needs what every member needs: its endpoint reaches all of them
-  // (docs/virtual-servers.md §Authentication); members' own token exchange still applies per member.
+  // (docs/virtual-servers.md §Policy); members' own token exchange still applies per member.
   for (const [name, v] of Object.entries(config.virtualServers)) {
     const resource = resourceUrl(base, name)
     const scopes = unique(v.members.flatMap((m) => config.servers[m]?.requiredScopes ?? []))

@@ -1,4 +1,5 @@
 import { isRecord } from '../mcp/jsonrpc.js'
+import { RESULT_ARRAYS } from '../mcp/methods.js'
 import type { CacheEntry } from './entry.js'
 
 /**
@@ -23,22 +24,6 @@ export interface SharedExpectation {
 
 /** A value that passed, or why it did not. */
 export type SharedRead = { readonly entry: CacheEntry } | { readonly rejected: string }
-
-/**
- * The member of each cacheable method's result that must be an array (the schema's list, or
- * `contents` / `supportedVersions`): a list filter or a client reads it as one.
- */
-const RESULT_ARRAYS: Readonly<Record<string, string>> = Object.assign(
-  Object.create(null) as Record<string, string>,
-  {
-    'server/discover': 'supportedVersions',
-    'tools/list': 'tools',
-    'prompts/list': 'prompts',
-    'resources/list': 'resources',
-    'resources/templates/list': 'resourceTemplates',
-    'resources/read': 'contents',
-  },
-)
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 

@@ -113,6 +113,8 @@ function explainVirtual(
   // backend's, and a name its catalog does not show leads nowhere.
   const candidates = named.flatMap((c) => {
     const t = c.target
+    // Only the start of a shortened name is known: it is not a name a catalog could look up.
+    if (c.via === 'shortened') return [c]
     const catalog = explainCatalog(loaded.config, c.member, t)
     if (catalog === undefined || (t.kind !== 'tool' && t.kind !== 'prompt')) return [c]
     if (catalog.backend === undefined) return []

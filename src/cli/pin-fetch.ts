@@ -110,7 +110,7 @@ const MODERN_META = {
 
 let lastId = 0
 
-/** A request's body and its raw id (the answer must carry it: upstream/ask.ts). */
+/** A request's body and its raw id (the answer must carry it: endpoint/ask.ts). */
 function request(method: string, params: Record<string, unknown>): [body: Buffer, rawId: string] {
   const rawId = JSON.stringify(`mcp-edge-pin-${++lastId}`)
   const text = `{"jsonrpc":"2.0","id":${rawId},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`
@@ -144,7 +144,7 @@ async function open(server: AskServer, maxBytes: number): Promise<Conversation> 
     answer = await send('server/discover', body, rawId)
   } catch (err) {
     // 2025-era servers refuse a request without a session with `"id": null`, which the id check
-    // takes for another request's answer (as pipeline/virtual-members.ts notes).
+    // takes for another request's answer (as endpoint/era.ts notes).
     if (!(err instanceof UpstreamFailure) || !legacyRefusal(err.status)) throw err
     return legacy(server, send, `HTTP ${err.status}`)
   }

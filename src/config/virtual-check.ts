@@ -5,7 +5,7 @@ import type { GatewayConfig } from './schema.js'
  * member is a server, once; a virtual server is not named like a server (both would be served at
  * /mcp/<name>); `resources:` routes only to members. Names that collide under `prefix: never` can
  * only be known once the members answer: they are reported at run time (docs/virtual-servers.md
- * §Collisions), never silently shadowed.
+ * §Names), never silently shadowed.
  */
 export function checkVirtualServers(c: GatewayConfig): string[] {
   const problems: string[] = []

@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import { GatewayError } from '../errors.js'
 import type { BodyTransform } from '../mcp/body-transform.js'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { CACHEABLE_METHODS } from '../mcp/methods.js'
 import { locate } from '../mcp/rewrite.js'
 import type { ResultHook } from '../mcp/result-transform.js'
 import type { TaskIdSealer } from '../mcp/task-ids.js'
@@ -188,20 +189,12 @@ function modernResult(
 ): Record<string, unknown> {
   if (!isRecord(message.result)) return { ...message }
   const result: Record<string, unknown> = { resultType: 'complete', ...message.result }
-  if (method !== undefined && CACHEABLE.has(method) && result.ttlMs === undefined) {
+  if (method !== undefined && CACHEABLE_METHODS.has(method) && result.ttlMs === undefined) {
     result.ttlMs = 0
     result.cacheScope = 'private'
   }
   return { ...message, result }
 }
-
-const CACHEABLE: ReadonlySet<string> = new Set([
-  'resources/read',
-  'tools/list',
-  'prompts/list',
-  'resources/list',
-  'resources/templates/list',
-])
 
 /** The 2026-07-28 envelope keys of `params._meta` (spec 2026-07-28 basic/index §_meta). */
 const ENVELOPE_PREFIX = 'io.modelcontextprotocol/'

@@ -92,7 +92,7 @@ export type Planned = { readonly kind: 'plan'; readonly plan: AttemptPlan } | In
  * attempt loop (upstream/attempts.ts) tries replicas: its headers, its 2025-era session, task ids,
  * trace context, how the answer is read, the hash key and the stream budget. The one plan builder
  * for every caller: a direct request, a virtual server's member request, the gateway's own reads
- * (caddy's `prepareRequest`: done once, regardless of retries).
+ * (built once, whatever the retries: docs/design/retries.md).
  */
 export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOptions): Planned {
   const b = server.balancing

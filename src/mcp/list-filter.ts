@@ -2,7 +2,6 @@ import { isRecord } from './jsonrpc.js'
 import type { ResultHook } from './result-transform.js'
 
 /** The list methods whose items policy filters (one table: methods.ts). */
-export { LIST_ITEMS } from './methods.js'
 
 /**
  * A caller's view of list results, set by the authorize stage for list methods when a policy

@@ -25,7 +25,13 @@ interface MethodSpec {
   /** The target its Mcp-Name names (params.name, or params.uri for resources). */
   readonly named?: NamedKind
   /** A list method: the result array whose items policy filters. */
-  readonly listKey?: string
+  readonly listKey?: 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+  /** A list method: the field of an item that names it (what policy judges, what routes). */
+  readonly itemField?: 'name' | 'uri' | 'uriTemplate'
+  /** A cacheable result's member that must be an array (its list, `contents`, `supportedVersions`). */
+  readonly resultArray?: string
+  /** Names a tool or prompt a catalog's curation renames (docs/catalog.md §Curation). */
+  readonly curatedName?: true
   /** caching.mdx §Cacheable Results: its results carry cache hints. */
   readonly cacheable?: true
   /** Only reads: safe to send again after it may have reached a replica. */
@@ -35,20 +41,22 @@ interface MethodSpec {
 }
 
 const TABLE: Readonly<Record<string, MethodSpec>> = {
-  'server/discover': { eras: 'modern', cacheable: true, retrySafe: true },
-  'tools/list': { eras: 'both', listKey: 'tools', cacheable: true, retrySafe: true },
-  'tools/call': { eras: 'both', named: 'tool' },
-  'prompts/list': { eras: 'both', listKey: 'prompts', cacheable: true, retrySafe: true },
-  'prompts/get': { eras: 'both', named: 'prompt', retrySafe: true },
-  'resources/list': { eras: 'both', listKey: 'resources', cacheable: true, retrySafe: true },
-  'resources/templates/list': {
-    eras: 'both',
-    listKey: 'resourceTemplates',
-    cacheable: true,
-    retrySafe: true,
-  },
-  'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true },
-  'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true },
+  // prettier-ignore
+  'server/discover': { eras: 'modern', cacheable: true, retrySafe: true, resultArray: 'supportedVersions' },
+  // prettier-ignore
+  'tools/list': { eras: 'both', listKey: 'tools', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'tools' },
+  'tools/call': { eras: 'both', named: 'tool', curatedName: true },
+  // prettier-ignore
+  'prompts/list': { eras: 'both', listKey: 'prompts', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'prompts' },
+  'prompts/get': { eras: 'both', named: 'prompt', retrySafe: true, curatedName: true },
+  // prettier-ignore
+  'resources/list': { eras: 'both', listKey: 'resources', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'resources' },
+  // prettier-ignore
+  'resources/templates/list': { eras: 'both', listKey: 'resourceTemplates', itemField: 'uriTemplate', cacheable: true, retrySafe: true, resultArray: 'resourceTemplates' },
+  // prettier-ignore
+  'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true, resultArray: 'contents' },
+  // prettier-ignore
+  'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true, curatedName: true },
   'subscriptions/listen': { eras: 'modern', bodyTargets: true },
   'tasks/get': { eras: 'both', retrySafe: true },
   'tasks/update': { eras: 'modern' },
@@ -83,18 +91,38 @@ export const NAMED_METHODS: ReadonlyMap<string, NamedKind> = new Map(
   rows.flatMap(([name, m]) => (m.named === undefined ? [] : [[name, m.named] as const])),
 )
 
-/**
- * The list methods whose items policy filters, and the array each keeps its items in. A record
- * without a prototype, so a method named `constructor` finds nothing.
- */
-export const LIST_ITEMS: Readonly<Record<string, string>> = Object.freeze(
+/** What a list method's items are: the result array they sit in and the field that names each. */
+export interface ListItems {
+  readonly key: NonNullable<MethodSpec['listKey']>
+  readonly field: NonNullable<MethodSpec['itemField']>
+}
+
+/** The list methods, by name (no prototype): policy filters them, virtual servers merge them. */
+export const LIST_METHODS: Readonly<Record<string, ListItems>> = Object.freeze(
   Object.assign(
-    Object.create(null) as Record<string, string>,
+    Object.create(null) as Record<string, ListItems>,
     Object.fromEntries(
-      rows.flatMap(([name, m]) => (m.listKey === undefined ? [] : [[name, m.listKey]])),
+      rows.flatMap(([name, m]) =>
+        m.listKey === undefined || m.itemField === undefined
+          ? []
+          : [[name, { key: m.listKey, field: m.itemField }]],
+      ),
     ),
   ),
 )
+
+/** Each cacheable method's result member that must be an array (no prototype). */
+export const RESULT_ARRAYS: Readonly<Record<string, string>> = Object.freeze(
+  Object.assign(
+    Object.create(null) as Record<string, string>,
+    Object.fromEntries(
+      rows.flatMap(([name, m]) => (m.resultArray === undefined ? [] : [[name, m.resultArray]])),
+    ),
+  ),
+)
+
+/** Methods whose tool or prompt name a catalog's curation renames. */
+export const CURATED_NAME_METHODS = namesWhere((m) => m.curatedName === true)
 
 /**
  * The methods whose results carry cache hints (caching.mdx §Cacheable Results): discovery and the
@@ -105,7 +133,7 @@ export const CACHEABLE_METHODS = namesWhere((m) => m.cacheable === true)
 /**
  * Methods safe to send again after they may have reached a replica: reads without side effects.
  * tools/call, subscriptions/listen, tasks/update, notifications and any method not listed are
- * never retried once sent (nginx 1.9.13 non_idempotent; Caddy #6267).
+ * never retried once sent, as reverse proxies treat non-idempotent requests (RFC 9110 §9.2.2).
  */
 export const RETRY_SAFE_METHODS = namesWhere((m) => m.retrySafe === true)
 

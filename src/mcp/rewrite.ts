@@ -1,5 +1,5 @@
 /**
- * The bounded rewrite of a member request (docs/virtual-servers.md §What a member receives): one
+ * The bounded rewrite of a member request (docs/virtual-servers.md "What is judged, and what the members receive"): one
  * value inside `params` is replaced in the raw body text and every other byte stays as the client
  * sent it, the id and any integer past 2^53 included. The body already passed the strict scanner
  * (mcp/strict-json.ts), so it is one well-formed JSON object; a path that is missing or named

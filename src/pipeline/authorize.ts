@@ -4,7 +4,7 @@ import { GatewayError } from '../errors.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { peekRawId } from '../mcp/jsonrpc.js'
 import { chainFilters } from '../mcp/list-filter.js'
-import { LIST_ITEMS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
+import { LIST_METHODS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import { judge, type JudgeDeps } from '../endpoint/judge.js'
 import { renderDenial } from '../policy/denial.js'
@@ -40,7 +40,7 @@ export const authorize = (policy: PolicySet, deps: JudgeDeps): Stage => {
       }
       targets = [{ kind: 'method', name: method }]
     }
-    if (method !== undefined && Object.hasOwn(LIST_ITEMS, method)) {
+    if (method !== undefined && LIST_METHODS[method] !== undefined) {
       // Policy judges the backend's names, so it filters before a catalog view renames them.
       c.set('listFilter', chainFilters(policy.listFilter(principal, server), c.get('listFilter')))
       return next()

@@ -9,7 +9,7 @@ import { clientAddress, type ClientAddress } from '../limits/client-ip.js'
 import { Limiter } from '../limits/limiter.js'
 import { LimitState } from '../limits/state.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
-import { BODY_TARGET_METHODS, CACHEABLE_METHODS } from '../mcp/methods.js'
+import { BODY_TARGET_METHODS, CACHEABLE_METHODS, CURATED_NAME_METHODS } from '../mcp/methods.js'
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
@@ -102,7 +102,7 @@ function parseMethodsFor(config: GatewayConfig): Set<string> {
 
 /** Methods whose tool or prompt name the catalog stage resolves (pipeline/catalog.ts). */
 function withCatalogMethods(methods: ReadonlySet<string>): Set<string> {
-  return new Set([...methods, 'tools/call', 'prompts/get', 'completion/complete'])
+  return new Set([...methods, ...CURATED_NAME_METHODS])
 }
 
 /** Drift goes to the audit log and a metric (docs/catalog.md §Run-time pinning). */
@@ -226,7 +226,7 @@ function compileVirtualRuntime(
     // "2025-era clients"), whatever the members' `legacyClients` say.
     config: { ...first.config, legacyClients: 'allow', extraMethods: [], headers: {} },
     classify: {
-      // pipeline/virtual.ts trustedCall: a trusting member's calls are judged on their headers.
+      // virtual/handle-calls.ts trustedCall: a trusting member's calls are judged on their headers.
       parseAlways: !members.some((m) => m.config.trustHeaders),
       parseMethods: new Set(),
       allowLegacy: true,

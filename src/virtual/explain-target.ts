@@ -31,11 +31,12 @@ export function memberTargets(v: VirtualServerConfig, target: McpTarget): Member
   if (target.kind === 'tool' || target.kind === 'prompt') {
     const prefixed: MemberTarget[] = []
     for (const member of v.members) {
-      const own = ownName(member, target.name)
       const kind = target.kind
+      const start = shortenedStart(member, target.name)
+      // A fully shortened name is that (its tail only looks like a hash-prefixed own name).
+      const own = start === undefined ? ownName(member, target.name) : undefined
       if (own !== undefined)
         prefixed.push({ member, target: { kind, name: own }, via: 'prefix', exposed: target.name })
-      const start = shortenedStart(member, target.name)
       if (start !== undefined)
         prefixed.push({
           member,

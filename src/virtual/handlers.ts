@@ -1,3 +1,4 @@
+import { LIST_METHODS } from '../mcp/methods.js'
 import { callByName, complete, readResource } from './handle-calls.js'
 import { discover, list } from './handle-lists.js'
 import { taskFollowUp, taskList } from './handle-tasks.js'
@@ -8,15 +9,12 @@ import type { VirtualHandler, VirtualRequest } from './request.js'
  * to every member and merge; calls, reads, gets and completions are routed to one member by name
  * and streamed back untouched. Any other method is answered as a server that does not know it.
  * 2025-era methods (initialize, ping …) are answered by the 2025-era front and
- * subscriptions/listen by the listen stage (pipeline/virtual-legacy.ts, pipeline/virtual-listen.ts).
+ * subscriptions/listen by the listen stage (pipeline/virtual-legacy.ts, virtual/listen.ts).
  */
 export const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
   Object.assign(Object.create(null) as Record<string, VirtualHandler>, {
     'server/discover': discover,
-    'tools/list': list,
-    'prompts/list': list,
-    'resources/list': list,
-    'resources/templates/list': list,
+    ...Object.fromEntries(Object.keys(LIST_METHODS).map((m) => [m, list])),
     'tools/call': (r: VirtualRequest) => callByName(r, 'tools', ['name']),
     'prompts/get': (r: VirtualRequest) => callByName(r, 'prompts', ['name']),
     'resources/read': readResource,

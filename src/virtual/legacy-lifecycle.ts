@@ -21,7 +21,7 @@ export function negotiateVersion(requested: unknown): string {
 /**
  * The capabilities a 2025-era client of a virtual server is told about: the members' merged
  * capabilities, less what the gateway does not offer on that era. `listChanged` stays: the
- * members' change notifications reach the client on its GET stream (pipeline/virtual-listen.ts
+ * members' change notifications reach the client on its GET stream (virtual/listen.ts
  * legacyListen), for the kinds some member advertises. `resources.subscribe` goes: the gateway
  * keeps no per-session subscriptions (any replica must serve the session from its id alone), so
  * `resources/subscribe` is not offered (docs/virtual-servers.md "2025-era clients"). `tasks` stays:

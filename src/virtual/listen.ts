@@ -53,7 +53,7 @@ export interface ListenRequest {
   readonly log: Logger
   readonly cache: EdgeCache | undefined
   /**
-   * The member request headers of this caller (pipeline/virtual.ts memberHeaders); without them
+   * The member request headers of this caller (virtual/route.ts headersFor); without them
    * 2025-only members are not listened to.
    */
   readonly headersFor?: MemberHeaders | undefined
@@ -170,7 +170,7 @@ async function merged(
  * Every member as a listen needs it, asked in parallel within `fanOutTimeoutMs`: a 2026-07-28
  * member's capabilities from its `server/discover` and a `subscriptions/listen` stream; a
  * 2025-only member's from the session the gateway holds with it for this caller, and its GET
- * stream (pipeline/virtual-members.ts legacyListenMember). A member whose era is not known yet is
+ * stream (legacyListenMember below). A member whose era is not known yet is
  * asked once in its own era first. A member that does not answer in time is asked for nothing.
  */
 async function listenMembers(
@@ -378,7 +378,7 @@ function withoutSubscribe(caps: Readonly<Record<string, unknown>>): Record<strin
  * replica's `maxStreams`. The caller's own session, not one the gateway shares between callers:
  * a 2025-era server addresses notifications to a session, and may well tell only the session
  * whose tools changed (the official SDK keeps one server instance per session). `headers` are
- * the member request headers of the caller (pipeline/virtual.ts memberHeaders); the member
+ * the member request headers of the caller (virtual/route.ts headersFor); the member
  * session is initialised first when this process has none. A member that answers 404 for the
  * session gets a new one on the next attempt.
  */

@@ -1,25 +1,25 @@
 import { isRecord } from '../mcp/jsonrpc.js'
+import { LIST_METHODS, type ListItems } from '../mcp/methods.js'
 import type { VirtualState, NamedKind, UriKind } from './state.js'
 
 /** A list method's items: where they are in the result, what names them, how it is routed. */
 export interface ListSpec {
-  readonly key: string
+  readonly key: ListItems['key']
   readonly kind: NamedKind | UriKind
-  readonly field: 'name' | 'uri' | 'uriTemplate'
+  readonly field: ListItems['field']
 }
 
-/** The list methods a virtual server merges (one row each; mcp/methods.ts has the same keys). */
+/**
+ * The list methods a virtual server merges: every one the method table lists (mcp/methods.ts),
+ * each routed by the kind its items are (the result key names the kind).
+ */
 export const LISTS: Readonly<Record<string, ListSpec>> = Object.freeze(
-  Object.assign(Object.create(null) as Record<string, ListSpec>, {
-    'tools/list': { key: 'tools', kind: 'tools', field: 'name' },
-    'prompts/list': { key: 'prompts', kind: 'prompts', field: 'name' },
-    'resources/list': { key: 'resources', kind: 'resources', field: 'uri' },
-    'resources/templates/list': {
-      key: 'resourceTemplates',
-      kind: 'resourceTemplates',
-      field: 'uriTemplate',
-    },
-  }),
+  Object.assign(
+    Object.create(null) as Record<string, ListSpec>,
+    Object.fromEntries(
+      Object.entries(LIST_METHODS).map(([method, l]) => [method, { ...l, kind: l.key }]),
+    ),
+  ),
 )
 
 /** The items of one member's list result (records with a string identifying field). */

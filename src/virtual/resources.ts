@@ -8,7 +8,7 @@ export type ResourceRoute =
 
 /**
  * Routes a URI (resources/read) or a template (a completion's `ref/resource`) to the member that
- * serves it (docs/virtual-servers.md §Resources): a URI a list named, else a `resources:` pattern,
+ * serves it (docs/virtual-servers.md §Routing): a URI a list named, else a `resources:` pattern,
  * else the templates it matches. Two owners and no configured route is ambiguous, never a guess.
  */
 export function routeResource(

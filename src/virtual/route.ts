@@ -28,7 +28,7 @@ import {
   type VirtualRequest,
 } from './request.js'
 
-/** The member request headers of this caller, for the listen streams (pipeline/virtual-listen.ts). */
+/** The member request headers of this caller, for the listen streams (virtual/listen.ts). */
 export function headersFor(
   call: EndpointCall,
   auth: AuthRuntime | undefined,

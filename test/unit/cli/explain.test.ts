@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { explainCommand } from '../../../src/cli/explain.js'
+import { prefixedName } from '../../../src/virtual/names.js'
 import { tempFolder } from '../policy/fixtures.js'
 
 const CONFIG = `
@@ -144,5 +145,34 @@ describe('mcp-edge explain', () => {
     )
     expect(r.code).toBe(0)
     expect(r.out).toContain('no policies configured')
+  })
+
+  describe('on a virtual server', () => {
+    const VIRTUAL = `${CONFIG}virtualServers:\n  all: { members: [weather, docs], prefix: always }\n`
+
+    it('shows the own and the exposed name of a member tool', () => {
+      const r = run(['--server', 'all', '--tool', 'weather_get_forecast'], VIRTUAL)
+      expect(r.code).toBe(0)
+      expect(r.out).toContain('member "weather"')
+      expect(r.out).toContain('(own name "get_forecast", exposed "weather_get_forecast")')
+      // A member's own name: what clients see it as under `prefix: always`.
+      const own = run(['--server', 'all', '--tool', 'get_forecast'], VIRTUAL)
+      expect(own.out).toContain('(own name "get_forecast", exposed "weather_get_forecast")')
+    })
+
+    it('names a fully shortened name as such, and decides nothing on a part of a name', () => {
+      const long = `get_${'x'.repeat(60)}`
+      const exposed = prefixedName('weather', long)
+      expect(exposed.length).toBeLessThanOrEqual(63)
+      const r = run(['--server', 'all', '--tool', exposed, '--json'], VIRTUAL)
+      const out = JSON.parse(r.out) as { decision: string; members: Record<string, unknown>[] }
+      expect(out.members).toEqual([
+        { member: 'weather', via: 'shortened', exposed, startsWith: long.slice(0, 49) },
+      ])
+      expect(out.decision).toBe('deny')
+      // Explained by the member's own name, on the member, the rule decides.
+      const own = run(['--server', 'weather', '--tool', long])
+      expect(own.code).toBe(0)
+    })
   })
 })

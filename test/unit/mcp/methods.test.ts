@@ -3,7 +3,9 @@ import {
   ALL_METHODS,
   BODY_TARGET_METHODS,
   CACHEABLE_METHODS,
-  LIST_ITEMS,
+  LIST_METHODS,
+  RESULT_ARRAYS,
+  CURATED_NAME_METHODS,
   NAMED_METHODS,
   RETRY_SAFE_METHODS,
   isKnownMethod,
@@ -76,15 +78,27 @@ describe('the method table', () => {
       'prompts/get': 'prompt',
       'resources/read': 'resource',
     })
-    expect({ ...LIST_ITEMS }).toEqual({
+    expect({ ...LIST_METHODS }).toEqual({
+      'tools/list': { key: 'tools', field: 'name' },
+      'prompts/list': { key: 'prompts', field: 'name' },
+      'resources/list': { key: 'resources', field: 'uri' },
+      'resources/templates/list': { key: 'resourceTemplates', field: 'uriTemplate' },
+    })
+    expect(LIST_METHODS['constructor']).toBeUndefined()
+    expect({ ...RESULT_ARRAYS }).toEqual({
+      'server/discover': 'supportedVersions',
       'tools/list': 'tools',
       'prompts/list': 'prompts',
       'resources/list': 'resources',
       'resources/templates/list': 'resourceTemplates',
+      'resources/read': 'contents',
     })
-    expect(
-      Object.hasOwn(LIST_ITEMS, 'constructor') || LIST_ITEMS['constructor'] !== undefined,
-    ).toBe(false)
+    expect(RESULT_ARRAYS['constructor']).toBeUndefined()
+    expect([...CURATED_NAME_METHODS].sort()).toEqual([
+      'completion/complete',
+      'prompts/get',
+      'tools/call',
+    ])
     expect([...CACHEABLE_METHODS].sort()).toEqual([
       'prompts/list',
       'resources/list',
