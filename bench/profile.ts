@@ -6,6 +6,7 @@
  *
  * Env: BENCH_DURATION_S (default 10), BENCH_CONNECTIONS (16), BENCH_METHOD (tools/call),
  * BENCH_PROFILE_TARGET (gateway-verify, the default config; gateway, with `trustHeaders: true`;
+ * gateway-virtual, the same call routed through a virtual server over it;
  * gateway-auth-policy, JWT and the 20-rule policy as in npm run bench, tools/call only),
  * BENCH_PROFILE_DIR (default bench/results/profile). Prints the breakdown; the .cpuprofile stays in
  * the folder (open it in Chrome DevTools or speedscope).
@@ -155,20 +156,23 @@ async function profiledGateway(
     if (t === undefined || pid === undefined) throw new Error('gateway-auth-policy did not start')
     return { id: t.id, url: t.url, headers: t.headers, pid }
   }
-  if (id !== 'gateway' && id !== 'gateway-verify') {
+  if (id !== 'gateway' && id !== 'gateway-verify' && id !== 'gateway-virtual') {
     throw new Error(
-      `BENCH_PROFILE_TARGET=${id}: name gateway, gateway-verify or gateway-auth-policy`,
+      `BENCH_PROFILE_TARGET=${id}: name gateway, gateway-verify, gateway-virtual or gateway-auth-policy`,
     )
   }
+  const virtual = id === 'gateway-virtual'
   const gw = await startGateway({
     name: `${id}-profile`,
     repoRoot,
     configDir,
     cpu: 0,
     servers: { bench: backend.url },
-    trustHeaders: id === 'gateway',
+    trustHeaders: id !== 'gateway-verify',
+    // The routed call through a virtual server over `bench`, as the bench's gateway-virtual row.
+    ...(virtual && { extra: { virtualServers: { virtual: { members: ['bench'] } } } }),
   })
-  return { id, url: `${gw.baseUrl}/mcp/bench`, pid: gw.child.pid }
+  return { id, url: `${gw.baseUrl}/mcp/${virtual ? 'virtual' : 'bench'}`, pid: gw.child.pid }
 }
 
 async function main(): Promise<void> {

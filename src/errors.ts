@@ -106,6 +106,12 @@ export const ERRORS = {
     rpc: -31502,
     message: 'Bad response from upstream: the answer does not carry the request id',
   },
+  // In band only: a streamed answer (its 200 head already sent) that ended without its response.
+  upstream_stream_broken: {
+    status: 502,
+    rpc: -31502,
+    message: 'Upstream stream ended before the response',
+  },
   upstream_timeout: { status: 504, rpc: -31504, message: 'Upstream timed out' },
   no_upstream: { status: 503, rpc: -31503, message: 'No upstream available' },
   overloaded: { status: 503, rpc: -31503, message: 'Upstream at capacity' },

@@ -188,14 +188,17 @@ function transformOf(
   rawId: string | undefined,
 ): AttemptPlan['transform'] {
   const filter = opts.listFilter
-  const rewriters = opts.rewriters ?? []
+  const observers = opts.observers ?? NONE
+  const rewriters = opts.rewriters ?? NONE
+  const gone = opts.session?.gone
+  // The common case (a plain call): no transform, and nothing allocated for one.
+  if (observers.length + rewriters.length === 0 && filter === undefined)
+    if (tasks === undefined && gone === undefined) return undefined
   const rewrite = filter !== undefined || tasks !== undefined || rewriters.length > 0
-  let hooks: readonly ResultHook[] = [...(opts.observers ?? []), ...rewriters]
+  let hooks: readonly ResultHook[] = [...observers, ...rewriters]
   if (filter !== undefined) hooks = [...hooks, listFilterHook(filter, method ?? '')]
   // SECURITY: a backend's task id reaches the client only sealed for its caller.
   if (tasks !== undefined) hooks = [...hooks, taskIdHook(tasks)]
-  const gone = opts.session?.gone
-  if (hooks.length === 0 && gone === undefined) return undefined
   const max = rewrite
     ? opts.maxInspectBytes
     : Math.min(opts.maxInspectBytes, opts.maxObservedBytes ?? Infinity)
@@ -224,6 +227,8 @@ function transformFor(
           resultTransform(contentTypeOf(h, anyStatus), max, hooks, mode, rawId)
         : undefined
 }
+
+const NONE: readonly ResultHook[] = Object.freeze([])
 
 function contentTypeOf(h: HeaderMap, anyStatus: boolean): string {
   const type = h['content-type']

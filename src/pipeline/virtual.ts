@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from 'hono'
 import { classify } from '../mcp/classify.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
-import { trustedCall } from '../virtual/handle-calls.js'
+import { trustedCall, UNREAD_CALL } from '../virtual/handle-calls.js'
 import { HANDLERS } from '../virtual/handlers.js'
 import { virtualListen } from '../virtual/listen.js'
 import type { VirtualDeps, VirtualOutcome, VirtualRequest } from '../virtual/request.js'
@@ -33,22 +33,23 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
         : undefined
     if (legacy?.kind === 'answered') return legacy.response
     const out: VirtualOutcome = { outcome: undefined, upstreamId: undefined }
-    const base = {
-      v,
-      deps,
-      ctx,
-      call: callOf(c),
-      session: sessionOf(c),
-      res: c.env.outgoing,
-      out,
-      principal: c.get('principal'),
-    }
+    const call = callOf(c)
+    const session = sessionOf(c)
+    const principal = c.get('principal')
+    const res = c.env.outgoing
     let mcp = c.get('mcp')
     if (mcp.kind === 'unknown' && mcp.era === 'modern') {
       // A body the front did not parse (some member has `trustHeaders: true`): a tools/call to
       // such a member is judged on its headers, as on that member's own endpoint; any other
       // request is parsed now, exactly as a front that parses every body would have.
-      const answered = trustedCall(base, mcp)
+      // prettier-ignore
+      const unread: VirtualRequest = {
+        v, deps, ctx, call, session, res, out, principal, message: UNREAD_CALL,
+        method: 'tools/call',
+        rawId: 'null', // never read on this path: a denial peeks the id, errors do (app.ts)
+        text: '', // forwardTo: the client's body, unchanged
+      }
+      const answered = trustedCall(unread, mcp)
       if (answered !== undefined) return respond(c, out, await answered)
       mcp = classify(c.get('head'), c.get('body'), { ...v.front.classify, parseAlways: true })
       c.set('mcp', mcp)
@@ -62,13 +63,10 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
     const method = message.method as string
     const rawId = message.rawId
     if (method === 'subscriptions/listen') {
-      const headers = headersFor(base.call, ctx.auth, base.principal)
+      const headers = headersFor(call, ctx.auth, principal)
+      // prettier-ignore
       const listen = {
-        ...base,
-        log: deps.log,
-        cache: deps.cache,
-        message,
-        rawId,
+        v, ctx, call, res, out, principal, log: deps.log, cache: deps.cache, message, rawId,
         headersFor: headers,
       }
       return respond(c, out, await virtualListen(listen))
@@ -91,13 +89,11 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       const status = legacy === undefined ? 404 : 200
       return c.body(body, status, { 'content-type': 'application/json' })
     }
+    // prettier-ignore
     const r: VirtualRequest = {
-      ...base,
-      message,
-      method,
-      rawId,
+      v, deps, ctx, call, session, res, out, principal, message, method, rawId,
       text: c.get('body').toString('utf8'),
     }
-    const res = respond(c, out, await handler(r))
-    return legacy === undefined ? res : legacy.finish(res)
+    const answered = respond(c, out, await handler(r))
+    return legacy === undefined ? answered : legacy.finish(answered)
   }

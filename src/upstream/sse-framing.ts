@@ -1,3 +1,4 @@
+import { GatewayError, renderError } from '../errors.js'
 import { peekRawId } from '../mcp/jsonrpc.js'
 import { parseEvent, SseReader } from '../mcp/sse.js'
 
@@ -60,5 +61,6 @@ function carriesResponse(raw: Buffer, first: boolean): boolean {
 export function unansweredEvent(requestBody: Buffer): string | undefined {
   const id = peekRawId(requestBody)
   if (id === undefined) return undefined
-  return `event: message\ndata: {"jsonrpc":"2.0","id":${id},"error":{"code":-31502,"message":"Upstream stream ended before the response","data":{"source":"gateway","reason":"upstream_stream_broken"}}}\n\n`
+  const body = renderError(new GatewayError('upstream_stream_broken'), id).body
+  return `event: message\ndata: ${body}\n\n`
 }

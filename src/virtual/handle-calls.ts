@@ -56,7 +56,7 @@ export async function callByName(
 }
 
 /** The message of a call judged on its headers: its body is forwarded, never read. */
-const UNREAD_CALL: JsonRpcMessage = Object.freeze({
+export const UNREAD_CALL: JsonRpcMessage = Object.freeze({
   kind: 'request',
   method: 'tools/call',
   params: undefined,
@@ -69,12 +69,10 @@ const UNREAD_CALL: JsonRpcMessage = Object.freeze({
  * (docs/virtual-servers.md "What is judged"), without reading the body. Undefined when anything
  * needs the body (a prefix to take off, a curated name, a name not known yet, a member whose era
  * is not known or is 2025, a task to seal, trace context to add): the stage then parses it.
+ * `r` is the request as the stage has it before parsing: `UNREAD_CALL`, no raw id, no text.
  */
-export function trustedCall(
-  base: Omit<VirtualRequest, 'message' | 'method' | 'rawId' | 'text'>,
-  mcp: McpRequestInfo,
-): Promise<Answer> | undefined {
-  const { v, call } = base
+export function trustedCall(r: VirtualRequest, mcp: McpRequestInfo): Promise<Answer> | undefined {
+  const { v, call } = r
   const target = mcp.targets[0]
   if (mcp.method !== 'tools/call' || target?.kind !== 'tool' || call.trace !== undefined)
     return undefined
@@ -91,13 +89,6 @@ export function trustedCall(
   )
     return undefined
   if (mayCarryTaskIds('tools/call', undefined, call.body)) return undefined
-  const r: VirtualRequest = {
-    ...base,
-    message: UNREAD_CALL,
-    method: 'tools/call',
-    rawId: 'null', // never read on this path: a denial peeks the id, errors do (app.ts)
-    text: '', // forwardTo: the client's body, unchanged
-  }
   if (!allowed(r, member, target))
     return Promise.resolve(denied({ ...r, rawId: peekRawId(call.body) ?? 'null' }, target))
   return limited(r, member, target, () => forwardTo(r, member, '', [target], undefined))

@@ -122,8 +122,28 @@ export function memberCall(
   method: string,
   targets: readonly McpTarget[],
 ): EndpointCall {
-  const mcp = r.call.mcp
-  return { ...r.call, http: 'POST', body, mcp: { ...mcp, method, targets, kind: 'request' } }
+  const c = r.call
+  const mcp = c.mcp
+  // Written out, not spread: a routed call makes one per request.
+  return {
+    http: 'POST',
+    mcp: {
+      era: mcp.era,
+      version: mcp.version,
+      method,
+      kind: 'request',
+      targets,
+      verified: mcp.verified,
+      message: mcp.message,
+    },
+    head: c.head,
+    body,
+    principal: c.principal,
+    peer: c.peer,
+    headers: c.headers,
+    trace: c.trace,
+    span: c.span,
+  }
 }
 
 /**

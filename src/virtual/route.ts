@@ -171,6 +171,8 @@ export function allowed(r: VirtualRequest, member: MemberServer, target: McpTarg
   return allow
 }
 
+const LEGACY_RESULT = Object.freeze([legacyResult])
+
 /**
  * Streams the member's answer to the client through the member's own path, as its own endpoint's
  * proxy stage does (endpoint/plan.ts, or endpoint/era.ts for a 2025-only member): nothing is
@@ -198,37 +200,35 @@ export async function forwardTo(
     await askMember(r, member, 'server/discover', probe, signal).catch(() => undefined)
   }
   const call = memberCall(r, body, r.method, targets)
-  const opts = {
-    auth,
-    // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
-    propagation: propagationOf(call),
-    changes: memberChanges(undefined, name),
-    maxInspectBytes: runtime.limits.maxInspectBytes,
-    onAttempt: attemptEvents(call),
-  }
   const res = r.res
   if (r.v.eras.of(member.name) === 'legacy') {
     // A 2025-only member is answered within its session, streamed as it answers, its result given
     // `resultType` for a 2026-07-28 client (docs/virtual-servers.md "2025-only members").
-    const { result, upstream } = await streamInEra(
-      res,
-      r.v.eras,
-      member,
-      { call, opts },
-      eraCaller(r),
-      tasks,
-    )
-    if (upstream !== undefined) r.out.upstreamId = upstream.id
-    r.out.outcome = result.kind === 'done' ? 'ok' : result.kind
+    const opts = {
+      auth,
+      propagation: propagationOf(call),
+      changes: memberChanges(undefined, name),
+      maxInspectBytes: runtime.limits.maxInspectBytes,
+      onAttempt: attemptEvents(call),
+    }
+    const era = await streamInEra(res, r.v.eras, member, { call, opts }, eraCaller(r), tasks)
+    if (era.upstream !== undefined) r.out.upstreamId = era.upstream.id
+    r.out.outcome = era.result.kind === 'done' ? 'ok' : era.result.kind
     return SENT
   }
+  // One literal, no spread: this is the routed call's hot path.
   const planned = planAttempt(member, call, {
-    ...opts,
+    auth,
+    // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
+    propagation: propagationOf(call),
+    changes: memberChanges(undefined, name),
     // A 2025-era client gets the result its era has, as from the member's own endpoint.
-    rewriters: r.session === undefined ? undefined : [legacyResult],
+    rewriters: r.session === undefined ? undefined : LEGACY_RESULT,
     // SECURITY: a member's task id reaches the client only sealed with its member.
     tasks: tasks ?? 'none',
+    maxInspectBytes: runtime.limits.maxInspectBytes,
     maxStreams: runtime.limits.maxStreamsPerPrincipal,
+    onAttempt: attemptEvents(call),
   })
   if (planned.kind === 'answer') return inBand(r, planned.outcome, planned.body)
   const plan = planned.plan
