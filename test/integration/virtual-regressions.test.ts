@@ -152,11 +152,12 @@ describe('2. @modelcontextprotocol/inspector-cli 1.0.3', () => {
       .capabilities
     expect(virtual.initialized.status).toBe(202)
     // What the virtual server declares it must serve: the inspector sends logging/setLevel only
-    // because `logging` was declared (and does not when it is not).
-    if ('logging' in caps) {
-      expect(virtual.setLevel.status).toBe(direct.setLevel.status)
-      expect(virtual.setLevel.response()).toEqual(direct.setLevel.response())
-    }
+    // because `logging` was declared, which it is (merged from the member).
+    expect(caps).toHaveProperty('logging')
+    expect(virtual.setLevel.status).toBe(direct.setLevel.status)
+    expect(virtual.setLevel.response()).toEqual(direct.setLevel.response())
+    // Accepted at the gateway: only the direct endpoint's setLevel reached the member.
+    expect(logs.seen.filter((m) => m.method === 'logging/setLevel')).toHaveLength(1)
     // And the inspector's next step works: tools/list in the same session.
     const list = await rawPost(
       gw.mcpUrl('ws'),
@@ -169,6 +170,26 @@ describe('2. @modelcontextprotocol/inspector-cli 1.0.3', () => {
     )
     const names = (list.response().result as { tools: { name: string }[] }).tools.map((t) => t.name)
     expect(names).toEqual(expect.arrayContaining(['echo', 'get_forecast']))
+    // A method the virtual server does not serve: -32601 in band for a 2025-era client (a 404
+    // would read as a lost session), and no member sees it.
+    const before = logs.seen.length
+    const unknown = await rawPost(
+      gw.mcpUrl('ws'),
+      '{"method":"resources/subscribe","params":{"uri":"x://y"},"jsonrpc":"2.0","id":3}',
+      {
+        ...INSPECTOR.headers,
+        'mcp-session-id': virtual.init.headers['mcp-session-id'] as string,
+        'mcp-protocol-version': '2025-11-25',
+      },
+    )
+    expect(unknown.status).toBe(200)
+    expect(unknown.response()).toEqual({
+      jsonrpc: '2.0',
+      id: 3,
+      error: { code: -32601, message: 'Method not found' },
+    })
+    expect(sdk.calls('resources/subscribe')).toHaveLength(0)
+    expect(logs.seen.length).toBe(before)
   })
 })
 
