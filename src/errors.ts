@@ -101,6 +101,13 @@ export const ERRORS = {
     rpc: -31502,
     message: 'Bad response from upstream: unexpected content type',
   },
+  // SECURITY: an answer the gateway must filter, curate, pin, splice or cache and cannot read
+  // (not strict JSON, not one JSON-RPC response) is refused, never relayed unchanged.
+  upstream_unreadable: {
+    status: 502,
+    rpc: -31502,
+    message: 'Bad response from upstream: the answer could not be read',
+  },
   upstream_id_mismatch: {
     status: 502,
     rpc: -31502,
@@ -118,6 +125,13 @@ export const ERRORS = {
   streams_at_capacity: { status: 503, rpc: -31503, message: 'Upstream stream capacity reached' },
   too_many_streams: { status: 429, rpc: -31029, message: 'Too many open streams for this caller' },
   rate_limited: { status: 429, rpc: -31029, message: 'Rate limit exceeded' },
+  // A limit's bucket table is full of callers that are not idle: a new key is refused rather than
+  // an old caller's bucket forgotten (which would hand it a fresh burst).
+  rate_limit_table_full: {
+    status: 429,
+    rpc: -31029,
+    message: 'Rate limit exceeded: too many distinct callers for this limit',
+  },
   shutting_down: { status: 503, rpc: -31503, message: 'Gateway shutting down' },
   internal: { status: 500, rpc: -31500, message: 'Internal gateway error' },
 } as const satisfies Record<string, ErrorSpec>
