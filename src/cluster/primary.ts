@@ -22,7 +22,9 @@ export function workerCount(setting: GatewayConfig['workers']): number {
  * listen port through node:cluster; restarts a crashed one with backoff; serves the admin
  * `/metrics` summed over all workers; relays the checker worker's health results; forwards
  * SIGHUP (reload) and SIGTERM (drain) to every worker. Resolves with the exit code once the last
- * worker has exited after a signal, or 1 when a worker fails before the gateway ever listened.
+ * worker has exited after a signal: 0 when every worker that was serving drained, whatever was
+ * starting or restarting at that moment; 1 when one failed its drain, or when a worker fails
+ * before the gateway ever listened.
  */
 export async function runPrimary(config: GatewayConfig, count: number): Promise<number> {
   const log = createLogger(config.log.level).child({ role: 'primary' })
@@ -42,30 +44,71 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   const crashes: number[] = slots.map(() => 0)
   const restarts = new Set<NodeJS.Timeout>()
   const health = new Map<string, HealthMessage>()
+  // The workers told to drain: only their exits decide the exit code (see `judge` below).
+  const draining = new Set<Worker>()
   // Without legacySessions.key every worker would seal 2025-era ids with its own random key.
   const sealing = randomBytes(32).toString('hex')
   let listening = 0
   let up = false
   let stopping = false
   let failed = false
+  let settled = false
   let finish: (code: number) => void = () => undefined
   const done = new Promise<number>((resolve) => (finish = resolve))
 
   const live = (): Worker[] => slots.filter((w): w is Worker => w !== undefined)
+  // The last worker is gone: the admin listener closes (it would keep the process alive), then
+  // the exit code is known. Reached from the last exit and from a stop with no worker left alike.
+  const settle = (): void => {
+    if (settled || live().length > 0) return
+    settled = true
+    const close = admin?.close() ?? Promise.resolve()
+    void close.then(() => finish(failed ? 1 : 0))
+  }
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return
     stopping = true
     log.info({ signal, workers: live().length }, 'draining every worker')
+    // A crashed worker's restart is not due any more: a drain never starts a process.
     for (const t of restarts) clearTimeout(t)
-    for (const w of live()) w.process.kill('SIGTERM')
-    if (live().length === 0) finish(failed ? 1 : 0)
+    restarts.clear()
+    for (const w of live()) {
+      // A worker whose channel is already closed is exiting on its own (a crash that raced the
+      // signal): it is not draining, and its exit was not caused by this stop.
+      if (w.isConnected()) draining.add(w)
+      w.process.kill('SIGTERM')
+    }
+    settle()
+  }
+
+  /**
+   * Whether a worker's exit during a drain fails it. A worker that drained exits 0. One that was
+   * still starting (forked, not yet listening: a restart in progress when the signal came) has
+   * not installed its signal handlers, so SIGTERM ends it at once; it had accepted nothing, so
+   * nothing was lost. One that had crashed before the signal already counted as a crash. Only a
+   * worker that was serving, was told to drain and then did not exit 0 makes the drain a failure.
+   */
+  const judge = (w: Worker, listened: boolean, code: number | null, signal: string | null) => {
+    const fields = { pid: w.process.pid, code, signal }
+    if (code === 0) return
+    if (!listened) log.info(fields, 'worker stopped before it listened')
+    else if (!draining.has(w)) log.error(fields, 'worker exited before the drain reached it')
+    else {
+      failed = true
+      log.error(fields, 'worker failed its drain')
+    }
   }
 
   const fork = (slot: number): void => {
+    if (stopping) return
     const started = Date.now()
     const w = cluster.fork({ [SLOT_ENV]: String(slot), [KEY_ENV]: sealing })
     slots[slot] = w
+    log.info({ slot, pid: w.process.pid }, 'worker started')
     let listened = false
+    // A send to a worker whose channel just closed emits 'error' on it; unhandled, that would
+    // crash the primary (and with it every worker) over a health result nobody needs any more.
+    w.on('error', (err: Error) => log.warn({ slot, err: err.message }, 'worker channel error'))
     w.on('message', (msg: unknown) => {
       if (!isHealthMessage(msg)) return
       health.set(`${msg.server} ${msg.url}`, msg)
@@ -73,7 +116,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
     })
     w.once('online', () => {
       // A new worker starts with what the checker found so far.
-      for (const msg of health.values()) w.send(msg)
+      for (const msg of health.values()) if (w.isConnected()) w.send(msg)
     })
     w.once('listening', (address) => {
       listened = true
@@ -85,8 +128,8 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
     w.once('exit', (code, signal) => {
       if (slots[slot] === w) slots[slot] = undefined
       if (stopping) {
-        if (code !== 0) failed = true
-        if (live().length === 0) void admin?.close().then(() => finish(failed ? 1 : 0))
+        judge(w, listened, code, signal)
+        settle()
         return
       }
       if (!listened && !up) {
@@ -109,8 +152,10 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
 
   for (let slot = 0; slot < count; slot++) fork(slot)
   // Kubernetes and systemd signal the primary only: every worker drains or reloads.
-  process.once('SIGTERM', () => stop('SIGTERM'))
-  process.once('SIGINT', () => stop('SIGINT'))
+  // `on`, not `once`: a second signal during the drain must not fall back to the default action
+  // (the primary killed mid-drain, exit by signal); stop() ignores repeats.
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
   process.on('SIGHUP', () => {
     for (const w of live()) w.process.kill('SIGHUP')
   })

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -22,8 +22,8 @@ interface Backend {
   inFlight: number
 }
 
-/** A backend that answers every call, `slow` after 1.5 s, and notes probes and connections. */
-async function startBackend(): Promise<Backend> {
+/** A backend that answers every call, `slow` after `slowMs`, and notes probes and connections. */
+async function startBackend(slowMs = 1500): Promise<Backend> {
   const backend: Backend = { url: '', probes: [], callPorts: [], inFlight: 0 }
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = []
@@ -42,7 +42,7 @@ async function startBackend(): Promise<Backend> {
         res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { content: [] } }))
       }
       backend.inFlight++
-      if (msg.params?.name === 'slow') setTimeout(answer, 1500)
+      if (msg.params?.name === 'slow') setTimeout(answer, slowMs)
       else answer()
     })
   })
@@ -64,6 +64,8 @@ interface Served {
   readonly admin: string
   readonly exited: Promise<number | null>
   readonly lines: Record<string, unknown>[]
+  /** The primary's process id. */
+  readonly pid: number
   signal(sig: NodeJS.Signals): void
 }
 
@@ -104,6 +106,7 @@ async function serveWorkers(upstream: string): Promise<Served> {
     admin: `http://127.0.0.1:${adminPort}/metrics`,
     exited,
     lines,
+    pid: child.pid ?? 0,
     signal: (sig) => void child.kill(sig),
   }
 }
@@ -234,6 +237,59 @@ describe('workers: 2 (mcp-edge serve as a cluster)', () => {
       expect(await gw.exited).toBe(0)
       expect(gw.lines.filter((l) => l['msg'] === 'draining')).toHaveLength(2)
       await expect(call(gw.base, 5)).rejects.toThrow() // nothing listens any more
+    },
+  )
+})
+
+/** Where a worker's restart is when the primary gets SIGTERM. */
+const RESTART_PHASES = ['worker exited', 'replacement forked', 'replacement listening'] as const
+type RestartPhase = (typeof RESTART_PHASES)[number]
+
+/** The processes `pid` has forked, from /proc (Linux): a worker is there from its fork on. */
+function children(pid: number): number[] {
+  const tasks = readdirSync(`/proc/${pid}/task`)
+  return tasks.flatMap((t) =>
+    readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+  )
+}
+
+/** Waits until the restart of the killed worker `victim` has reached `phase`. */
+async function restartReached(gw: Served, victim: number, phase: RestartPhase): Promise<void> {
+  const exited = (): boolean =>
+    gw.lines.some((l) => l['msg'] === 'worker exited' && l['pid'] === victim)
+  await expect.poll(exited, { timeout: 15_000 }).toBe(true)
+  if (phase === 'worker exited') return
+  // Forked: a second child again, not yet listening (it takes a few hundred ms to start).
+  await expect.poll(() => children(gw.pid).length, { timeout: 15_000 }).toBe(2)
+  if (phase === 'replacement forked') return
+  await expect.poll(() => workerPids(gw.lines).length, { timeout: 15_000 }).toBe(3)
+}
+
+describe('workers: 2, drained during and after a restart', () => {
+  it(
+    'SIGTERM with a slow call in flight, a killed worker restarting or restarted: the call completes, exit 0, 8 runs',
+    { timeout: 120_000 },
+    async () => {
+      const outcomes: { phase: string; status: number; code: number | null }[] = []
+      for (let run = 0; run < 8; run++) {
+        const phase = RESTART_PHASES[run % RESTART_PHASES.length] ?? 'worker exited'
+        const backend = await startBackend(600)
+        const gw = await serveWorkers(backend.url)
+        const victim = workerPids(gw.lines)[run % 2] ?? 0
+        process.kill(victim, 'SIGKILL')
+        await restartReached(gw, victim, phase)
+        // The call lands on a worker that listens (the survivor, or either once both do).
+        const slow = call(gw.base, 1, 'slow')
+        await expect.poll(() => backend.inFlight).toBe(1)
+        gw.signal('SIGTERM')
+        const status = await slow
+        const code = await gw.exited
+        outcomes.push({ phase, status, code })
+        // The drain started no process: a restart due when the signal came was called off.
+        const drainAt = gw.lines.findIndex((l) => l['msg'] === 'draining every worker')
+        expect(gw.lines.slice(drainAt).filter((l) => l['msg'] === 'worker started')).toEqual([])
+      }
+      expect(outcomes).toEqual(outcomes.map(({ phase }) => ({ phase, status: 200, code: 0 })))
     },
   )
 })
