@@ -17,6 +17,7 @@ import {
 } from '../virtual/legacy-lifecycle.js'
 import { GATEWAY_INFO } from '../virtual/merge.js'
 import { endMemberSessions } from '../endpoint/era.js'
+import type { LimitDeps } from '../endpoint/limit.js'
 import { endLegacyListens, legacyListen } from '../virtual/listen.js'
 import type { MemberHeaders } from '../virtual/request.js'
 import { respond, virtualContext } from './virtual-answer.js'
@@ -50,7 +51,12 @@ export async function legacyFront(
   c: Context<GatewayEnv>,
   v: VirtualRuntime,
   log: Logger,
-  deps?: { readonly cache: EdgeCache | undefined; readonly headersFor: MemberHeaders },
+  deps?: {
+    readonly cache: EdgeCache | undefined
+    readonly headersFor: MemberHeaders
+    /** The members' limits, which the GET stream's member streams count against. */
+    readonly limiting: LimitDeps | undefined
+  },
 ): Promise<LegacyTurn> {
   const codec = v.clientSessions
   const owner = c.get('principal')
@@ -86,12 +92,12 @@ export async function legacyFront(
   // notifications, merged (virtual-listen.ts); 405 when no member offers any.
   if (method === 'GET') {
     if (deps === undefined) throw new GatewayError('method_not_allowed')
-    const { cache, headersFor } = deps
+    const { cache, headersFor, limiting } = deps
     const out = { outcome: undefined, upstreamId: undefined }
     // prettier-ignore
     const stream = {
       v, ctx: virtualContext(c), call: callOf(c), res: c.env.outgoing, out, principal: owner, log,
-      cache, headersFor,
+      cache, headersFor, limiting,
     }
     return { kind: 'answered', response: respond(c, out, await legacyListen(stream, session)) }
   }

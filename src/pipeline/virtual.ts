@@ -29,6 +29,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
         ? await legacyFront(c, v, deps.log, {
             cache: deps.cache,
             headersFor: headersFor(callOf(c), ctx.auth, c.get('principal')),
+            limiting: deps.limiting,
           })
         : undefined
     if (legacy?.kind === 'answered') return legacy.response
@@ -67,7 +68,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       // prettier-ignore
       const listen = {
         v, ctx, call, res, out, principal, log: deps.log, cache: deps.cache, message, rawId,
-        headersFor: headers,
+        headersFor: headers, limiting: deps.limiting,
       }
       return respond(c, out, await virtualListen(listen))
     }

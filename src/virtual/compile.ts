@@ -43,7 +43,7 @@ export function compileVirtual(
     name,
     config,
     memberNames,
-    state: new VirtualState(memberNames, config.prefix),
+    state: new VirtualState(memberNames, config.prefix, config.fanOutTimeoutMs),
     cursors: new CursorCodec(key),
     tasks: new VirtualTaskCodec(key, name),
     // Config order: the first pattern that matches decides.

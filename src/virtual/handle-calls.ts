@@ -5,10 +5,11 @@ import { isRecord, peekRawId, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { uriProblem } from '../mcp/names.js'
 import { replaceParam } from '../mcp/rewrite.js'
 import { mayCarryTaskIds } from '../mcp/task-ids.js'
-import { refresh, routeName } from './handle-lists.js'
+import { refreshKinds, routeName } from './handle-lists.js'
 import { denied, valueAt, type Answer, type MemberServer, type VirtualRequest } from './request.js'
 import { routeResource } from './resources.js'
-import { allowed, forwardTo, limited } from './route.js'
+import { limited } from './member-limits.js'
+import { allowed, forwardTo } from './route.js'
 import type { NamedKind } from './state.js'
 
 /** tools/call and prompts/get: the member that serves the exposed name, with its own name. */
@@ -129,11 +130,9 @@ async function routeUri(r: VirtualRequest, uri: string): Promise<MemberServer | 
       throw new GatewayError('uri_not_normalized', `${JSON.stringify(uri)}: ${problem}`)
   }
   let route = routeResource(uri, v.state, v.resourceRoute)
-  if (
-    route.kind === 'unknown' &&
-    !(v.state.isFresh('resources') && v.state.isFresh('resourceTemplates'))
-  ) {
-    await Promise.all([refresh(r, 'resources/list'), refresh(r, 'resources/templates/list')])
+  // A URI nobody is known to serve: the lists not fresh are read again (single flight, throttled).
+  if (route.kind === 'unknown') {
+    await refreshKinds(r, ['resources', 'resourceTemplates'])
     route = routeResource(uri, v.state, v.resourceRoute)
   }
   if (route.kind === 'ambiguous') {

@@ -1,11 +1,10 @@
-import { authContextOf } from '../cache/key.js'
 import { memberListView } from '../catalog/member.js'
 import { GatewayError } from '../errors.js'
 import { isRecord } from '../mcp/jsonrpc.js'
-import { chainFilters } from '../mcp/list-filter.js'
+import { chainFilters, type ListFilter } from '../mcp/list-filter.js'
 import { replaceParam } from '../mcp/rewrite.js'
 import type { PendingPages } from './cursor.js'
-import { fanOut } from './fan-out.js'
+import { fanOut, fanOutDeadline, type Outcome } from './fan-out.js'
 import { itemsOf, LISTS, mergeItems, type ListSpec, type MemberPage } from './lists.js'
 import {
   GATEWAY_INFO,
@@ -14,8 +13,10 @@ import {
   mergeInstructions,
   VIRTUAL_VERSIONS,
 } from './merge.js'
+import type { MergedRequest } from './merged-cache.js'
 import {
   answer,
+  inBand,
   lacksMethod,
   readBody,
   toCode,
@@ -23,19 +24,41 @@ import {
   type MemberServer,
   type VirtualRequest,
 } from './request.js'
+import { admitMembers, type Admissions } from './member-limits.js'
 import { askMember } from './route.js'
-import type { NamedKind } from './state.js'
+import type { NamedKind, UriKind } from './state.js'
 import { memberEvents } from './trace.js'
 
 export async function discover(r: VirtualRequest): Promise<Answer> {
   const { v } = r
-  const cacheKey = mergedKey(r, 'server/discover', undefined, [])
-  const hit = cachedAnswer(r, cacheKey)
-  if (hit !== undefined) return hit
   const all = v.members.map((_, i) => i)
-  const outcomes = await fanOut(all, v.config.fanOutTimeoutMs, (i, signal) =>
-    askMember(r, v.members[i] as MemberServer, 'server/discover', r.text, signal),
-  )
+  const deadline = fanOutDeadline(v.config.fanOutTimeoutMs)
+  // Counted against every member's limits before any cache answers, as on its own endpoint.
+  const admitted = await admitMembers(r, all, 'server/discover')
+  try {
+    return await discoverFrom(r, all, admitted, deadline)
+  } finally {
+    admitted.release()
+  }
+}
+
+async function discoverFrom(
+  r: VirtualRequest,
+  all: readonly number[],
+  admitted: Admissions,
+  deadline: AbortSignal,
+): Promise<Answer> {
+  const { v } = r
+  const nobody = admitted.allRefused
+  if (nobody !== undefined) throw nobody
+  const cacheKey = mergedKey(r, [])
+  const hit = admitted.someRefused ? undefined : cachedAnswer(r, cacheKey)
+  if (hit !== undefined) return hit
+  const outcomes = await fanOut(all, deadline, (i, signal) => {
+    const refused = admitted.refusal(i)
+    if (refused !== undefined) throw refused
+    return askMember(r, v.members[i] as MemberServer, 'server/discover', r.text, signal)
+  })
   memberEvents(r.call.trace, 'server/discover', v.memberNames, outcomes)
   const results: (readonly [string, Record<string, unknown>])[] = []
   const missing: string[] = []
@@ -60,7 +83,7 @@ export async function discover(r: VirtualRequest): Promise<Answer> {
     ttlMs: hints.ttlMs,
     cacheScope: hints.cacheScope,
   }
-  if (!partial) storeMerged(r, cacheKey, result, hints.cacheScope)
+  if (!partial) storeMerged(r, cacheKey, result)
   return answer(r, result, partial ? 'virtual_partial' : 'ok')
 }
 
@@ -84,19 +107,39 @@ export async function list(r: VirtualRequest): Promise<Answer> {
   const filters = v.members.map((m) =>
     chainFilters(policy?.listFilter(r.principal, m.name), m.catalog),
   )
-  const cacheKey = mergedKey(
-    r,
-    r.method,
-    typeof cursor === 'string' ? cursor : undefined,
-    filters.map((f) => f?.key ?? ''),
-  )
-  const hit = cachedAnswer(r, cacheKey)
-  if (hit !== undefined) return hit
-  const page = await fetchPage(r, spec, pending)
+  const cacheKey = mergedKey(r, filters)
+  const asked = pending === undefined ? v.members.map((_, i) => i) : pending.map(([m]) => m)
+  // One deadline for every page this request reads, the learning pass's included.
+  const deadline = fanOutDeadline(v.config.fanOutTimeoutMs)
+  // Counted against every member asked before any cache answers, as on its own endpoint.
+  const admitted = await admitMembers(r, asked, r.method)
+  try {
+    const nobody = admitted.allRefused
+    if (nobody !== undefined) throw nobody
+    const hit = admitted.someRefused ? undefined : cachedAnswer(r, cacheKey)
+    if (hit !== undefined) return hit
+    const page = await fetchPage(r, spec, pending, deadline, { admitted })
+    return listed(r, spec, pending, filters, cacheKey, page, deadline)
+  } finally {
+    admitted.release()
+  }
+}
+
+/** The merged answer of a list page; a first page of a list some member paginates learns first. */
+async function listed(
+  r: VirtualRequest,
+  spec: ListSpec,
+  pending: PendingPages | undefined,
+  filters: readonly (ListFilter | undefined)[],
+  cacheKey: MergedRequest | undefined,
+  page: Page,
+  deadline: AbortSignal,
+): Promise<Answer> {
+  const { v } = r
   // A first page of a list some member paginates: names are decided on the whole of it.
   const named = spec.kind === 'tools' || spec.kind === 'prompts'
   if (named && pending === undefined && page.next.length > 0 && !v.state.isFresh(spec.kind))
-    await learnRest(r, spec, page.next, page.ttlMs)
+    await learnRest(r, spec, page.next, page.ttlMs, deadline)
   const pages: MemberPage[] = page.results.map(([member, result]) => {
     const f = filters[member]
     const view = f === undefined ? result : f.apply(r.method, result)
@@ -122,7 +165,7 @@ export async function list(r: VirtualRequest): Promise<Answer> {
     ttlMs: hints.ttlMs,
     cacheScope: hints.cacheScope,
   }
-  if (!page.partial) storeMerged(r, cacheKey, result, hints.cacheScope)
+  if (!page.partial) storeMerged(r, cacheKey, result)
   return answer(r, result, page.partial ? 'virtual_partial' : 'ok')
 }
 
@@ -133,36 +176,62 @@ interface Page {
   readonly partial: boolean
   /** The smallest ttl of the members' results. */
   readonly ttlMs: number
+  /** The caller's refusal when every member's limit refused its request (nothing was sent). */
+  readonly refused: GatewayError | undefined
+}
+
+/** How {@link fetchPage} reads: the method and bodies of its member requests, their admission. */
+interface PageRead {
+  /** The list method (default: the client's). */
+  readonly method?: string
+  /** The request text for a member's cursor; the client's body, its cursor replaced, by default. */
+  readonly bodyFor?: (cursor: string | undefined) => string | undefined
+  /** The members' limit decisions when the caller took them; else fetchPage takes its own. */
+  readonly admitted?: Admissions
 }
 
 /**
  * Fetches one page of a list from every member (the first page) or from the members a cursor
- * names, in parallel, and records the names seen (virtual/state.ts). `readOf` builds the request
- * text for a member; the client's own body by default, with only its cursor replaced.
+ * names, in parallel, by `deadline` (the request's one fan-out deadline), and records the names
+ * seen (virtual/state.ts). Each member request counts against its member's limits for the caller
+ * (docs/virtual-servers.md "Rate limits"): a refused member is left out, as one that fails.
  */
 async function fetchPage(
   r: VirtualRequest,
   spec: ListSpec,
   pending: PendingPages | undefined,
-  method = r.method,
-  bodyFor: (cursor: string | undefined) => string | undefined = (c) =>
-    c === undefined ? r.text : replaceParam(r.text, ['cursor'], c),
+  deadline: AbortSignal,
+  read: PageRead = {},
 ): Promise<Page> {
   const { v } = r
+  const method = read.method ?? r.method
+  const bodyFor =
+    read.bodyFor ??
+    ((c: string | undefined) => (c === undefined ? r.text : replaceParam(r.text, ['cursor'], c)))
   const asks: [number, string | undefined][] =
     pending === undefined
       ? v.members.map((_, i) => [i, undefined])
       : pending.map(([m, c]) => [m, c])
-  const outcomes = await fanOut(
-    asks.map((_, k) => k),
-    v.config.fanOutTimeoutMs,
-    (k, signal) => {
-      const [m, memberCursor] = asks[k] as [number, string | undefined]
-      const body = bodyFor(memberCursor)
-      if (body === undefined) throw new GatewayError('invalid_params', 'invalid cursor')
-      return askMember(r, v.members[m] as MemberServer, method, body, signal)
-    },
-  )
+  const admitted = read.admitted ?? (await admitMembers(r, membersOf(asks), method))
+  let outcomes: Outcome<Record<string, unknown>>[]
+  try {
+    outcomes = await fanOut(
+      asks.map((_, k) => k),
+      deadline,
+      (k, signal) => {
+        const [m, memberCursor] = asks[k] as [number, string | undefined]
+        // SECURITY: a member request over the caller's limit is not sent (endpoint/limit.ts).
+        const refused = admitted.refusal(m)
+        if (refused !== undefined) throw refused
+        const body = bodyFor(memberCursor)
+        if (body === undefined) throw new GatewayError('invalid_params', 'invalid cursor')
+        return askMember(r, v.members[m] as MemberServer, method, body, signal)
+      },
+    )
+  } finally {
+    // Every member request of this page is over (stragglers are aborted): its slots go back.
+    if (read.admitted === undefined) admitted.release()
+  }
   memberEvents(
     r.call.trace,
     method,
@@ -200,7 +269,11 @@ async function fetchPage(
   ).ttlMs
   // Who serves what is known in full once every member's last page has been seen.
   if (pending === undefined && !partial && next.length === 0) v.state.markFresh(spec.kind, ttlMs)
-  return { results, next, partial, ttlMs }
+  return { results, next, partial, ttlMs, refused: admitted.allRefused }
+}
+
+function membersOf(asks: readonly (readonly [number, unknown])[]): number[] {
+  return asks.map(([m]) => m)
 }
 
 /** Logs and counts members left out of an answer; true when any was. */
@@ -244,47 +317,50 @@ function reportNames(r: VirtualRequest, spec: ListSpec): void {
   }
 }
 
-/** The merged-answer key, or undefined when merged answers are not kept. */
+/**
+ * The merged answer's key: the one canonical request key every cache layer uses
+ * (cache/request.ts), plus each member's policy view, which the answer is filtered by before it
+ * is kept; undefined when merged answers are not kept or the request is not cacheable.
+ */
 function mergedKey(
   r: VirtualRequest,
-  method: string,
-  cursor: string | undefined,
-  views: readonly string[],
-): { readonly publicKey: string; readonly privateKey: string | undefined } | undefined {
-  if (r.v.merged === undefined) return undefined
-  const base = [method, cursor ?? '', ...views]
-  const ctx = r.deps.cache?.rules.allowPrivate === true ? authContextOf(r.principal) : undefined
-  return {
-    publicKey: JSON.stringify(base),
-    // SECURITY: a private merged answer is kept per authorization context (caching.mdx §cacheScope).
-    privateKey: ctx === undefined ? undefined : JSON.stringify([...base, ctx]),
-  }
+  filters: readonly (ListFilter | undefined)[],
+): MergedRequest | undefined {
+  const { merged } = r.v
+  const cache = r.deps.cache
+  if (merged === undefined || cache === undefined) return undefined
+  // SECURITY: a view that depends on who asks makes the answer private (virtual/merge.ts), so it
+  // is part of what the answer depends on, as in the edge cache's filtered variants.
+  const views = filters.map((f) => (f === undefined ? '' : `${f.identityDependent ? 'i' : 'o'}:${f.key}`))
+  return merged.request(cache, { mcp: r.call.mcp, text: r.text, principal: r.principal }, views)
 }
 
-function cachedAnswer(r: VirtualRequest, key: ReturnType<typeof mergedKey>): Answer | undefined {
-  const merged = r.v.merged
-  if (merged === undefined || key === undefined) return undefined
-  const result =
-    merged.get(key.publicKey) ??
-    (key.privateKey === undefined ? undefined : merged.get(key.privateKey))
-  if (result === undefined) return undefined
-  r.deps.cache?.event('hit')
-  return answer(r, result, 'cache_hit')
+function cachedAnswer(r: VirtualRequest, key: MergedRequest | undefined): Answer | undefined {
+  const cache = r.deps.cache
+  if (r.v.merged === undefined || cache === undefined || key === undefined) return undefined
+  const text = r.v.merged.get(cache, key)
+  if (text === undefined) return undefined
+  cache.event('hit')
+  return inBand(r, 'cache_hit', text)
 }
 
 function storeMerged(
   r: VirtualRequest,
-  key: ReturnType<typeof mergedKey>,
+  key: MergedRequest | undefined,
   result: Readonly<Record<string, unknown>>,
-  scope: 'public' | 'private',
 ): void {
-  const merged = r.v.merged
-  if (merged === undefined || key === undefined) return
-  const k = scope === 'public' ? key.publicKey : key.privateKey
-  if (k !== undefined) merged.set(k, result, result.ttlMs as number)
+  const cache = r.deps.cache
+  if (r.v.merged !== undefined && cache !== undefined && key !== undefined)
+    r.v.merged.set(cache, key, result)
 }
 
-/** The member and own name of an exposed name; a list fetch when the map is not fresh. */
+/**
+ * The member and own name of an exposed name. A name the map does not know, while it is not
+ * fresh, makes the gateway read the lists again before deciding: one refresh at a time per kind,
+ * shared by every request that misses meanwhile, and none again until the throttle has passed,
+ * whatever the last one achieved (virtual/state.ts). While throttled the name is unknown and no
+ * member is asked (docs/virtual-servers.md §Routing).
+ */
 export async function routeName(
   r: VirtualRequest,
   kind: NamedKind,
@@ -294,34 +370,76 @@ export async function routeName(
   const known = state.table(kind).routes.get(exposed)
   if (known !== undefined) return known
   if (state.isFresh(kind)) return undefined
-  await refresh(r, kind === 'tools' ? 'tools/list' : 'prompts/list')
+  await refreshKinds(r, [kind])
   return state.table(kind).routes.get(exposed)
 }
 
-/** Fetches every page of a list from every member (bounded) to learn who serves what. */
-export async function refresh(r: VirtualRequest, method: string): Promise<void> {
+const LIST_OF: Readonly<Record<NamedKind | UriKind, string>> = {
+  tools: 'tools/list',
+  prompts: 'prompts/list',
+  resources: 'resources/list',
+  resourceTemplates: 'resources/templates/list',
+}
+
+/**
+ * Reads again the lists of those `kinds` that are not fresh, each through its single-flight,
+ * throttled refresh (virtual/state.ts), all within one fan-out deadline of this request. A
+ * refresh this request joins is another request's: its outcome is not this one's (a limit that
+ * refused that caller is not this caller's answer). A refresh this request starts counts against
+ * its caller's limits; when they refuse it at every member, this request is answered 429.
+ */
+export async function refreshKinds(
+  r: VirtualRequest,
+  kinds: readonly (NamedKind | UriKind)[],
+): Promise<void> {
+  const state = r.v.state
+  let deadline: AbortSignal | undefined
+  const runs: Promise<void>[] = []
+  for (const kind of kinds) {
+    if (state.isFresh(kind)) continue
+    const run = state.refresh(kind, () =>
+      refresh(r, LIST_OF[kind], (deadline ??= fanOutDeadline(r.v.config.fanOutTimeoutMs))),
+    )
+    // SECURITY: throttled: the name is decided on what is known; nothing is sent to any member.
+    if (run !== undefined) runs.push(run)
+  }
+  await Promise.all(runs)
+}
+
+/**
+ * Fetches every page of a list from every member (bounded: MAX_REFRESH_PAGES per member, all by
+ * `deadline`) to learn who serves what.
+ */
+async function refresh(r: VirtualRequest, method: string, deadline: AbortSignal): Promise<void> {
   const spec = LISTS[method] as ListSpec
-  const page = await fetchPage(r, spec, undefined, method, (c) => readBody(r, method, c))
+  const read = { method, bodyFor: (c: string | undefined) => readBody(r, method, c) }
+  const page = await fetchPage(r, spec, undefined, deadline, read)
+  if (page.refused !== undefined) throw page.refused
   reportNames(r, spec)
-  if (page.next.length > 0 && !page.partial) await learnRest(r, spec, page.next, page.ttlMs)
+  if (page.next.length > 0 && !page.partial)
+    await learnRest(r, spec, page.next, page.ttlMs, deadline)
 }
 
 /**
  * Reads the remaining pages of members that paginate, for their names only, so that the names of
  * a first page already account for every collision (an `onCollision` prefix never changes between
- * the pages of one listing). Bounded: MAX_REFRESH_PAGES rounds.
+ * the pages of one listing). Bounded: MAX_REFRESH_PAGES rounds, all by the request's `deadline`
+ * (a round the deadline has passed sends nothing), each page counted against the caller's limits.
  */
 async function learnRest(
   r: VirtualRequest,
   spec: ListSpec,
   next: PendingPages,
   ttlMs: number,
+  deadline: AbortSignal,
 ): Promise<void> {
   const method = Object.keys(LISTS).find((k) => LISTS[k] === spec) as string
+  const read = { method, bodyFor: (c: string | undefined) => readBody(r, method, c) }
   let pending = next
   let ttl = ttlMs
   for (let round = 0; round < MAX_REFRESH_PAGES; round++) {
-    const page = await fetchPage(r, spec, pending, method, (c) => readBody(r, method, c))
+    if (deadline.aborted) return
+    const page = await fetchPage(r, spec, pending, deadline, read)
     if (page.partial) return
     ttl = Math.min(ttl, page.ttlMs)
     if (page.next.length === 0) {

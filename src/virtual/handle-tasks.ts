@@ -8,7 +8,7 @@ import {
   type TaskIdSealer,
 } from '../mcp/task-ids.js'
 import type { PendingPages } from './cursor.js'
-import { fanOut } from './fan-out.js'
+import { fanOut, fanOutDeadline, type Outcome } from './fan-out.js'
 import { reportPartial } from './handle-lists.js'
 import {
   answer,
@@ -18,7 +18,8 @@ import {
   type MemberServer,
   type VirtualRequest,
 } from './request.js'
-import { askMember, forwardTo, limited } from './route.js'
+import { admitMembers, limited } from './member-limits.js'
+import { askMember, forwardTo } from './route.js'
 import { openMemberTask } from './tasks.js'
 import { memberEvents } from './trace.js'
 
@@ -68,17 +69,34 @@ export async function taskList(r: VirtualRequest): Promise<Answer> {
       throw new GatewayError('invalid_params', 'invalid cursor')
     asks = pending
   }
-  const outcomes = await fanOut(
-    asks.map((_, k) => k),
-    v.config.fanOutTimeoutMs,
-    (k, signal) => {
-      const [m, memberCursor] = asks[k] as readonly [number, string]
-      const body = cursor === undefined ? r.text : replaceParam(r.text, ['cursor'], memberCursor)
-      if (body === undefined) throw new GatewayError('invalid_params', 'invalid cursor')
-      const member = v.members[m] as MemberServer
-      return askMember(r, member, 'tasks/list', body, signal)
-    },
+  const deadline = fanOutDeadline(v.config.fanOutTimeoutMs)
+  // Each member request counts against its member's limits for this caller (member-limits.ts).
+  const admitted = await admitMembers(
+    r,
+    asks.map(([m]) => m),
+    'tasks/list',
   )
+  let outcomes: Outcome<Record<string, unknown>>[]
+  try {
+    const nobody = admitted.allRefused
+    if (nobody !== undefined) throw nobody
+    outcomes = await fanOut(
+      asks.map((_, k) => k),
+      deadline,
+      (k, signal) => {
+        const [m, memberCursor] = asks[k] as readonly [number, string]
+        // SECURITY: a member request over the caller's limit is not sent (endpoint/limit.ts).
+        const refused = admitted.refusal(m)
+        if (refused !== undefined) throw refused
+        const body = cursor === undefined ? r.text : replaceParam(r.text, ['cursor'], memberCursor)
+        if (body === undefined) throw new GatewayError('invalid_params', 'invalid cursor')
+        const member = v.members[m] as MemberServer
+        return askMember(r, member, 'tasks/list', body, signal)
+      },
+    )
+  } finally {
+    admitted.release()
+  }
   memberEvents(
     r.call.trace,
     r.method,

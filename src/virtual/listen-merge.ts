@@ -94,6 +94,21 @@ export function memberFilter(
   }
 }
 
+/**
+ * What each member's stream is asked for (undefined: it gets no stream): the part of the
+ * client's filter it offers and, for URIs, serves. The streams a listen opens, and so the member
+ * limits it is admitted by (virtual/listen.ts), are exactly these.
+ */
+export function memberTargets(
+  members: readonly ListenMember[],
+  filter: ListenFilter,
+  memberForUri: (uri: string) => number | undefined,
+): (ListenFilter | undefined)[] {
+  return members.map((m, i) =>
+    memberFilter(filter, m.capabilities, (uri) => memberForUri(uri) === i),
+  )
+}
+
 /** The union of the members' honoured filters: what the client is told it will get. */
 function union(filters: readonly ListenFilter[]): ListenFilter {
   const uris = new Set<string>()
@@ -160,9 +175,7 @@ export class ListenMerge {
     res.flushHeaders()
     res.on('close', () => this.close())
     opts.stop?.onStop(() => this.end())
-    const targets = opts.members.map((m, i) =>
-      memberFilter(opts.filter, m.capabilities, (uri) => opts.memberForUri(uri) === i),
-    )
+    const targets = memberTargets(opts.members, opts.filter, opts.memberForUri)
     const firstAcks = targets.map((f, i) =>
       f === undefined ? Promise.resolve(undefined) : this.runMember(i, f),
     )

@@ -14,17 +14,26 @@ import { callerKey, type EndpointCall } from '../endpoint/call.js'
 import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
 import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
 import { exchangeFor } from '../endpoint/exchange.js'
+import type { LimitDeps } from '../endpoint/limit.js'
 import type { MemberSession } from '../endpoint/member-sessions.js'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
 import { full, hasRoom } from '../upstream/pool.js'
+import type { StreamStop } from '../upstream/lifecycle.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { VirtualSession } from './client-session.js'
-import { fanOut } from './fan-out.js'
+import { fanOut, fanOutDeadline } from './fan-out.js'
 import { LegacyGetStream, SessionGone } from './legacy-get-stream.js'
-import { ListenMerge, memberFilter, type ListenMember, type MemberLease } from './listen-merge.js'
+import {
+  ListenMerge,
+  memberFilter,
+  memberTargets,
+  type ListenMember,
+  type MemberLease,
+} from './listen-merge.js'
+import { admitAll, type MemberAsk } from './member-limits.js'
 import {
   json,
   SENT,
@@ -57,6 +66,11 @@ export interface ListenRequest {
    * 2025-only members are not listened to.
    */
   readonly headersFor?: MemberHeaders | undefined
+  /**
+   * The members' rate and concurrency limits (endpoint/limit.ts): every capability read and
+   * stream the listen opens counts against its member's; none without `limits:`.
+   */
+  readonly limiting?: LimitDeps | undefined
 }
 
 /**
@@ -126,7 +140,11 @@ export function endLegacyListens(v: VirtualServer, session: VirtualSession): voi
   v.listens.end(v.name, session.id)
 }
 
-/** The client's one stream: its caller's stream budget, then the merge until it ends. */
+/**
+ * The client's one stream: the member streams it needs, admitted by the members' limits whole
+ * or not at all (docs/virtual-servers.md "listen"), its caller's stream budget, then the merge
+ * until it ends; the members' slots are held until then, across re-opened member streams.
+ */
 async function merged(
   r: Omit<ListenRequest, 'message'>,
   members: readonly ListenMember[],
@@ -137,13 +155,15 @@ async function merged(
 ): Promise<Answer> {
   const { v } = r
   const limits = r.ctx.limits
-  const lifecycle = (v.members[0] as MemberServer).balancing.lifecycle
-  const stop = lifecycle.openStream(
-    callerKey(r.principal, r.call.peer),
-    limits.maxStreamsPerPrincipal,
-  )
+  const streams = memberTargets(members, filter, memberForUri)
+  // SECURITY: each member stream counts against its member's limits for as long as it is open,
+  // as a listen on the member's own endpoint does; refused, the listen opens nothing.
+  const release = await admitAll(r.limiting, r, streamAsks(v, streams))
+  let stop: StreamStop | undefined
   let untrack: (() => void) | undefined
+  const lifecycle = (v.members[0] as MemberServer).balancing.lifecycle
   try {
+    stop = lifecycle.openStream(callerKey(r.principal, r.call.peer), limits.maxStreamsPerPrincipal)
     const merge = new ListenMerge(r.res, {
       members,
       filter,
@@ -162,8 +182,26 @@ async function merged(
     return SENT
   } finally {
     untrack?.()
-    lifecycle.closeStream(stop)
+    if (stop !== undefined) lifecycle.closeStream(stop)
+    release()
   }
+}
+
+/**
+ * The member requests of a listen's streams: each member asked for something, with the method
+ * and targets a listen on its own endpoint has (the URIs it is asked to watch). A 2025-only
+ * member's GET stream is its listen stream, and counts as one.
+ */
+function streamAsks(v: VirtualServer, streams: readonly (ListenFilter | undefined)[]): MemberAsk[] {
+  const asks: MemberAsk[] = []
+  streams.forEach((f, i) => {
+    if (f === undefined) return
+    const targets = (f.resourceSubscriptions ?? []).map(
+      (uri) => ({ kind: 'resource', uri }) as const,
+    )
+    asks.push({ member: v.members[i] as MemberServer, method: 'subscriptions/listen', targets })
+  })
+  return asks
 }
 
 /**
@@ -185,9 +223,17 @@ async function listenMembers(
     principal: r.principal,
     maxBytes: r.ctx.limits.maxInspectBytes,
   }
+  // The capability read of every member counts as its discovery (all or nothing, as the streams).
+  const discoveries = v.members.map((member) => ({
+    member,
+    method: 'server/discover',
+    targets: [],
+  }))
+  const release = await admitAll(r.limiting, r, discoveries)
+  const deadline = fanOutDeadline(v.config.fanOutTimeoutMs)
   const outcomes = await fanOut(
     v.members.map((_, i) => i),
-    v.config.fanOutTimeoutMs,
+    deadline,
     async (i, signal): Promise<ListenMember> => {
       const m = v.members[i] as MemberServer
       const headersFor = r.headersFor
@@ -201,7 +247,7 @@ async function listenMembers(
       const capabilities = await discoverCapabilities(endpointOf(m), signal)
       return { name: m.name, capabilities, acquire: () => lease(m) }
     },
-  )
+  ).finally(release)
   return v.members.map((m, i) => {
     const o = outcomes[i]
     return o?.ok === true ? o.value : { name: m.name, capabilities: {}, acquire: () => lease(m) }

@@ -7,7 +7,6 @@ import { askInEra, streamInEra } from '../endpoint/era.js'
 import { exchangeFor, exchanges } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
 import { judge } from '../endpoint/judge.js'
-import { admit, type LimitDeps } from '../endpoint/limit.js'
 import { planAttempt } from '../endpoint/plan.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
@@ -117,46 +116,6 @@ function memberCacheRequest(
   }
   const allowPrivate = r.deps.cache?.rules.allowPrivate ?? false
   return cacheRequestOf(member, mcp, body, r.principal, allowPrivate)?.req
-}
-
-/**
- * Runs `send` inside the member's rate limits (endpoint/limit.ts), with the member and its own
- * target passed as they are on its own endpoint, so a limit on `weather`'s tools counts the same
- * calls whichever endpoint they come through (docs/rate-limits.md). A task follow-up names no
- * target, as on the member's own endpoint. Over a limit it throws 429 and nothing is forwarded.
- */
-export function limited(
-  r: VirtualRequest,
-  member: MemberServer,
-  target: McpTarget | undefined,
-  send: () => Promise<Answer>,
-): Promise<Answer> {
-  const limiting = r.deps.limiting
-  // Without limits, no async frame of its own: a routed call is on the hot path.
-  return limiting === undefined ? send() : limitedBy(limiting, r, member, target, send)
-}
-
-async function limitedBy(
-  limiting: LimitDeps,
-  r: VirtualRequest,
-  member: MemberServer,
-  target: McpTarget | undefined,
-  send: () => Promise<Answer>,
-): Promise<Answer> {
-  const req = {
-    principal: r.principal,
-    peer: r.call.peer,
-    headers: r.call.headers,
-    method: r.method,
-  }
-  const verdict = await admit(limiting, req, member.name, target === undefined ? [] : [target])
-  const out = r.res
-  for (const name in verdict.headers) out.setHeader(name, verdict.headers[name] as string)
-  try {
-    return await send()
-  } finally {
-    verdict.release?.()
-  }
 }
 
 /**

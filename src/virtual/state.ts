@@ -2,6 +2,8 @@ import { buildNameTable, type Collision, type NameTable, type PrefixMode } from 
 
 /** Shortest time what the lists said is trusted for routing (docs/virtual-servers.md §Routing). */
 const MIN_FRESH_MS = 1000
+/** Shortest time between the end of one routing refresh of a kind and the start of the next. */
+const MIN_REFRESH_INTERVAL_MS = 1000
 
 /** Named kinds a virtual server renames: tools and prompts (resource URIs are never renamed). */
 export type NamedKind = 'tools' | 'prompts'
@@ -18,14 +20,24 @@ export class VirtualState {
   private readonly uris: Record<UriKind, Map<string, Set<number>>>
   private tables: Partial<Record<NamedKind, NameTable>> = {}
   private readonly freshUntil: Partial<Record<NamedKind | UriKind, number>> = {}
+  /** The routing refresh of a kind under way, which every miss meanwhile waits for. */
+  private readonly refreshing: Partial<Record<NamedKind | UriKind, Promise<void>>> = {}
+  /** When the next routing refresh of a kind may start. */
+  private readonly nextRefresh: Partial<Record<NamedKind | UriKind, number>> = {}
+  private readonly refreshIntervalMs: number
   /** Collisions and over-long names already reported, so each is logged once. */
   private readonly reported = new Set<string>()
 
   constructor(
     readonly members: readonly string[],
     readonly mode: PrefixMode,
+    /** The virtual server's `fanOutTimeoutMs`: the longest one refresh may take. */
+    fanOutTimeoutMs = 0,
     private readonly now: () => number = () => performance.now(),
   ) {
+    // A refresh is followed by a pause at least as long as one may last, so even a member that
+    // never answers spends at most half its time on one virtual server's refreshes.
+    this.refreshIntervalMs = Math.max(MIN_REFRESH_INTERVAL_MS, fanOutTimeoutMs)
     this.owned = { tools: members.map(() => new Set()), prompts: members.map(() => new Set()) }
     this.uris = { resources: new Map(), resourceTemplates: new Map() }
   }
@@ -64,6 +76,27 @@ export class VirtualState {
 
   isFresh(kind: NamedKind | UriKind): boolean {
     return (this.freshUntil[kind] ?? Number.NEGATIVE_INFINITY) > this.now()
+  }
+
+  /**
+   * A routing refresh of `kind` (docs/virtual-servers.md §Routing): the one under way when there
+   * is one (single flight: concurrent misses share it; its promise never rejects for them), else
+   * `start()` when the throttle allows (its own promise, which may reject for its starter), else
+   * undefined. Whether it succeeds, fails or stays partial, the next may start only
+   * `refreshIntervalMs` after it has ended, so unknown names cannot multiply member reads.
+   */
+  refresh(kind: NamedKind | UriKind, start: () => Promise<void>): Promise<void> | undefined {
+    const running = this.refreshing[kind]
+    if (running !== undefined) return running
+    // SECURITY: throttled whether or not the last refresh succeeded.
+    if ((this.nextRefresh[kind] ?? Number.NEGATIVE_INFINITY) > this.now()) return undefined
+    const own = start()
+    const ended = (): void => {
+      delete this.refreshing[kind]
+      this.nextRefresh[kind] = this.now() + this.refreshIntervalMs
+    }
+    this.refreshing[kind] = own.then(ended, ended)
+    return own
   }
 
   /** The current name table of a kind. */
