@@ -3,6 +3,7 @@ import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import { parseMessage } from '../mcp/jsonrpc.js'
 import { listFilterHook, type ListFilter } from '../mcp/list-filter.js'
 import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
+import { requestIdOf, type ExpectedId } from '../mcp/answer-scan.js'
 import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
 import {
   isTaskMethod,
@@ -156,6 +157,7 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
   const stop = stream
     ? b.lifecycle.openStream(callerKey(call.principal, call.peer), opts.maxStreams)
     : undefined
+  const expected = method === 'POST' ? expectedId(mcp, body) : undefined
   const plan: AttemptPlan = {
     pool: b.poolFor(mcp.targets),
     pinned,
@@ -166,7 +168,8 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
     method,
     headers,
     body: method === 'POST' ? body : null,
-    transform: transformOf(opts, mcp.method, tasks, mcp.message?.rawId),
+    transform: transformOf(opts, mcp.method, tasks, expected),
+    expected,
     stop,
     upstream: undefined,
     onHeaders: opts.onHeaders,
@@ -177,24 +180,38 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
 }
 
 /**
- * The answer's transform: hooks on a 200, bounded. A filter, a rewriter or a task-id seal rewrites
- * the answer, so it must see all of it (bounded: 502 beyond); hooks that only look let the answer
- * stream untouched and skip what is too large.
+ * The id the answer must carry (mcp/answer-scan.ts): the parsed request's, else the one written
+ * in the body forwarded unparsed (classify lets only requests through so: a modern POST with
+ * Mcp-Method). A body without a readable id expects answers without one.
+ */
+function expectedId(mcp: EndpointCall['mcp'], body: Buffer): ExpectedId {
+  const message = mcp.message
+  if (message !== undefined) return message.kind === 'request' ? message.rawId : null
+  return requestIdOf(body) ?? null
+}
+
+/**
+ * How the answer is read: every JSON or SSE answer below 500 is at least checked to be the
+ * answer to this request (mcp/answer-scan.ts); hooks on a 200 (any status for the gateway's own
+ * reads) observe or rewrite it, bounded. A filter, a rewriter or a task-id seal rewrites the
+ * answer, so it must see all of it (bounded: 502 beyond); hooks that only look let the answer
+ * stream and skip what is too large. 5xx answers are held and judged by the dispatch itself.
  */
 function transformOf(
   opts: PlanOptions,
   method: string | undefined,
   tasks: TaskIdSealer | undefined,
-  rawId: string | undefined,
+  expected: ExpectedId,
 ): AttemptPlan['transform'] {
   const filter = opts.listFilter
   const observers = opts.observers ?? NONE
   const rewriters = opts.rewriters ?? NONE
   const gone = opts.session?.gone
-  // The common case (a plain call): no transform, and nothing allocated for one.
-  if (observers.length + rewriters.length === 0 && filter === undefined)
-    if (tasks === undefined && gone === undefined) return undefined
+  const anyStatus = opts.anyStatus === true || opts.session !== undefined
   const rewrite = filter !== undefined || tasks !== undefined || rewriters.length > 0
+  // The common case (a plain call): one shared factory, nothing allocated for it per request.
+  if (observers.length === 0 && !rewrite && gone === undefined && !anyStatus)
+    return passFor(expected, opts.maxInspectBytes)
   let hooks: readonly ResultHook[] = [...observers, ...rewriters]
   if (filter !== undefined) hooks = [...hooks, listFilterHook(filter, method ?? '')]
   // SECURITY: a backend's task id reaches the client only sealed for its caller.
@@ -203,29 +220,49 @@ function transformOf(
     ? opts.maxInspectBytes
     : Math.min(opts.maxInspectBytes, opts.maxObservedBytes ?? Infinity)
   const mode = rewrite ? 'rewrite' : 'observe'
-  const anyStatus = opts.anyStatus === true || opts.session !== undefined
-  return transformFor(hooks, max, mode, rawId, gone, anyStatus)
+  return transformFor(hooks, max, mode, expected, gone, anyStatus, opts.maxInspectBytes)
 }
 
-// Made in a scope of its own: the transform outlives the plan for as long as a stream runs, and a
-// closure made in planAttempt would keep that whole scope (V8 gives one context to all closures
+// Made in a scope of their own: the transform outlives the plan for as long as a stream runs, and
+// a closure made in planAttempt would keep that whole scope (V8 gives one context to all closures
 // of a scope; docs/design/hot-path.md §Stream memory).
+function passFor(
+  expected: ExpectedId,
+  maxEventBytes: number,
+): (status: number, h: HeaderMap) => BodyTransform | undefined {
+  return (status, h) =>
+    status < 500
+      ? resultTransform(
+          String(h['content-type'] ?? ''),
+          maxEventBytes,
+          NONE,
+          'pass',
+          expected,
+          status,
+        )
+      : undefined
+}
+
 function transformFor(
   hooks: readonly ResultHook[],
   max: number,
   mode: 'rewrite' | 'observe',
-  rawId: string | undefined,
+  expected: ExpectedId,
   gone: BodyTransform | undefined,
   anyStatus: boolean,
+  maxEventBytes: number,
 ): (status: number, h: HeaderMap) => BodyTransform | undefined {
-  return (status, h) =>
-    status === 404 && gone !== undefined
-      ? gone
-      : (status === 200 || anyStatus) && hooks.length > 0
-        ? // The gateway's own reads take a typeless answer for JSON: 2025-era servers refuse a
-          // request without a session so (mcp-framework), and the refusal is what they learn from.
-          resultTransform(contentTypeOf(h, anyStatus), max, hooks, mode, rawId)
-        : undefined
+  return (status, h) => {
+    if (status === 404 && gone !== undefined) return gone
+    // The gateway's own reads take a typeless answer for JSON: 2025-era servers refuse a
+    // request without a session so (mcp-framework), and the refusal is what they learn from.
+    const type = contentTypeOf(h, anyStatus)
+    if (status === 200 || anyStatus)
+      return resultTransform(type, max, hooks, mode, expected, status)
+    return status < 500
+      ? resultTransform(type, maxEventBytes, NONE, 'pass', expected, status)
+      : undefined
+  }
 }
 
 const NONE: readonly ResultHook[] = Object.freeze([])

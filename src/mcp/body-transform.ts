@@ -13,6 +13,10 @@ export interface BodyTransform {
    * so end() may still refuse the answer with a 502.
    */
   readonly streaming: boolean
+  /** The output is the input, byte for byte: the backend's Content-Length still holds. */
+  readonly exact?: boolean
+  /** SSE: whether the final response (or the gateway's error in its place) has gone out. */
+  readonly answered?: boolean
   push(chunk: Buffer): Buffer | undefined
   /** Final bytes; may throw GatewayError when the body turned out unusable (before any output). */
   end(): Buffer | undefined

@@ -3,6 +3,7 @@ import { GatewayError } from '../errors.js'
 import type { ServerBalancing } from './balancing.js'
 import { UpstreamFailure } from './failure.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import type { ExpectedId } from '../mcp/answer-scan.js'
 import { forward } from './forward.js'
 import type { ForwardResult, StreamHead } from './forward-types.js'
 import type { StreamStop } from './lifecycle.js'
@@ -29,6 +30,8 @@ export interface AttemptPlan {
   readonly body: Buffer | null
   readonly transform:
     ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  /** The id the answer must carry (ForwardRequest.expected). */
+  readonly expected: ExpectedId
   readonly stop: StreamStop | undefined
   /**
    * Replaces the response-header hook (a virtual server's 2025-only member: its session id must
@@ -110,6 +113,7 @@ export async function sendWithRetries(
           // SDK) keep subscriptions/listen and long tool calls open while both sides are alive.
           bodyTimeoutMs: b.streamIdleMs,
           transform: plan.transform,
+          expected: plan.expected,
           onHeaders:
             plan.onHeaders ??
             (plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders),

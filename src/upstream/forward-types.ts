@@ -2,6 +2,7 @@
  * The contract between the attempt loop, the dispatch and their callers: one attempt's request and
  * how it ended. Answer transforms are protocol code's (mcp/body-transform.ts).
  */
+import type { ExpectedId } from '../mcp/answer-scan.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import type { StreamStop } from './lifecycle.js'
 import type { Upstream } from './upstream.js'
@@ -17,6 +18,11 @@ export interface ForwardRequest {
   /** Chooses a transform from the response head; undefined streams the body untouched. */
   readonly transform?:
     ((status: number, headers: HeaderMap) => BodyTransform | undefined) | undefined
+  /**
+   * The id the answer must carry (mcp/answer-scan.ts): a held 5xx with another is no answer to
+   * this request, and an SSE stream that ends unanswered gets an error event with it.
+   */
+  readonly expected: ExpectedId
   /** Last look at the response headers before they are written (e.g. session id rewriting). */
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   /** For long-lived streams: ends the response at the next event boundary on drain. */

@@ -6,7 +6,8 @@ import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import type { ForwardRequest, ForwardResult, StreamHead } from './forward-types.js'
 import { HeldBody } from './held-body.js'
 import { bodyKind, relayedHeaders } from './response-head.js'
-import { SseFramer, unansweredEvent } from './sse-framing.js'
+import { unansweredEvent } from '../mcp/sse-answer.js'
+import { AnswerScan, answerProblem, type ExpectedId } from '../mcp/answer-scan.js'
 import type { Upstream } from './upstream.js'
 
 /** A settled promise's resolvers, kept by a held stream in place of the real ones. */
@@ -22,21 +23,18 @@ class Drained extends Error {
 /** undici dispatch handler writing one upstream answer straight into Node's response. */
 export class ProxyHandler implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined
+  /**
+   * The reader of a JSON or SSE answer (mcp/result-transform.ts): every one is at least checked
+   * to be the answer to this request; SSE reaches the client in whole events only
+   * (docs/balancing.md §Retries). Other bodies (an empty 202, a 4xx page) are relayed as they come.
+   */
   private transform: BodyTransform | undefined
-  /** Set for untransformed SSE: only whole events reach the client (docs/balancing.md §Retries). */
-  private framer: SseFramer | undefined
   /**
    * A 5xx answer held (up to 64 KiB) before anything is written: a JSON-RPC body is relayed as is,
    * anything else rejects with UpstreamFailure(status) so the attempt loop can retry it or answer
    * 502 (docs/balancing.md §Retries: a backend's well-formed JSON-RPC error is never replaced).
    */
   private held: HeldBody | undefined
-  /**
-   * Plain (non-SSE, untransformed) bodies are written one chunk late, so the last chunk goes out
-   * with res.end(): one write for the usual single-chunk JSON answer instead of two.
-   */
-  private holdLast = false
-  private last: Buffer | undefined
   private status: number | undefined
   private headers: HeaderMap | undefined
   private headWritten = false
@@ -56,7 +54,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   }
   private onDrain: (() => void) | undefined
   private readonly upstream: Upstream
-  private readonly body: Buffer | null
+  private readonly expected: ExpectedId
   /** The request, until a stream's head is out; the fields needed after it are copied above. */
   private req: ForwardRequest | undefined
   /** Set once forward() resolved at a stream's head: the end goes here (ForwardRequest.onStreamEnd). */
@@ -70,7 +68,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   ) {
     this.req = req
     this.upstream = req.upstream
-    this.body = req.body
+    this.expected = req.expected
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -143,16 +141,18 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     }
     const streaming = kind === 'sse'
     if (streaming) out['x-accel-buffering'] = 'no'
-    this.transform = req.transform?.(status, out)
-    if (streaming && this.transform === undefined) this.framer = new SseFramer()
-    if (this.transform === undefined && !streaming && headers['content-length'] !== undefined) {
-      out['content-length'] = headers['content-length']
+    const transform = req.transform?.(status, out)
+    this.transform = transform
+    // The backend's Content-Length holds while its bytes are relayed as they are.
+    if (!streaming && (transform === undefined || transform.exact === true)) {
+      const length = headers['content-length']
+      if (length !== undefined) out['content-length'] = length
     }
-    this.holdLast = !streaming && this.transform === undefined
     req.onHeaders?.(status, out)
-    if (!this.untyped && (this.transform === undefined || this.transform.streaming))
-      this.writeHead(streaming)
-    if (this.framer !== undefined || this.transform?.streaming === true) {
+    // A non-streaming reader holds the head until its first output, so its verdict on a short
+    // answer can still be a 502 (mcp/json-answer.ts).
+    if (!this.untyped && (transform === undefined || transform.streaming)) this.writeHead(streaming)
+    if (transform?.streaming === true) {
       req.stop?.onStop(() => this.stopAtBoundary())
       if (this.headWritten && req.onStreamEnd !== undefined) this.streamHead(req.onStreamEnd)
     }
@@ -180,7 +180,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     end(result)
   }
 
-  /** Gateway drain: everything written so far is whole events (framer or SSE transform), so end here. */
+  /** Gateway drain: everything written so far is whole events (the SSE reader), so end here. */
   private stopAtBoundary(): void {
     if (this.settled || !this.headWritten) return
     this.finish()
@@ -203,15 +203,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
       }
       return
     }
-    if (this.holdLast) {
-      const previous = this.last
-      this.last = chunk
-      if (previous !== undefined) this.write(controller, previous)
-      return
-    }
     let out: Buffer | undefined = chunk
-    if (this.framer !== undefined) out = this.framer.push(chunk)
-    else if (this.transform !== undefined) {
+    if (this.transform !== undefined) {
       try {
         out = this.transform.push(chunk)
       } catch (err) {
@@ -229,27 +222,30 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   onResponseEnd(controller: Dispatcher.DispatchController): void {
     if (this.settled) return
     if (this.held !== undefined) return this.endHeld(this.held)
+    let out: Buffer | undefined
     if (this.transform !== undefined) {
-      let out: Buffer | undefined
       try {
         out = this.transform.end()
       } catch (err) {
         this.failTransform(controller, err)
         return
       }
-      if (!this.headWritten) {
-        if (this.headers !== undefined && out !== undefined)
-          this.headers['content-length'] = String(out.length)
-        this.writeHead(false)
-      }
-      if (out !== undefined && out.length > 0) this.write(controller, out)
+      if (!this.headWritten && this.headers !== undefined && out !== undefined)
+        this.headers['content-length'] = String(out.length)
     }
-    if (!this.headWritten) this.writeHead(false) // an untyped 2xx that turned out to have no body
+    if (!this.headWritten) this.writeHead(false) // held by the reader, or an untyped empty 2xx
     this.finish()
-    if (this.last !== undefined) {
-      this.bytes += this.last.length
-      this.res.end(this.last)
-    } else this.res.end(this.unansweredStreamEvent())
+    const tail = this.unansweredStreamEvent()
+    // One write for the usual single-chunk answer: its bytes go out with the end.
+    if (out !== undefined && out.length > 0) {
+      this.bytes += out.length
+      if (tail !== undefined) this.res.write(out)
+      else {
+        this.res.end(out)
+        return this.done({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
+      }
+    }
+    this.res.end(tail)
     this.done({ kind: 'done', status: this.status ?? 0, bytes: this.bytes })
   }
 
@@ -280,14 +276,30 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
 
   /** The final error event owed by an SSE stream that ended without answering, if any. */
   private unansweredStreamEvent(): string | undefined {
-    if (this.framer === undefined || this.framer.sawResponse || this.body === null) return
-    return unansweredEvent(this.body)
+    const t = this.transform
+    if (t === undefined || !t.streaming || t.answered !== false) return
+    return unansweredEvent(this.expected)
   }
 
-  /** A held 5xx: relayed when it is a JSON-RPC message (the backend's answer), else a failure. */
+  /**
+   * A held 5xx: relayed when it is a JSON-RPC message (the backend's answer) that answers this
+   * request, else a failure.
+   */
   private endHeld(held: HeldBody): void {
     const body = held.message()
     if (body === undefined) return this.fail(this.serverError('5xx without a JSON-RPC body'))
+    const scan = new AnswerScan()
+    scan.push(body)
+    const problem = answerProblem(scan.end(), this.expected, this.status ?? 502)
+    // SECURITY: another request's answer is no answer to this one, whatever its status.
+    if (problem !== undefined)
+      return this.fail(
+        new UpstreamFailure(problem, {
+          sent: true,
+          status: this.status,
+          cause: new Error(`5xx answer refused: ${problem}`),
+        }),
+      )
     if (this.headers !== undefined) this.headers['content-length'] = String(body.length)
     this.req?.onHeaders?.(this.status ?? 502, this.headers ?? {})
     this.writeHead(false)

@@ -330,7 +330,12 @@ describe('JSON-RPC ids', () => {
     )
     expect(backend.requests).toHaveLength(0)
     const allowed = denied.replace('delete_repo', 'search')
-    expect((await rawPost(url, allowed, LEGACY)).status).toBe(200)
+    // The SDK backend answers with the nearest double (1.2345678901234568e+29): not this request's
+    // id, so the answer is refused (JSON-RPC 2.0 §5), but the backend got the body byte for byte.
+    const answered = await rawPost(url, allowed, LEGACY)
+    expect(answered.status).toBe(502)
+    expect(answered.text).toContain('"id":123456789012345678901234567890,')
+    expect(answered.text).toContain('"reason":"upstream_id_mismatch"')
     expect(backend.requests[0]?.body.toString()).toBe(allowed)
   })
 })

@@ -77,7 +77,11 @@ describe('virtual server routing', () => {
       '{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/call","params":{"name":"a_echo",' +
       `"arguments":{"n":12345678901234567891,"name":"a_echo","s":"\\u0061"},"_meta":${JSON.stringify(envelope())}}}`
     const res = await rawPost(url, body, mcpHeaders('tools/call', 'a_echo'))
-    expect(res.status).toBe(200)
+    // The member reads the id as the nearest double and answers 12345678901234567000: not this
+    // request's id, so its answer is refused (JSON-RPC 2.0 §5); what it received is exact.
+    expect(res.status).toBe(502)
+    expect(res.text).toContain('"id":12345678901234567890,')
+    expect(res.text).toContain('"reason":"upstream_id_mismatch"')
     const call = a.calls('tools/call')[0]
     expect(call?.body.toString('utf8')).toBe(
       body.replace('"params":{"name":"a_echo"', '"params":{"name":"echo"'),

@@ -1,6 +1,22 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.js'
-import { resultTransform, type ResultHook } from '../../../src/mcp/result-transform.js'
+import type { ExpectedId } from '../../../src/mcp/answer-scan.js'
+import {
+  resultTransform,
+  type HookMode,
+  type ResultHook,
+} from '../../../src/mcp/result-transform.js'
+
+/** The transform for a 200, `expected` undefined meaning no id check (a request of no id). */
+function rt(
+  type: string,
+  max: number,
+  hooks: readonly ResultHook[],
+  mode: HookMode = 'rewrite',
+  expected?: ExpectedId,
+): ReturnType<typeof resultTransform> {
+  return resultTransform(type, max, hooks, mode, expected, 200)
+}
 
 const BIG =
   '{"result":{"tools":[{"name":"a"},{"name":"b"}]},"jsonrpc":"2.0","id":12345678901234567890}'
@@ -43,10 +59,7 @@ function splits(bytes: Buffer): [number, Buffer, Buffer][] {
 
 describe('resultTransform', () => {
   it('rewrites a JSON answer and keeps a big integer id byte for byte', () => {
-    const out = run(resultTransform('application/json', 1 << 20, [dropB]), [
-      BIG.slice(0, 30),
-      BIG.slice(30),
-    ])
+    const out = run(rt('application/json', 1 << 20, [dropB]), [BIG.slice(0, 30), BIG.slice(30)])
     expect(out).toBe(
       '{"id":12345678901234567890,"result":{"tools":[{"name":"a"}]},"jsonrpc":"2.0"}',
     )
@@ -54,7 +67,7 @@ describe('resultTransform', () => {
 
   it('rewrites only the response event of an SSE stream, keeping the id', () => {
     const progress = 'event: message\ndata: {"method":"notifications/progress","params":{}}\n\n'
-    const t = resultTransform('text/event-stream', 1 << 20, [dropB])
+    const t = rt('text/event-stream', 1 << 20, [dropB])
     const out = run(t, [progress, `event: message\ndata: ${BIG}\n\n`])
     expect(out).toBe(
       `${progress}event: message\ndata: {"id":12345678901234567890,"result":{"tools":[{"name":"a"}]},"jsonrpc":"2.0"}\n\n`,
@@ -62,27 +75,22 @@ describe('resultTransform', () => {
   })
 
   it('refuses an answer too large to rewrite (never passes it unfiltered)', () => {
-    const t = resultTransform('application/json', 10, [dropB])
+    const t = rt('application/json', 10, [dropB])
     expect(codeOf(() => run(t, [BIG]))).toBe('upstream_bad_response')
   })
 
   it('rewrite mode refuses a JSON body that is not a response (it could not be filtered)', () => {
-    const t = resultTransform('application/json', 1 << 20, [dropB])
+    const t = rt('application/json', 1 << 20, [dropB])
     expect(codeOf(() => run(t, ['{"jsonrpc":"2.0","method":"tools/list","result":{}}']))).toBe(
-      'upstream_bad_response',
+      'upstream_unreadable',
     )
-    const u = resultTransform('application/json', 1 << 20, [dropB])
-    expect(codeOf(() => run(u, ['<html>']))).toBe('upstream_bad_response')
+    const u = rt('application/json', 1 << 20, [dropB])
+    expect(codeOf(() => run(u, ['<html>']))).toBe('upstream_unreadable')
   })
 
   it('observe mode holds a JSON answer (so it can still be refused) and relays it unchanged', () => {
     const seen: unknown[] = []
-    const t = resultTransform(
-      'application/json',
-      1 << 20,
-      [(m) => void seen.push(m.result)],
-      'observe',
-    )
+    const t = rt('application/json', 1 << 20, [(m) => void seen.push(m.result)], 'observe')
     expect(t?.streaming).toBe(false)
     expect(t?.push(Buffer.from(BIG))).toBeUndefined()
     expect(t?.end()?.toString()).toBe(BIG)
@@ -93,17 +101,11 @@ describe('resultTransform', () => {
     const seen: unknown[] = []
     const hook: ResultHook = (m) => void seen.push(m)
     expect(
-      run(resultTransform('application/json', 10, [hook], 'observe'), [
-        BIG.slice(0, 5),
-        BIG.slice(5),
-      ]),
+      run(rt('application/json', 10, [hook], 'observe'), [BIG.slice(0, 5), BIG.slice(5)]),
     ).toBe(BIG)
     const sse = `event: message\ndata: ${BIG}\n\n`
     expect(
-      run(resultTransform('text/event-stream', 10, [hook], 'observe'), [
-        sse.slice(0, 40),
-        sse.slice(40),
-      ]),
+      run(rt('text/event-stream', 10, [hook], 'observe'), [sse.slice(0, 40), sse.slice(40)]),
     ).toBe(sse)
     expect(seen).toEqual([])
   })
@@ -117,7 +119,7 @@ describe('resultTransform', () => {
       ['12345678901234567890', '12345678901234567890'],
     ])('request id %s matches response id %s', (req, res) => {
       for (const mode of ['rewrite', 'observe'] as const) {
-        const t = resultTransform('application/json', 1 << 20, [dropB], mode, req)
+        const t = rt('application/json', 1 << 20, [dropB], mode, req)
         expect(codeOf(() => run(t, [answer(res)]))).toBeUndefined()
       }
     })
@@ -135,24 +137,18 @@ describe('resultTransform', () => {
     ])('request id %s refuses response id %s (JSON, both modes)', (req, res) => {
       for (const mode of ['rewrite', 'observe'] as const) {
         const seen: unknown[] = []
-        const t = resultTransform(
-          'application/json',
-          1 << 20,
-          [(m) => void seen.push(m)],
-          mode,
-          req,
-        )
+        const t = rt('application/json', 1 << 20, [(m) => void seen.push(m)], mode, req)
         expect(codeOf(() => run(t, [answer(res)]))).toBe('upstream_id_mismatch')
         expect(seen).toEqual([]) // never cached or filtered as this request's answer
       }
     })
 
     it('refuses a response without an id, or with the id twice', () => {
-      const t = resultTransform('application/json', 1 << 20, [dropB], 'rewrite', '1')
+      const t = rt('application/json', 1 << 20, [dropB], 'rewrite', '1')
       expect(codeOf(() => run(t, ['{"jsonrpc":"2.0","result":{"tools":[]}}']))).toBe(
         'upstream_id_mismatch',
       )
-      const u = resultTransform('application/json', 1 << 20, [dropB], 'rewrite', '1')
+      const u = rt('application/json', 1 << 20, [dropB], 'rewrite', '1')
       expect(codeOf(() => run(u, ['{"jsonrpc":"2.0","id":2,"id":1,"result":{"tools":[]}}']))).toBe(
         'upstream_id_mismatch',
       )
@@ -162,13 +158,7 @@ describe('resultTransform', () => {
       'SSE (%s): a response event for another id becomes an error event for this one',
       (mode) => {
         const seen: unknown[] = []
-        const t = resultTransform(
-          'text/event-stream',
-          1 << 20,
-          [(m) => void seen.push(m)],
-          mode,
-          '"req-1"',
-        )
+        const t = rt('text/event-stream', 1 << 20, [(m) => void seen.push(m)], mode, '"req-1"')
         const progress =
           'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
         const out = run(t, [progress, `event: message\ndata: ${answer('"other"')}\n\n`, progress])
@@ -209,7 +199,7 @@ describe('resultTransform', () => {
         `observe, ${name}: cut at %i the bytes pass untouched and the hook sees the text`,
         (_i, a, b) => {
           const seen: unknown[] = []
-          const t = resultTransform(
+          const t = rt(
             'text/event-stream',
             1 << 20,
             [(m) => void seen.push(m.result)],
@@ -235,7 +225,7 @@ describe('resultTransform', () => {
             const result = m.result as { tools: { name: string }[] }
             return { ...m, result: { tools: result.tools.filter((t) => t.name === 'a') } }
           }
-          const t = resultTransform('text/event-stream', 1 << 20, [hook], 'rewrite', '3')
+          const t = rt('text/event-stream', 1 << 20, [hook], 'rewrite', '3')
           const out = runBytes(t, [a, b]).toString('utf8')
           expect(out).not.toContain('\ufffd')
           // Cut inside a CRLF, the LF of an event's last line end may follow the rewritten event as
@@ -254,20 +244,16 @@ describe('resultTransform', () => {
     }
   })
 
-  it('rewrite mode refuses an SSE response event that is not valid UTF-8 (a client would read replacement characters no hook saw)', () => {
+  it('refuses an SSE response event that is not valid UTF-8 in every mode (a client would read replacement characters no check saw)', () => {
     const bad = Buffer.concat([
       Buffer.from('data: {"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"'),
       Buffer.from([0xff]),
       Buffer.from('"}]}}\n\n'),
     ])
-    const out = run(resultTransform('text/event-stream', 1 << 20, [dropB], 'rewrite', '1'), [bad])
-    expect(out).toContain('"reason":"upstream_bad_response"')
-    expect(out).toContain('"id":1,')
-    // observe mode relays the backend's bytes as they are
-    const relayed = runBytes(
-      resultTransform('text/event-stream', 1 << 20, [dropB], 'observe', '1'),
-      [bad],
-    )
-    expect(relayed.equals(bad)).toBe(true)
+    for (const mode of ['rewrite', 'observe', 'pass'] as const) {
+      const out = run(rt('text/event-stream', 1 << 20, [dropB], mode, '1'), [bad])
+      expect(out).toContain('"reason":"upstream_unreadable"')
+      expect(out).toContain('"id":1,')
+    }
   })
 })
