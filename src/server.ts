@@ -96,6 +96,9 @@ export async function startGateway(
   let watcher: ConfigWatcher | undefined
   const cache = startCache(config.cache, { log, metrics }, opts.cache)
   cache?.sync(ref.current.servers.values(), config.cache)
+  // Before the listener opens: a gateway that answers uses its shared tier from its first request
+  // (bounded; without Redis it starts memory-only, docs/cache.md §Shared tier).
+  await cache?.connect()
   // A custom destination (tests) gets one line per write; stdout gets batched writes.
   const sink =
     log.level === 'silent'

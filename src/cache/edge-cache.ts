@@ -13,8 +13,8 @@ import {
   type CacheEntry,
 } from './entry.js'
 import { invalidationPrefixes, type Invalidation } from './key.js'
-import { decideStore, type StoreRules } from './policy.js'
-import { readShared, type SharedTier } from './shared.js'
+import { decideStore, type StoreDecision, type StoreRules } from './policy.js'
+import { readShared, type SharedTier, type SharedTierStatus } from './shared.js'
 import { encodeEntry } from './shared-entry.js'
 import { SingleFlight, type Leader, type Waiter } from './single-flight.js'
 import { isFresh, MemoryTier, type Clock, type Slot } from './store.js'
@@ -181,6 +181,29 @@ export class EdgeCache {
       this.notePass(req, message)
       return undefined
     }
+    return this.store(req, message, decision, generation, true)?.entry
+  }
+
+  /**
+   * Stores a result the gateway built itself (a virtual server's merged list) under the same
+   * rules, bounds and accounting as a backend's answer (docs/cache.md §Merged answers), in this
+   * process only: its cursors are sealed with this gateway's key and its names come from this
+   * process's name table. True when it was kept.
+   */
+  keep(req: CacheRequest, result: Readonly<Record<string, unknown>>, generation: number): boolean {
+    const message = { result }
+    const decision = decideStore(message, this.rules, req.privateKey !== undefined)
+    if (decision === undefined) return false
+    return this.store(req, message, decision, generation, false)?.stored === true
+  }
+
+  private store(
+    req: CacheRequest,
+    message: Readonly<Record<string, unknown>>,
+    decision: StoreDecision,
+    generation: number,
+    shared: boolean,
+  ): { readonly entry: CacheEntry; readonly stored: boolean } | undefined {
     const key = decision.scope === 'public' ? req.publicKey : req.privateKey
     if (key === undefined) return undefined
     const now = this.now()
@@ -194,13 +217,16 @@ export class EdgeCache {
     // An invalidation arrived while this answer was in flight: it may predate the change.
     if (this.generation(req.server) !== generation) return undefined
     if (decision.scope === 'private') this.privateHints.set(req.publicKey, true)
-    if (this.memory.setEntry(entry)) {
-      this.event('store')
+    // SECURITY/availability: every layer's entries live in the one byte-bounded tier (maxBytes,
+    // maxEntryBytes), whoever built them.
+    if (!this.memory.setEntry(entry)) return { entry, stored: false }
+    this.event('store')
+    if (shared) {
       const px = entry.lifeMs + this.staleIfErrorMs
       this.shared?.set(key, encodeEntry(entry, px), px)
-      this.onStore?.(entry)
     }
-    return entry
+    this.onStore?.(entry)
+    return { entry, stored: true }
   }
 
   /**
@@ -216,12 +242,25 @@ export class EdgeCache {
     return false
   }
 
+  /**
+   * The answer to this request is too large to keep (past `maxEntryBytes`, so the capture stopped
+   * reading it): it is relayed untouched, and the key passes like one without usable hints, so the
+   * next callers neither wait on a flight that cannot answer them nor pay for a capture.
+   */
+  tooLarge(req: CacheRequest): void {
+    this.startPass(req)
+  }
+
   private notePass(req: CacheRequest, message: Readonly<Record<string, unknown>>): void {
     // Errors are transient, and a private answer may still be kept for other callers' contexts.
     const result = message.result
     if ('error' in message || typeof result !== 'object' || result === null) return
     if (this.rules.allowPrivate && (result as Record<string, unknown>).cacheScope === 'private')
       return
+    this.startPass(req)
+  }
+
+  private startPass(req: CacheRequest): void {
     this.passes.set(req.publicKey, this.now() + Math.min(PASS_MS, this.rules.maxTtlMs))
   }
 
@@ -253,12 +292,15 @@ export class EdgeCache {
     return hitParts(entry, rawId, now, variant.bytes)
   }
 
-  /** Drops what a change notification makes stale, here and in the shared tier. */
-  invalidate(server: string, what: Invalidation): number {
+  /**
+   * Drops what a change notification makes stale, here and in the shared tier (`shared: false`
+   * for entries only this process holds, a virtual server's merged answers).
+   */
+  invalidate(server: string, what: Invalidation, shared = true): number {
     this.generations.set(server, this.generation(server) + 1)
     const prefixes = invalidationPrefixes(server, what)
     const dropped = this.memory.dropPrefixes(prefixes)
-    void this.shared?.dropPrefixes(prefixes)
+    if (shared) void this.shared?.dropPrefixes(prefixes)
     if (dropped > 0) this.deps.metrics?.cacheEvents.inc({ event: 'invalidate' }, dropped)
     this.deps.metrics?.cacheBytes.set(this.memory.bytes)
     return dropped
@@ -284,6 +326,22 @@ export class EdgeCache {
       flights: this.flights.size,
       waiters: this.flights.waiters,
     }
+  }
+
+  /**
+   * Whether the shared tier is in use (docs/cache.md §Shared tier), for readiness and status
+   * pages; undefined without `cache.redis`.
+   */
+  sharedTier(): SharedTierStatus | undefined {
+    return this.shared?.status()
+  }
+
+  /**
+   * Connects the shared tier; resolves once its first attempt settled (connected, refused or
+   * timed out), never rejects: a gateway starts memory-only rather than not at all.
+   */
+  async connect(): Promise<void> {
+    await this.shared?.connect()
   }
 
   async close(): Promise<void> {

@@ -25,6 +25,12 @@ export interface KeyParts {
   readonly params: KeyParams
   /** `params.uri` of a resources/read (see keyUri). */
   readonly uri: string | undefined
+  /**
+   * What shaped a stored answer besides the request, when the answer is stored after it (a
+   * virtual server's merged list, filtered by each member's policy view); undefined when the
+   * stored answer is the backend's own and views are applied on every hit.
+   */
+  readonly view?: string | undefined
 }
 
 /**
@@ -46,13 +52,18 @@ function uriTag(uri: string | undefined): string {
  * so `cursor` makes each page its own entry and `uri` each resource; a backend may shape its lists
  * by what the client can do, as an HTTP `Vary` would say). The rest of `_meta` (traceparent,
  * progressToken, logLevel, client info) never changes a result and would split entries per
- * request. `auth` makes the key private to one authorization context. Layout
+ * request. `view` keys an answer stored after a policy filter by that filter. `auth` makes the
+ * key private to one authorization context. Every cache layer builds its keys here, through
+ * request.ts requestKeyOf, so the layers agree on what one request is. Layout
  * `<server>:<method>:<uri tag>:<digest>` lets invalidation match by prefix in Redis.
  */
 export function cacheKey(parts: KeyParts, auth?: AuthContext): string {
   // SECURITY: the params text is lossless (canonical.ts); a parsed value would round big integers
   // and drop `__proto__` members, so two different requests could read one entry.
   let material = `${parts.version ?? ''}\n${parts.params.params}\n${parts.params.capabilities}`
+  // SECURITY: an answer stored after a policy filter serves only callers with the same view. `v`
+  // sets it apart from the authorization context, whose text starts with `[`.
+  if (parts.view !== undefined) material += `\nv${parts.view}`
   // SECURITY: without the context in the key, one caller's private answer would be another's hit.
   if (auth !== undefined) material += `\n${authMaterial(auth)}`
   return `${parts.server}:${parts.method}:${uriTag(parts.uri)}:${memoDigest(material)}`

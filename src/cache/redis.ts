@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { Breaker, BREAKER_DEFAULTS, type BreakerOptions } from '../redis/breaker.js'
-import type { SharedTier, SharedValue } from './shared.js'
+import type { SharedTier, SharedTierStatus, SharedValue } from './shared.js'
 import type { Clock } from './store.js'
 import { connectRedis } from '../redis/client.js'
 
@@ -22,7 +22,15 @@ export interface RedisTierOptions {
   readonly breaker?: Partial<Omit<BreakerOptions, 'now'>>
   readonly now?: Clock
   readonly onEvent?: (event: RedisEvent) => void
+  /** Longest wait at start for the first connection (default START_WAIT_MS). */
+  readonly startWaitMs?: number
 }
+
+/**
+ * How long a starting gateway waits for its first Redis connection before it listens: ioredis's
+ * connect timeout, and the ready check after it (a Redis that accepts and never answers).
+ */
+const START_WAIT_MS = 2500
 
 /** Prefix drops remembered while Redis cannot take them; past this many, everything is dropped. */
 const MAX_PENDING_DROPS = 1024
@@ -44,11 +52,14 @@ export class RedisTier implements SharedTier {
   /** Key prefixes whose drop has not reached Redis yet ('' = all of ours). */
   private readonly pending = new Set<string>()
   private replaying = false
+  /** Settles when the first connection attempt has (connect()). */
+  private readonly started: Promise<void>
 
   constructor(private readonly opts: RedisTierOptions) {
     this.prefix = opts.prefix ?? 'mcp-edge:c1:'
     this.breaker = new Breaker({ ...BREAKER_DEFAULTS, ...opts.breaker, now: opts.now ?? Date.now })
     this.client = connectRedis(opts.url, opts.commandTimeoutMs ?? 250)
+    this.started = firstAttempt(this.client, opts.startWaitMs ?? START_WAIT_MS)
     this.client.on('error', (err: Error) => this.degrade(err))
     this.client.on('ready', () => {
       if (this.degraded) this.opts.log.info('cache: redis is back; shared tier active again')
@@ -56,6 +67,23 @@ export class RedisTier implements SharedTier {
       this.degraded = false
       void this.replay()
     })
+  }
+
+  /**
+   * The connection is made when the tier is built (ioredis connects at once); this is the wait a
+   * starting gateway does before it listens, so its first requests already use the shared tier
+   * (docs/cache.md §Shared tier). Bounded, and it never fails: without Redis the gateway starts
+   * memory-only and connects in the background.
+   */
+  connect(): Promise<void> {
+    return this.started
+  }
+
+  status(): SharedTierStatus {
+    if (this.client.status !== 'ready') return { state: 'connecting' }
+    if (this.breaker.isOpen) return { state: 'bypassed', reason: 'not_answering' }
+    if (this.pending.size > 0 || this.replaying) return { state: 'bypassed', reason: 'catching_up' }
+    return { state: 'connected' }
   }
 
   async get(key: string): Promise<SharedValue | undefined> {
@@ -178,6 +206,25 @@ export class RedisTier implements SharedTier {
     this.degraded = true
     this.opts.log.warn({ err: String(err) }, 'cache: redis unavailable; serving from memory only')
   }
+}
+
+/** Resolves when `client` is ready, its first attempt failed, or after `ms`, whichever is first. */
+function firstAttempt(client: Redis, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve()
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      client.off('ready', done)
+      client.off('error', done)
+      client.off('end', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    timer.unref()
+    client.once('ready', done)
+    client.once('error', done)
+    client.once('end', done)
+  })
 }
 
 /** Redis glob patterns treat these as special; keys are matched literally. */

@@ -13,6 +13,14 @@ export interface CachedServer {
 /** The parts of a principal that form its authorization context. */
 export type CachePrincipal = Parameters<typeof authContextOf>[0]
 
+/** Whose answers a key names, besides the request. */
+export interface KeyScope {
+  /** A fronted server's tag (tagOf), or the tag of a virtual server's merged answers. */
+  readonly server: string
+  /** The policy views a stored answer was filtered by (key.ts KeyParts.view); none for a server. */
+  readonly view?: string | undefined
+}
+
 const tags = new WeakMap<object, string>()
 
 /** A server's cache tag, computed once per compiled config. */
@@ -28,17 +36,30 @@ export function tagOf(server: CachedServer): string {
   return tag
 }
 
-/**
- * Resolves a classified request into cache keys, or undefined when the cache must stay out of it: a
- * body that was not parsed and checked against its headers (validation precedes the cache,
- * docs/design/check-order.md), a notification, a 2025-era request (those results carry no cache
- * hints), a non-cacheable method, or an MRTR retry. `body` is the request body the classifier
- * parsed: the key reads its params from the text, losslessly (canonical.ts).
- */
+/** The edge-cache request of a request to a fronted server (requestKeyOf with its tag). */
 export function cacheRequestOf(
   server: CachedServer,
   mcp: McpRequestInfo,
   body: Buffer,
+  principal: CachePrincipal,
+  allowPrivate: boolean,
+): { readonly req: CacheRequest; readonly rawId: string } | undefined {
+  return requestKeyOf({ server: tagOf(server) }, mcp, body, principal, allowPrivate)
+}
+
+/**
+ * The one canonical cache request of a classified request, for every cache layer (the edge cache
+ * and a virtual server's merged answers): server or scope tag, method, protocol version, every
+ * param (read losslessly from the text, canonical.ts), client capabilities, a stored answer's
+ * policy views, and the caller's authorization context for private answers (key.ts cacheKey).
+ * Undefined when the cache must stay out of it: a body that was not parsed and checked against
+ * its headers (validation precedes the cache, docs/design/check-order.md), a notification, a
+ * 2025-era request (those results carry no cache hints), a non-cacheable method, or an MRTR retry.
+ */
+export function requestKeyOf(
+  scope: KeyScope,
+  mcp: McpRequestInfo,
+  body: Buffer | string,
   principal: CachePrincipal,
   allowPrivate: boolean,
 ): { readonly req: CacheRequest; readonly rawId: string } | undefined {
@@ -53,16 +74,17 @@ export function cacheRequestOf(
     return undefined
   let params: KeyParams
   try {
-    params = keyParamsOf(body.toString('utf8'))
+    params = keyParamsOf(typeof body === 'string' ? body : body.toString('utf8'))
   } catch {
     return undefined // unreachable for a body the strict scanner passed; never guess a key
   }
   const parts: KeyParts = {
-    server: tagOf(server),
+    server: scope.server,
     method,
     version: mcp.version,
     params,
     uri: keyUri(method, message.params),
+    view: scope.view,
   }
   const auth = allowPrivate ? authContextOf(principal) : undefined
   const req: CacheRequest = {

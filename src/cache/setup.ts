@@ -14,6 +14,11 @@ export interface GatewayCache {
   readonly invalidator: Invalidator
   /** Follows the fronted servers (start and reload); a changed `cache:` section needs a restart. */
   sync(servers: Iterable<WatchedServer>, config: CacheConfig | undefined): void
+  /**
+   * Waits (bounded, never failing) for the shared tier's first connection: awaited before the
+   * listener opens, so a gateway that answers uses its Redis tier from its first request.
+   */
+  connect(): Promise<void>
   close(): Promise<void>
 }
 
@@ -21,7 +26,7 @@ export interface GatewayCache {
 export interface CacheSetupOptions {
   readonly now?: Clock
   readonly invalidator?: Omit<InvalidatorOptions, 'log'>
-  readonly redis?: Pick<RedisTierOptions, 'breaker' | 'commandTimeoutMs'>
+  readonly redis?: Pick<RedisTierOptions, 'breaker' | 'commandTimeoutMs' | 'startWaitMs'>
 }
 
 /** Builds the cache from `cache:` config, or undefined when the section is absent. */
@@ -55,6 +60,7 @@ export function startCache(
   return {
     cache,
     invalidator,
+    connect: () => cache.connect(),
     sync(servers, next) {
       if (!isDeepStrictEqual(next, config)) {
         deps.log.warn('cache: the cache section changed; it takes effect after a restart')

@@ -8,8 +8,22 @@ export interface SharedValue {
   readonly pttl: number
 }
 
+/**
+ * Whether the shared tier is in use. `connected`: reads and writes go to it. `connecting`: no
+ * connection yet (start), or it was lost and is being made again. `bypassed`: connected but
+ * skipped, because it stopped answering (`not_answering`: its circuit breaker is open) or because
+ * invalidations it missed are still being sent to it (`catching_up`). In every state but
+ * `connected` the gateway answers from memory and the backends alone.
+ */
+export type SharedTierStatus =
+  | { readonly state: 'connected' | 'connecting' }
+  | { readonly state: 'bypassed'; readonly reason: 'not_answering' | 'catching_up' }
+
 /** The optional tier replicas share; every method degrades to "nothing there" on failure. */
 export interface SharedTier {
+  /** Resolves once the first connection attempt has settled, whatever its outcome; never rejects. */
+  connect(): Promise<void>
+  status(): SharedTierStatus
   get(key: string): Promise<SharedValue | undefined>
   /** Fire and forget: a failed write only costs the other replicas a miss. */
   set(key: string, value: Buffer, pxMs: number): void

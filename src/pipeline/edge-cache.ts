@@ -81,6 +81,11 @@ async function notHere(
     }
     const stored = cache.lookup(req)
     if (stored !== undefined) return serve(c, cache, stored, rawId, 'cache_hit')
+    // The flight's answer was too large or had no usable hints: straight upstream, untouched.
+    if (cache.isPass(req)) {
+      cache.event('pass')
+      return next()
+    }
   }
   return miss(c, next, cache, req, rawId, undefined, log)
 }
@@ -100,7 +105,7 @@ async function miss(
   // Runs once the upstream body has ended: the observe tee (mcp/result-transform.ts) holds a JSON
   // answer of up to maxEntryBytes before its client gets a byte, so waiters are answered at the
   // backend's pace, whatever the leader's own client reads (docs/cache.md §Single flight).
-  const capture: ResultHook = (message) => {
+  const capture = (message: Record<string, unknown>): undefined => {
     let entry: CacheEntry | undefined
     try {
       entry = cache.capture(req, message, generation)
@@ -113,8 +118,16 @@ async function miss(
     flight?.settle(entry)
     return undefined // the capture never changes what the client gets
   }
+  // The tee gave up on an answer too large to keep: from here it is relayed at the pace of the
+  // leader's own socket, which must hold up nobody else. The waiters go their own way at once,
+  // and the key passes for a while (docs/cache.md §Single flight).
+  const unseen = (): void => {
+    cache.tooLarge(req)
+    flight?.settle(undefined)
+  }
+  const hook: ResultHook = Object.assign(capture, { unseen })
   // A copy: the array may be shared with other stages (env.ts resultHooks).
-  c.set('resultHooks', [...(c.get('resultHooks') ?? []), capture])
+  c.set('resultHooks', [...(c.get('resultHooks') ?? []), hook])
   try {
     await next()
   } finally {

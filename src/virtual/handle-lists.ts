@@ -331,7 +331,9 @@ function mergedKey(
   if (merged === undefined || cache === undefined) return undefined
   // SECURITY: a view that depends on who asks makes the answer private (virtual/merge.ts), so it
   // is part of what the answer depends on, as in the edge cache's filtered variants.
-  const views = filters.map((f) => (f === undefined ? '' : `${f.identityDependent ? 'i' : 'o'}:${f.key}`))
+  const views = filters.map((f) =>
+    f === undefined ? '' : `${f.identityDependent ? 'i' : 'o'}:${f.key}`,
+  )
   return merged.request(cache, { mcp: r.call.mcp, text: r.text, principal: r.principal }, views)
 }
 

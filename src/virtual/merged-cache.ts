@@ -1,48 +1,83 @@
-import { LRUCache } from 'lru-cache'
+import type { Principal } from '../auth/principal.js'
+import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
+import { requestKeyOf } from '../cache/request.js'
+import type { McpRequestInfo } from '../mcp/classify.js'
 
-interface Stored {
-  readonly result: Readonly<Record<string, unknown>>
-  readonly storedAt: number
-  readonly ttlMs: number
+/** Merged-cache instances of this process; each has its own key namespace. */
+let instances = 0
+
+/** What a merged answer is looked up and stored under, fixed when the request starts. */
+export interface MergedRequest {
+  readonly req: CacheRequest
+  readonly rawId: string
+  /** The edge cache's generation of this namespace when the request started (stores after a drop are refused). */
+  readonly generation: number
+}
+
+/** The parts of a virtual request a merged answer is keyed on. */
+export interface MergedRequestOf {
+  readonly mcp: McpRequestInfo
+  /** The judged body text: the members are asked with it, so the key reads it (canonical.ts). */
+  readonly text: string
+  readonly principal: Principal | undefined
 }
 
 /**
- * Merged answers of one virtual server (docs/virtual-servers.md §Cache). Keys carry the method,
- * the cursor, every member's policy view and, for a private answer, the caller's authorization
- * context (caching.mdx §cacheScope: private answers are never shared across contexts). Only
- * complete answers are stored; a hit is served with the ttl left, like the edge cache's.
+ * Merged answers of one virtual server (docs/virtual-servers.md §Cache): a use of the edge cache,
+ * not a store of its own. Each answer is an entry of the one in-memory tier, bounded by the same
+ * `cache.maxBytes` and `cache.maxEntryBytes`, counted in the same metrics, and keyed by the one
+ * canonical request key (cache/request.ts requestKeyOf: protocol version, every param, cursor
+ * included, the client's capabilities, and for a private answer the caller's authorization
+ * context), plus every member's policy view, which a merged answer is filtered by before it is
+ * stored. Only complete answers with usable hints are kept (the edge cache's own rules); a hit
+ * carries the ttl left. Kept in this process only: a merged page holds cursors sealed with this
+ * gateway's key and names from this process's name table.
  */
 export class MergedCache {
-  private readonly entries: LRUCache<string, Stored>
+  /** `#` is in no server name (config/schema.ts), so these keys never meet a server's. */
+  private readonly tag = `virtual#${++instances}`
+  /** The process's edge cache, as the first request handed it in (there is one per process). */
+  private store: EdgeCache | undefined
 
-  constructor(
-    private readonly maxTtlMs: number,
-    maxEntries = 1000,
-    private readonly now: () => number = () => performance.now(),
-  ) {
-    this.entries = new LRUCache({ max: maxEntries })
+  /** `maxTtlMs`: merged answers are fresh no longer than this (cache.maxTtlMs). */
+  constructor(private readonly maxTtlMs: number) {}
+
+  /**
+   * The key of a merged answer to `r` as filtered by `views` (each member's list-filter key, in
+   * member order); undefined when the request is not one the cache may answer.
+   */
+  request(
+    cache: EdgeCache,
+    r: MergedRequestOf,
+    views: readonly string[],
+  ): MergedRequest | undefined {
+    this.store = cache
+    const scope = { server: this.tag, view: JSON.stringify(views) }
+    const resolved = requestKeyOf(scope, r.mcp, r.text, r.principal, cache.rules.allowPrivate)
+    if (resolved === undefined) return undefined
+    return { ...resolved, generation: cache.generation(this.tag) }
   }
 
-  /** The stored result with `ttlMs` set to what is left of it, or undefined. */
-  get(key: string): Record<string, unknown> | undefined {
-    const e = this.entries.get(key)
-    if (e === undefined) return undefined
-    const left = e.storedAt + e.ttlMs - this.now()
-    if (left <= 0) {
-      this.entries.delete(key)
-      return undefined
-    }
-    return { ...e.result, ttlMs: Math.floor(left) }
+  /** The stored answer as JSON-RPC response text with the requester's id, or undefined. */
+  get(cache: EdgeCache, m: MergedRequest): string | undefined {
+    const slot = cache.lookup(m.req)
+    if (slot === undefined) return undefined
+    const hit = cache.render(slot, m.rawId, m.req.method, undefined)
+    return Buffer.concat([hit.head, hit.body, hit.tail], hit.length).toString('utf8')
   }
 
-  set(key: string, result: Readonly<Record<string, unknown>>, ttlMs: number): void {
-    const life = Math.min(ttlMs, this.maxTtlMs)
-    if (life <= 0) return
-    this.entries.set(key, { result, storedAt: this.now(), ttlMs: life })
+  /** Keeps a complete merged answer, unless a member's change dropped this namespace meanwhile. */
+  set(cache: EdgeCache, m: MergedRequest, result: Readonly<Record<string, unknown>>): void {
+    const ttlMs = result.ttlMs
+    const capped =
+      typeof ttlMs === 'number' && ttlMs > this.maxTtlMs
+        ? { ...result, ttlMs: this.maxTtlMs }
+        : result
+    cache.keep(m.req, capped, m.generation)
   }
 
-  /** Drops every merged answer (a member's list changed). */
+  /** Drops every merged answer (a member's list changed); one being built meanwhile is not kept. */
   clear(): void {
-    this.entries.clear()
+    this.store?.invalidate(this.tag, { kind: 'all' }, false)
   }
 }
