@@ -63,15 +63,19 @@ function record(seen: SeenMessage[], req: IncomingMessage, body: unknown): void 
 
 /**
  * A 2026-07-28 member on the official SDK's low-level `Server`, serving `tools` in tools/list
- * pages of `pageSize` (the cursor is the offset); each tool answers `ran <name>`.
+ * pages of `pageSize` (the cursor is the offset); each tool answers `ran <name>`. With
+ * `pageDelayMs`, each page is answered that long after it was asked for (a slow member).
  */
 export async function startPagedMember(
   tools: readonly string[],
   pageSize: number,
+  options: { readonly pageDelayMs?: number } = {},
 ): Promise<RecordingMember> {
   const handler = createMcpHandler(() => {
     const server = new Server({ name: 'paged', version: '1.0.0' }, { capabilities: { tools: {} } })
-    server.setRequestHandler('tools/list', (request) => {
+    server.setRequestHandler('tools/list', async (request) => {
+      const delay = options.pageDelayMs ?? 0
+      if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay))
       const cursor = request.params?.cursor
       const start = cursor === undefined ? 0 : Number(cursor)
       if (!Number.isInteger(start) || start < 0 || start > tools.length)
