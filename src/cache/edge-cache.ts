@@ -243,11 +243,12 @@ export class EdgeCache {
   }
 
   /**
-   * The answer to this request is too large to keep (past `maxEntryBytes`, so the capture stopped
-   * reading it): it is relayed untouched, and the key passes like one without usable hints, so the
-   * next callers neither wait on a flight that cannot answer them nor pay for a capture.
+   * The answer to this request cannot be kept: too large to hold (past `maxEntryBytes`, so the
+   * capture stopped reading it) or not readable. It is relayed untouched, and the key passes like
+   * one without usable hints, so the next callers neither wait on a flight that cannot answer
+   * them nor pay for a capture.
    */
-  tooLarge(req: CacheRequest): void {
+  cannotKeep(req: CacheRequest): void {
     this.startPass(req)
   }
 

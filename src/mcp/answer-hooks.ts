@@ -8,10 +8,22 @@ import { findTopLevelId } from './raw-id.js'
  * SSE stream) and may replace it. Returning undefined keeps the original bytes untouched.
  * Hooks run in order; each sees what the previous one returned.
  */
-export type ResultHook = (
+export type ResultHook = ((
   message: Record<string, unknown>,
   info: { readonly sse: boolean },
-) => Record<string, unknown> | undefined
+) => Record<string, unknown> | undefined) & {
+  /**
+   * Observe mode: told once when the final response will not be shown to the hook after all (too
+   * large to hold, or not readable). A hook that others wait on (the cache's single flight) lets
+   * them go then, not at the pace of the one client's socket the rest is relayed to.
+   */
+  readonly unseen?: () => void
+}
+
+/** Tells each hook that the final response will not be shown to it (ResultHook.unseen). */
+export function notSeen(hooks: readonly ResultHook[]): void {
+  for (const hook of hooks) hook.unseen?.()
+}
 
 /**
  * How an answer is read on its way to the client. `rewrite`: the client may only get what the

@@ -1,5 +1,12 @@
 import { GatewayError } from '../errors.js'
-import { applyHooks, readJudged, serialize, tooLarge, type ResultHook } from './answer-hooks.js'
+import {
+  applyHooks,
+  notSeen,
+  readJudged,
+  serialize,
+  tooLarge,
+  type ResultHook,
+} from './answer-hooks.js'
 import { AnswerScan, answerProblem, type ExpectedId } from './answer-scan.js'
 import type { BodyTransform } from './body-transform.js'
 
@@ -69,6 +76,7 @@ export class JsonTee implements BodyTransform {
     const held = Buffer.concat(this.chunks, this.size - chunk.length)
     this.chunks = undefined
     this.last = chunk
+    notSeen(this.hooks)
     return held
   }
 

@@ -1,6 +1,7 @@
 import { GatewayError, renderError, type ErrorCode } from '../errors.js'
 import {
   applyHooks,
+  notSeen,
   readJudged,
   serialize,
   type HookMode,
@@ -69,6 +70,7 @@ export class SseAnswer implements BodyTransform {
         return out === undefined ? error : Buffer.concat([out, error])
       }
       this.relaying = true
+      notSeen(this.hooks)
       const rest = this.reader.take()
       out = out === undefined ? rest : Buffer.concat([out, rest])
     }
@@ -103,7 +105,10 @@ export class SseAnswer implements BodyTransform {
     try {
       message = readJudged(data, shape)
     } catch (err) {
-      if (this.mode === 'observe') return undefined
+      if (this.mode === 'observe') {
+        notSeen(this.hooks)
+        return undefined
+      }
       return this.fail(err instanceof GatewayError ? err.code : 'upstream_unreadable')
     }
     const out = applyHooks(message, this.hooks, true)

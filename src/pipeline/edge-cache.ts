@@ -118,11 +118,11 @@ async function miss(
     flight?.settle(entry)
     return undefined // the capture never changes what the client gets
   }
-  // The tee gave up on an answer too large to keep: from here it is relayed at the pace of the
-  // leader's own socket, which must hold up nobody else. The waiters go their own way at once,
-  // and the key passes for a while (docs/cache.md §Single flight).
+  // The tee gave up on the answer (too large to keep, or unreadable): from here it is relayed at
+  // the pace of the leader's own socket, which must hold up nobody else. The waiters go their own
+  // way at once, and the key passes for a while (docs/cache.md §Single flight).
   const unseen = (): void => {
-    cache.tooLarge(req)
+    cache.cannotKeep(req)
     flight?.settle(undefined)
   }
   const hook: ResultHook = Object.assign(capture, { unseen })
