@@ -8,8 +8,7 @@ import { mayCarryTaskIds } from '../mcp/task-ids.js'
 import { refreshKinds, routeName } from './handle-lists.js'
 import { denied, valueAt, type Answer, type MemberServer, type VirtualRequest } from './request.js'
 import { routeResource } from './resources.js'
-import { limited } from './member-limits.js'
-import { allowed, forwardTo } from './route.js'
+import { allowed, forwardTo, limited } from './route.js'
 import type { NamedKind } from './state.js'
 
 /** tools/call and prompts/get: the member that serves the exposed name, with its own name. */

@@ -18,8 +18,8 @@ import {
   type MemberServer,
   type VirtualRequest,
 } from './request.js'
-import { admitMembers, limited } from './member-limits.js'
-import { askMember, forwardTo } from './route.js'
+import { admitMembers } from './member-limits.js'
+import { askMember, forwardTo, limited } from './route.js'
 import { openMemberTask } from './tasks.js'
 import { memberEvents } from './trace.js'
 

@@ -5,7 +5,7 @@ import { admit, type LimitDeps } from '../endpoint/limit.js'
 import { GatewayError } from '../errors.js'
 import type { LimitVerdict } from '../limits/limiter.js'
 import type { McpTarget } from '../mcp/classify.js'
-import type { Answer, MemberServer, VirtualRequest } from './request.js'
+import type { MemberServer, VirtualRequest } from './request.js'
 
 /**
  * Whose member requests a limit counts (docs/rate-limits.md §Keys): the client's caller, its
@@ -25,42 +25,8 @@ export interface MemberAsk {
   readonly targets: readonly McpTarget[]
 }
 
-/**
- * Runs `send` inside the member's rate limits (endpoint/limit.ts), with the member and its own
- * target passed as they are on its own endpoint, so a limit on `weather`'s tools counts the same
- * calls whichever endpoint they come through (docs/rate-limits.md). A task follow-up names no
- * target, as on the member's own endpoint. Over a limit it throws 429 and nothing is forwarded.
- */
-export function limited(
-  r: VirtualRequest,
-  member: MemberServer,
-  target: McpTarget | undefined,
-  send: () => Promise<Answer>,
-): Promise<Answer> {
-  const limiting = r.deps.limiting
-  // Without limits, no async frame of its own: a routed call is on the hot path.
-  return limiting === undefined ? send() : limitedBy(limiting, r, member, target, send)
-}
-
-async function limitedBy(
-  limiting: LimitDeps,
-  r: VirtualRequest,
-  member: MemberServer,
-  target: McpTarget | undefined,
-  send: () => Promise<Answer>,
-): Promise<Answer> {
-  const targets = target === undefined ? [] : [target]
-  const verdict = await admitMember(limiting, r, { member, method: r.method, targets })
-  noteLimitHeaders(r.res, verdict.headers)
-  try {
-    return await send()
-  } finally {
-    verdict.release?.()
-  }
-}
-
 /** One member request of `caller`, decided by the member's limits; throws 429 when refused. */
-function admitMember(
+export function admitMember(
   limiting: LimitDeps,
   caller: LimitedCaller,
   ask: MemberAsk,
@@ -198,7 +164,10 @@ const ITEM_LISTS: ReadonlySet<string> = new Set(['ratelimit-policy', 'ratelimit'
  * requests it caused: one item per limit name, the latest decision's (the one with the least
  * left). `Retry-After` belongs to a refusal only, which the error carries itself.
  */
-function noteLimitHeaders(res: ServerResponse, headers: Readonly<Record<string, string>>): void {
+export function noteLimitHeaders(
+  res: ServerResponse,
+  headers: Readonly<Record<string, string>>,
+): void {
   if (res.headersSent) return
   for (const name in headers) {
     if (name === 'retry-after') continue

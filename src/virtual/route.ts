@@ -7,6 +7,7 @@ import { askInEra, streamInEra } from '../endpoint/era.js'
 import { exchangeFor, exchanges } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
 import { judge } from '../endpoint/judge.js'
+import type { LimitDeps } from '../endpoint/limit.js'
 import { planAttempt } from '../endpoint/plan.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
@@ -14,6 +15,7 @@ import type { TaskIdSealer } from '../mcp/task-ids.js'
 import { EVENT } from '../telemetry/events.js'
 import { sendWithRetries } from '../upstream/attempts.js'
 import { legacyResult } from './envelope.js'
+import { admitMember, noteLimitHeaders } from './member-limits.js'
 import {
   eraCaller,
   inBand,
@@ -116,6 +118,40 @@ function memberCacheRequest(
   }
   const allowPrivate = r.deps.cache?.rules.allowPrivate ?? false
   return cacheRequestOf(member, mcp, body, r.principal, allowPrivate)?.req
+}
+
+/**
+ * Runs `send` inside the member's rate limits (endpoint/limit.ts), with the member and its own
+ * target passed as they are on its own endpoint, so a limit on `weather`'s tools counts the same
+ * calls whichever endpoint they come through (docs/rate-limits.md). A task follow-up names no
+ * target, as on the member's own endpoint. Over a limit it throws 429 and nothing is forwarded.
+ */
+export function limited(
+  r: VirtualRequest,
+  member: MemberServer,
+  target: McpTarget | undefined,
+  send: () => Promise<Answer>,
+): Promise<Answer> {
+  const limiting = r.deps.limiting
+  // Without limits, no async frame of its own: a routed call is on the hot path.
+  return limiting === undefined ? send() : limitedBy(limiting, r, member, target, send)
+}
+
+async function limitedBy(
+  limiting: LimitDeps,
+  r: VirtualRequest,
+  member: MemberServer,
+  target: McpTarget | undefined,
+  send: () => Promise<Answer>,
+): Promise<Answer> {
+  const targets = target === undefined ? [] : [target]
+  const verdict = await admitMember(limiting, r, { member, method: r.method, targets })
+  noteLimitHeaders(r.res, verdict.headers)
+  try {
+    return await send()
+  } finally {
+    verdict.release?.()
+  }
 }
 
 /**
