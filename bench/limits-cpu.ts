@@ -109,7 +109,8 @@ async function redisLatency(): Promise<void> {
   try {
     const rates = new RedisRates({ url: `redis://127.0.0.1:${port}`, log })
     for (let i = 0; i < 100 && !rates.available; i++) await new Promise((r) => setTimeout(r, 50))
-    const check = [{ key: 'bench', rate: rateOf(999_999_999, 1000, 1_000_000_000) }]
+    const rate = rateOf(999_999_999, 1000, 1_000_000_000)
+    const check = [{ table: 'bench', key: 'bench', rate, capacity: 1 }]
     for (const concurrency of [1, 64]) {
       const samples: number[] = []
       const total = 20_000

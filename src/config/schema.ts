@@ -290,7 +290,10 @@ const rateLimits = z.strictObject({
     .optional(),
   /** Gateway replicas: local limits (no Redis, or Redis down) each hold this share of a limit. */
   replicas: z.int().min(1).max(10_000).default(1),
-  /** Memory the per-replica buckets may take; idle buckets are dropped first. */
+  /**
+   * Memory the per-replica buckets may take, shared equally by the limits (128 bytes a bucket);
+   * also each limit's bucket count in Redis. A full table refuses new keys (docs/rate-limits.md).
+   */
   memoryBytes: z
     .int()
     .positive()

@@ -50,17 +50,21 @@ export async function admit(
   const verdict = decided instanceof Promise ? await decided : decided
   const refused = verdict.refused
   if (refused === undefined) return verdict
+  const reason = verdict.reason ?? 'rate_limited'
   deps.metrics.rateLimited.inc({ limit: refused.name })
+  if (reason === 'rate_limit_table_full')
+    deps.metrics.rateLimitTableFull.inc({ limit: refused.name })
   deps.audit.rateLimited({
     caller: req.principal,
     server,
     method: req.method,
     limit: refused.name,
     key: keyText(refused.key),
+    reason,
     policy: deps.policyId,
   })
   // SECURITY: refused here; the backend (and the cache) never see the request.
-  throw new GatewayError('rate_limited', {
+  throw new GatewayError(reason, {
     detail: `limit "${refused.name}"`,
     data: { limit: refused.name },
     headers: verdict.headers,

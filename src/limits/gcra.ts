@@ -21,6 +21,8 @@ export interface Rate {
 /** The outcome of one GCRA check. */
 export interface GcraResult {
   readonly allowed: boolean
+  /** Refused because the limit's table has no room for a new key (limits/local.ts RateTable). */
+  readonly full: boolean
   /** The TAT to store when allowed (unchanged state when not). */
   readonly tat: number
   /** Requests that would still pass right now after this one (0 when refused). */
@@ -40,6 +42,7 @@ export function gcra(rate: Rate, tat: number | undefined, now: number): GcraResu
   if (ahead > capacity + EPSILON) {
     return {
       allowed: false,
+      full: false,
       tat: base,
       remaining: 0,
       retryAfterMs: ahead - capacity,
@@ -48,6 +51,7 @@ export function gcra(rate: Rate, tat: number | undefined, now: number): GcraResu
   }
   return {
     allowed: true,
+    full: false,
     tat: next,
     remaining: Math.max(0, Math.floor((capacity - ahead) / rate.intervalMs + EPSILON)),
     retryAfterMs: 0,

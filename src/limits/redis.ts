@@ -1,10 +1,20 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from 'pino'
 import { Breaker, BREAKER_DEFAULTS } from '../redis/breaker.js'
-import type { GcraResult } from './gcra.js'
-import type { RateCheck } from './local.js'
+import type { GcraResult, Rate } from './gcra.js'
 import { GCRA_SCRIPT, GCRA_SCRIPT_SHA } from './redis-script.js'
 import { connectRedis } from '../redis/client.js'
+
+/** One rate check decided in Redis: the limit's table, the bucket in it, rate and room. */
+export interface SharedCheck {
+  /** The limit's id (`name#hash`, at most 77 characters): one sorted set per limit. */
+  readonly table: string
+  /** A fixed-size digest of the key value (limits/key.ts). */
+  readonly key: string
+  readonly rate: Rate
+  /** Most buckets the limit's table may hold (LimitState.capacityFor). */
+  readonly capacity: number
+}
 
 /** Options of {@link RedisRates}. */
 export interface RedisRatesOptions {
@@ -30,7 +40,8 @@ export class RedisRates {
   private down = false
 
   constructor(private readonly opts: RedisRatesOptions) {
-    this.prefix = opts.prefix ?? 'mcp-edge:rl1:'
+    // rl2: one sorted set per limit, digests as members (rl1 held one string per key value).
+    this.prefix = opts.prefix ?? 'mcp-edge:rl2:'
     this.breaker = new Breaker({ ...BREAKER_DEFAULTS, now: opts.now ?? Date.now })
     this.client = connectRedis(opts.url, opts.commandTimeoutMs ?? 100)
     this.client.on('error', (err: Error) => this.fellBack(err))
@@ -46,13 +57,14 @@ export class RedisRates {
   }
 
   /** One round trip for all checks; undefined when Redis cannot decide (fall back locally). */
-  async decide(checks: readonly RateCheck[]): Promise<GcraResult[] | undefined> {
+  async decide(checks: readonly SharedCheck[]): Promise<GcraResult[] | undefined> {
     if (this.client.status !== 'ready') return undefined
     const pass = this.breaker.allow()
     if (pass === undefined) return undefined
-    const keys = checks.map((c) => this.prefix + c.key)
+    // SECURITY: fixed-size keys and members only (a limit id, a digest), whatever the caller sent.
+    const keys = checks.map((c) => this.prefix + c.table)
     const args: (string | number)[] = []
-    for (const c of checks) args.push(c.rate.intervalMs, c.rate.burst)
+    for (const c of checks) args.push(c.key, c.rate.intervalMs, c.rate.burst, c.capacity)
     try {
       const reply = await this.evaluate(keys, args)
       if (this.breaker.succeeded()) this.opts.log.info('rate limits: redis answers again')
@@ -90,15 +102,23 @@ export class RedisRates {
 }
 
 function toResults(reply: unknown, n: number): GcraResult[] {
-  if (!Array.isArray(reply) || reply.length !== 1 + 3 * n) throw new Error('bad script reply')
+  if (!Array.isArray(reply) || reply.length !== 1 + 4 * n) throw new Error('bad script reply')
   const allowed = reply[0] === 1
   const out: GcraResult[] = []
   for (let i = 0; i < n; i++) {
-    const remaining = Number(reply[1 + 3 * i])
-    const retryAfterMs = Number(reply[2 + 3 * i])
-    const resetMs = Number(reply[3 + 3 * i])
-    // A check that passed on its own is still refused when another check of the request was.
-    out.push({ allowed: allowed || retryAfterMs === 0, tat: 0, remaining, retryAfterMs, resetMs })
+    const status = Number(reply[1 + 4 * i])
+    const remaining = Number(reply[2 + 4 * i])
+    const retryAfterMs = Number(reply[3 + 4 * i])
+    const resetMs = Number(reply[4 + 4 * i])
+    out.push({
+      // A check that passed on its own is still refused when another check of the request was.
+      allowed: allowed || status === 0,
+      full: status === 2,
+      tat: 0,
+      remaining,
+      retryAfterMs,
+      resetMs,
+    })
   }
   return out
 }

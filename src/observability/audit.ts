@@ -2,16 +2,17 @@ import type { Logger } from 'pino'
 import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../match/claims.js'
 import type { Decision } from '../policy/policy.js'
+import type { LimitRefusal } from '../limits/limiter.js'
+import { bounded, MAX_EXPORTED_CHARS } from './bound.js'
 import { quote, type LineSink } from './line-sink.js'
 
 const ALLOWED = 'policy allowed'
-/** Names are the caller's text (up to the body cap): long ones are cut so lines stay bounded. */
-const MAX_TARGET = 1024
 
 /** A definition whose digest differs from its pin (docs/catalog.md §Run-time pinning). */
 export interface DriftEvent {
   readonly server: string
-  readonly kind: 'tools' | 'prompts'
+  /** `instructions`: the server's own instructions (name `instructions`; docs/catalog.md). */
+  readonly kind: 'tools' | 'prompts' | 'instructions'
   /** The backend's own name. */
   readonly name: string
   /** The pinned digest, and the one the backend's list now gives. */
@@ -40,6 +41,8 @@ interface LimitEntry {
   readonly limit: string
   /** The key kind (`claim:sub`, `ip` …); never its value, which may be a credential header. */
   readonly key: string
+  /** Over the limit, or a new key its table had no room for (docs/rate-limits.md §Memory). */
+  readonly reason: LimitRefusal
   readonly policy: string
 }
 
@@ -55,7 +58,8 @@ export interface AuditLog {
  * A child of the process logger with `audit: true`. It writes at `info` even when `log.level` is
  * higher (an audit trail that a log level can switch off is not one), but stays quiet under
  * `silent`. SECURITY: only `sub` and `iss` of the caller are written, never the token or claims
- * (a log is read by more people than may hold credentials; RFC 6750 §5.3).
+ * (a log is read by more people than may hold credentials; RFC 6750 §5.3). Every value a client
+ * chose or a token carries is cut to the one bound (observability/bound.ts).
  */
 export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
   const audit = log.child({ audit: true }, { level: log.level === 'silent' ? 'silent' : 'info' })
@@ -79,10 +83,10 @@ export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
       }
       audit.info(
         {
-          sub: caller?.subject ?? null,
-          iss: caller?.issuer ?? null,
+          sub: orNull(caller?.subject),
+          iss: orNull(caller?.issuer),
           server,
-          method: method ?? null,
+          method: orNull(method),
           kind: target.kind,
           ...named(target.kind === 'resource' ? target.uri : target.name),
           decision: denied ? 'deny' : 'allow',
@@ -94,16 +98,17 @@ export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
         decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED,
       )
     },
-    rateLimited({ caller, server, method, limit, key, policy }) {
+    rateLimited({ caller, server, method, limit, key, reason, policy }) {
       audit.info(
         {
-          sub: caller?.subject ?? null,
-          iss: caller?.issuer ?? null,
+          sub: orNull(caller?.subject),
+          iss: orNull(caller?.issuer),
           server,
-          method: method ?? null,
+          method: orNull(method),
           decision: 'rate_limited',
           limit,
           key,
+          reason,
           policy,
         },
         'rate limit refused a request',
@@ -119,11 +124,16 @@ export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
   }
 }
 
+/** A client-derived value as a JSON string (bounded), or `null`. */
 function nullable(value: string | undefined): string {
-  return value === undefined ? 'null' : quote(value)
+  return value === undefined ? 'null' : quote(bounded(value))
+}
+
+function orNull(value: string | undefined): string | null {
+  return value === undefined ? null : bounded(value)
 }
 
 function named(value: string): { target: string; truncated?: true } {
-  if (value.length <= MAX_TARGET) return { target: value }
-  return { target: `${value.slice(0, MAX_TARGET)}…`, truncated: true }
+  if (value.length <= MAX_EXPORTED_CHARS) return { target: value }
+  return { target: bounded(value), truncated: true }
 }

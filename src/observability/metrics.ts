@@ -26,6 +26,8 @@ export interface GatewayMetrics {
   readonly upstreamHealthy: Gauge<'server' | 'upstream'>
   /** Requests refused per limit; `limit` is a name from the policy files (a closed set). */
   readonly rateLimited: Counter<'limit'>
+  /** Of those, new keys refused because the limit's table was full of callers not idle. */
+  readonly rateLimitTableFull: Counter<'limit'>
   /** Rate decisions taken per replica because the configured Redis could not take them. */
   readonly rateLimitFallbacks: Counter
   /** Merged answers of a virtual server that left a member out (failed or too slow). */
@@ -102,6 +104,12 @@ export function createMetrics(defaults = true): GatewayMetrics {
     rateLimited: new Counter({
       name: 'mcp_edge_rate_limited_total',
       help: 'Requests refused by a rate or concurrency limit, per limit name',
+      labelNames: ['limit'],
+      registers,
+    }),
+    rateLimitTableFull: new Counter({
+      name: 'mcp_edge_rate_limit_table_full_total',
+      help: 'New keys refused because the limit kept no room for them (its table full of callers not idle)',
       labelNames: ['limit'],
       registers,
     }),

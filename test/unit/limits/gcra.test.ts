@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { gcra, rateOf, type GcraResult } from '../../../src/limits/gcra.js'
-import { Concurrency, LocalRates } from '../../../src/limits/local.js'
+import { RateTable, SlotTable, decideLocal } from '../../../src/limits/local.js'
 
 /** Runs requests at the given times (ms) against one key; returns which passed. */
 function run(rate: ReturnType<typeof rateOf>, times: readonly number[]): GcraResult[] {
@@ -82,57 +82,95 @@ describe('GCRA', () => {
   })
 })
 
-describe('LocalRates', () => {
+describe('decideLocal', () => {
   it('counts several limits all or nothing', () => {
-    let now = 0
-    const local = new LocalRates(1 << 20, () => now)
-    const wide = { key: 'wide', rate: rateOf(10, 1000, 10) }
-    const narrow = { key: 'narrow', rate: rateOf(1, 1000, 1) }
-    expect(local.decide([wide, narrow]).map((r) => r.allowed)).toEqual([true, true])
-    expect(local.decide([wide, narrow]).map((r) => r.allowed)).toEqual([true, false])
+    const wide = { table: new RateTable(100), key: 'wide', rate: rateOf(10, 1000, 10) }
+    const narrow = { table: new RateTable(100), key: 'narrow', rate: rateOf(1, 1000, 1) }
+    expect(decideLocal([wide, narrow], 0).map((r) => r.allowed)).toEqual([true, true])
+    expect(decideLocal([wide, narrow], 0).map((r) => r.allowed)).toEqual([true, false])
     // The refused request did not count against `wide`: 9 remain of its burst, minus this one.
-    expect(local.decide([wide])[0]?.remaining).toBe(8)
-    now = 1000
-    expect(local.decide([wide, narrow]).map((r) => r.allowed)).toEqual([true, true])
+    expect(decideLocal([wide], 0)[0]?.remaining).toBe(8)
+    expect(decideLocal([wide, narrow], 1000).map((r) => r.allowed)).toEqual([true, true])
   })
 
-  it('stays within its memory bound, dropping the least recently used keys', () => {
-    const now = 0
-    const local = new LocalRates(64 * 1024, () => now)
-    for (let i = 0; i < 10_000; i++) local.decide([{ key: `k${i}`, rate: rateOf(1, 1000, 1) }])
-    expect(local.size).toBeLessThan(1000)
-    expect(local.size).toBeGreaterThan(100)
+  it('never drops a bucket that is not idle: a full table refuses the new key instead', () => {
+    const table = new RateTable(2)
+    const rate = rateOf(1, 60_000, 1) // one a minute
+    const at = (key: string, now: number) => decideLocal([{ table, key, rate }], now)[0]
+    expect(at('alice', 0)).toMatchObject({ allowed: true, full: false })
+    expect(at('bob', 0)).toMatchObject({ allowed: true, full: false })
+    // A third caller finds no room: refused, and alice and bob keep their state.
+    const refused = at('mallory', 10)
+    expect(refused).toMatchObject({ allowed: false, full: true, remaining: 0 })
+    // Room again once a bucket is idle (at 60 s) and a search is allowed (1 s after the last).
+    expect(refused?.retryAfterMs).toBe(60_000 - 10)
+    expect(at('alice', 20)).toMatchObject({ allowed: false, full: false })
+    expect(at('bob', 20)).toMatchObject({ allowed: false, full: false })
+    expect(table.size).toBe(2)
   })
 
-  it('forgets a key once it is idle (no timers: on the injected clock)', () => {
-    let now = 0
-    const local = new LocalRates(1 << 20, () => now)
-    local.decide([{ key: 'a', rate: rateOf(1, 1000, 1) }])
-    expect(local.size).toBe(1)
-    now = 2000
-    local.decide([{ key: 'b', rate: rateOf(1, 1000, 1) }])
-    // `a` is past its TAT: reading it finds nothing, which is what a stored past TAT means anyway.
-    expect(local.decide([{ key: 'a', rate: rateOf(1, 1000, 1) }])[0]?.remaining).toBe(0)
+  it('makes room by dropping idle buckets only, and searches a full table at most once a second', () => {
+    const table = new RateTable(1)
+    const rate = rateOf(1, 100, 1) // a bucket is idle 100 ms after its request
+    const at = (key: string, now: number) => decideLocal([{ table, key, rate }], now)[0]
+    expect(at('a', 0)?.allowed).toBe(true)
+    // Before 100 ms no bucket can be idle: refused without a search.
+    expect(at('b', 50)).toMatchObject({ allowed: false, full: true, retryAfterMs: 50 })
+    expect(at('a', 100)?.allowed).toBe(true) // `a` again: busy until 200 ms
+    // Searched at 150 ms: nothing idle. `a` is idle at 200 ms, but no search before 1150 ms.
+    expect(at('b', 150)).toMatchObject({ allowed: false, full: true })
+    expect(at('b', 300)).toMatchObject({ allowed: false, full: true, retryAfterMs: 850 })
+    expect(at('b', 1150)).toMatchObject({ allowed: true, full: false })
+    expect(table.size).toBe(1)
+    // `a` was idle when dropped: it starts from a fresh bucket, which is what it had anyway.
+    expect(table.get('a')).toBeUndefined()
+  })
+
+  it('a known key is never refused for room, idle or not', () => {
+    const table = new RateTable(1)
+    const rate = rateOf(10, 1000, 10)
+    expect(decideLocal([{ table, key: 'a', rate }], 0)[0]?.allowed).toBe(true)
+    expect(decideLocal([{ table, key: 'a', rate }], 5000)[0]?.remaining).toBe(9)
+  })
+
+  it('forgets the tables of a limit only when nothing in them differs from fresh', () => {
+    const table = new RateTable(4)
+    decideLocal([{ table, key: 'a', rate: rateOf(1, 1000, 1) }], 0)
+    expect(table.idle(500)).toBe(false)
+    expect(table.idle(1000)).toBe(true)
+    expect(table.size).toBe(0)
   })
 })
 
-describe('Concurrency', () => {
+describe('SlotTable', () => {
   it('holds at most max per key and gives a slot back exactly once', () => {
-    const c = new Concurrency()
+    const c = new SlotTable(100)
     const a = c.acquire('k', 2)
     const b = c.acquire('k', 2)
-    expect(a).toBeDefined()
-    expect(b).toBeDefined()
-    expect(c.acquire('k', 2)).toBeUndefined()
-    expect(c.acquire('other', 2)).toBeDefined()
-    a?.()
-    a?.() // twice: still only one slot back
+    expect(typeof a).toBe('function')
+    expect(typeof b).toBe('function')
+    expect(c.acquire('k', 2)).toBe('at_limit')
+    const other = c.acquire('other', 2)
+    expect(typeof other).toBe('function')
+    if (typeof a !== 'function' || typeof b !== 'function') throw new Error('no slot')
+    a()
+    a() // twice: still only one slot back
     expect(c.held('k')).toBe(1)
     const again = c.acquire('k', 2)
-    expect(again).toBeDefined()
-    expect(c.acquire('k', 2)).toBeUndefined()
-    b?.()
-    again?.()
+    expect(typeof again).toBe('function')
+    expect(c.acquire('k', 2)).toBe('at_limit')
+    b()
+    if (typeof again === 'function') again()
     expect(c.held('k')).toBe(0)
+  })
+
+  it('refuses a new key when every entry holds slots, and takes it once one is given back', () => {
+    const c = new SlotTable(1)
+    const a = c.acquire('a', 5)
+    expect(c.acquire('b', 5)).toBe('table_full')
+    // The key already held still gets its own slots.
+    expect(typeof c.acquire('a', 5)).toBe('function')
+    if (typeof a === 'function') a()
+    expect(c.size).toBe(1)
   })
 })

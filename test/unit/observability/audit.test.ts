@@ -1,6 +1,7 @@
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { createAuditLog } from '../../../src/observability/audit.js'
+import { MAX_EXPORTED_CHARS } from '../../../src/observability/bound.js'
 import { createLineSink } from '../../../src/observability/line-sink.js'
 import { caller, policyOf } from '../policy/fixtures.js'
 
@@ -130,7 +131,9 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
       policy: 'p',
     })
     expect(lines[0]).toMatchObject({ truncated: true, decision: 'deny' })
-    expect(String(lines[0]?.target)).toHaveLength(1025)
+    // The one bound on client-derived values (observability/bound.ts), its `…` included.
+    expect(String(lines[0]?.target)).toHaveLength(MAX_EXPORTED_CHARS)
+    expect(String(lines[0]?.target).endsWith('x…')).toBe(true)
   })
 })
 
