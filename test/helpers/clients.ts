@@ -16,6 +16,8 @@ export interface ConnectOptions {
   readonly headers?: Readonly<Record<string, string>>
   /** clientInfo.name (default 'test-client'). */
   readonly name?: string
+  /** The client's capabilities (default: form elicitation; the v1 client's: elicitation). */
+  readonly capabilities?: Readonly<Record<string, object>>
 }
 
 /**
@@ -26,7 +28,7 @@ export async function connectClient(url: string, options: ConnectOptions = {}): 
   const client = new Client(
     { name: options.name ?? 'test-client', version: '1.0.0' },
     {
-      capabilities: { elicitation: { form: {} } },
+      capabilities: options.capabilities ?? { elicitation: { form: {} } },
       versionNegotiation: { mode: options.pin === true ? { pin: MODERN_VERSION } : 'auto' },
     },
   )
@@ -46,7 +48,7 @@ export async function connectLegacyClient(
 ): Promise<V1Client> {
   const client = new V1Client(
     { name: options.name ?? 'test-legacy-client', version: '1.0.0' },
-    { capabilities: { elicitation: {} } },
+    { capabilities: options.capabilities ?? { elicitation: {} } },
   )
   const headers: Record<string, string> = { ...options.headers }
   if (options.auth !== undefined) headers['authorization'] = `Bearer ${options.auth}`

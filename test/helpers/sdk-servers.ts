@@ -74,6 +74,14 @@ export interface SdkServerOptions {
   readonly extraTools?: readonly string[]
   /** Tool descriptions in place of the demo's, read live (a backend that changes a definition). */
   readonly descriptions?: Readonly<Record<string, string>>
+  /**
+   * tools/list shows `confirm_action` (which asks the user through an elicitation) only to a
+   * client whose request declares the `elicitation` capability: a backend that shapes its list by
+   * what the client can do (spec 2026-07-28: capabilities travel with every request).
+   */
+  readonly toolsByCapability?: boolean
+  /** Holds each request, once recorded, until the promise settles (a backend still at work). */
+  readonly hold?: (request: RecordedRequest) => Promise<void> | undefined
 }
 
 /** A v2 SDK server with the demo tools, resources and prompts. */
@@ -132,13 +140,17 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
         tools[tool]?.update({ description })
       registerDocsResources(server)
       registerDocsPrompts(server)
-      if (options.toolsPageSize !== undefined) paginateTools(server, tools, options.toolsPageSize)
+      if (options.toolsPageSize !== undefined || options.toolsByCapability === true)
+        listTools(server, tools, options.toolsPageSize, options.toolsByCapability === true)
       return server
     },
     { legacy: options.legacy ?? 'stateless', responseMode: options.responseMode ?? 'auto' },
   )
   const node = toNodeHandler(handler)
-  const http = await startRecording((req, res, rec) => node(toNodeRequest(req, rec.body), res))
+  const http = await startRecording(async (req, res, rec) => {
+    await options.hold?.(rec)
+    await node(toNodeRequest(req, rec.body), res)
+  })
   return {
     ...http,
     handler,
@@ -163,15 +175,23 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
   }
 }
 
-/** Replaces McpServer's tools/list with one that pages through the same tools. */
-function paginateTools(
+/**
+ * Replaces McpServer's tools/list with one that pages through the same tools (`size` a page,
+ * offset cursors; one page when undefined) and, `byCapability`, shows `confirm_action` only to a
+ * client that declared elicitation.
+ */
+function listTools(
   server: McpServer,
   tools: Record<string, RegisteredTool>,
-  size: number,
+  size: number | undefined,
+  byCapability: boolean,
 ): void {
   server.server.setRequestHandler('tools/list', (request) => {
+    const elicits = server.server.getClientCapabilities()?.elicitation !== undefined
     const all = Object.entries(tools)
-      .filter(([, tool]) => tool.enabled)
+      .filter(
+        ([name, tool]) => tool.enabled && (elicits || !byCapability || name !== 'confirm_action'),
+      )
       .map(([name, tool]): Tool => ({
         name,
         ...(tool.title !== undefined && { title: tool.title }),
@@ -184,7 +204,7 @@ function paginateTools(
     if (!Number.isInteger(start) || start < 0 || start > all.length) {
       throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Invalid cursor: ${cursor}`)
     }
-    const end = start + size
+    const end = start + (size ?? all.length)
     return { tools: all.slice(start, end), ...(end < all.length && { nextCursor: String(end) }) }
   })
 }
