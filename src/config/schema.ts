@@ -173,7 +173,10 @@ const server = z.strictObject({
 const virtualServer = z.strictObject({
   members: z.array(z.string().min(1)).min(1, 'at least one member is required'),
   prefix: z.enum(['never', 'onCollision', 'always']).default('onCollision'),
-  /** The slowest member a list or discover waits for; later ones are left out of that answer. */
+  /**
+   * How long the member reads of one request may take, all of them together (a list's pages, a
+   * refresh to route a name); members not done by then are left out of that answer.
+   */
   fanOutTimeoutMs: positiveMs.default(2000),
   resources: z.record(z.string().min(1), z.string().min(1)).default({}),
 })
