@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import type { GatewayConfig } from '../config/schema.js'
+import type { OwnIdentity } from '../endpoint/ask.js'
 import { hasForbiddenNameCharacter, printable } from '../mcp/names.js'
+import { DEFAULT_HEADER_RULES, isOwnedName } from '../mcp/owned-headers.js'
 import { parseLock, type CatalogLock } from './lock.js'
 
 /**
@@ -48,11 +50,13 @@ export function lockOf(config: GatewayConfig): CatalogLock | undefined {
 /**
  * What the schema cannot see about curation (docs/catalog.md §Curation): two definitions of one
  * server shown under one name, backend names a reader could see differently, a hidden definition
- * that is also curated.
+ * or instructions also curated; and own-read headers the gateway sets itself.
  */
 export function curationProblems(config: GatewayConfig): string[] {
-  const problems: string[] = []
+  const problems: string[] = [...ownHeaderProblems(config.ownRequests.headers)]
   for (const [server, s] of Object.entries(config.servers)) {
+    if (s.instructions?.hidden === true && s.instructions.text !== undefined)
+      problems.push(`servers.${server}.instructions: hidden, so nothing else may be set`)
     for (const kind of ['tools', 'prompts'] as const) {
       const at = `servers.${server}.${kind}`
       const shownBy = new Map<string, string>()
@@ -74,4 +78,52 @@ export function curationProblems(config: GatewayConfig): string[] {
     }
   }
   return problems
+}
+
+/**
+ * SECURITY: the headers an own read carries as its client's may not name what the gateway
+ * judges, derives or sets (mcp/owned-headers.ts), nor `accept`, which every own read sets as a
+ * client does: a second copy would make the request one no client sends.
+ */
+function ownHeaderProblems(headers: Readonly<Record<string, string>>): string[] {
+  const problems: string[] = []
+  const seen = new Set<string>()
+  for (const name of Object.keys(headers)) {
+    const lower = name.toLowerCase()
+    const at = `ownRequests.headers.${name}`
+    if (seen.has(lower)) problems.push(`${at}: set twice (header names are case-insensitive)`)
+    seen.add(lower)
+    if (lower === 'accept' || DEFAULT_HEADER_RULES.dropped.has(lower))
+      problems.push(`${at}: the gateway sets or drops this header on every request`)
+    else if (isOwnedName(lower, DEFAULT_HEADER_RULES))
+      problems.push(`${at}: the gateway owns this header and cannot send a configured value`)
+  }
+  return problems
+}
+
+const identities = new WeakMap<GatewayConfig, OwnIdentity>()
+
+/**
+ * How the gateway's own reads present themselves under `config` (config `ownRequests`; docs/
+ * catalog.md §The gateway's own reads), compiled once per loaded config.
+ */
+export function ownIdentity(config: GatewayConfig): OwnIdentity {
+  const known = identities.get(config)
+  if (known !== undefined) return known
+  const o = config.ownRequests
+  const host =
+    o.host ??
+    (config.auth === undefined
+      ? `localhost:${config.listen.port}`
+      : new URL(config.auth.publicUrl).host)
+  const identity: OwnIdentity = {
+    clientInfo: o.clientInfo,
+    clientCapabilities: o.clientCapabilities,
+    headers: Object.entries(o.headers).flat(),
+    address: o.address,
+    host,
+    sampleRatio: config.telemetry?.sampleRatio,
+  }
+  identities.set(config, identity)
+  return identity
 }

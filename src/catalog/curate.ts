@@ -1,17 +1,26 @@
 import type { ServerConfig } from '../config/schema.js'
+import type { OwnIdentity } from '../endpoint/ask.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import type { ListFilter } from '../mcp/list-filter.js'
-import type { CatalogKind } from './definition.js'
+import { instructionsOf, type CatalogKind, type PinnedKind } from './definition.js'
 import { foldName } from './fold.js'
 import type { PinState } from './pin-state.js'
 
 /** How one backend definition is shown (config `servers.<name>.tools|prompts.<backendName>`). */
 type ItemCuration = ServerConfig['tools'][string]
 
-/** The list method of each catalog kind, and the array its result carries. */
-export const CATALOG_LISTS: Readonly<Record<string, CatalogKind>> = {
+/** What of a server the catalog view curates and pins (the config keys of that server). */
+export type CuratedConfig = Pick<ServerConfig, 'tools' | 'prompts' | 'instructions'>
+
+/**
+ * The answers a catalog view judges, and what in them: a list's items of its kind, and the
+ * server's `instructions` in discovery (2026-07-28 server/discover, 2025-era initialize).
+ */
+export const CATALOG_LISTS: Readonly<Record<string, PinnedKind>> = {
   'tools/list': 'tools',
   'prompts/list': 'prompts',
+  'server/discover': 'instructions',
+  initialize: 'instructions',
 }
 
 /** The curation of one kind (tools or prompts) of one server, compiled once. */
@@ -62,25 +71,30 @@ class KindCuration {
 
 /**
  * One server's catalog view (docs/catalog.md §Curation, §Run-time pinning): renames, replaced
- * text, hidden definitions, and, with `pinning:`, definitions whose digest is not the pinned one.
- * Everything here depends on the config and the lock only, never on who asks: the rewritten list
- * stays `public`, and the edge cache keeps the rewritten bytes once per cached list.
+ * text, hidden definitions and instructions, and, with `pinning:`, definitions and instructions
+ * whose digest is not the pinned one. Everything here depends on the config and the lock only,
+ * never on who asks: the rewritten list stays `public`, and the edge cache keeps the rewritten
+ * bytes once per cached list (and discovery).
  */
 export class ServerCatalog implements ListFilter {
   readonly identityDependent = false
   private readonly kinds: Readonly<Record<CatalogKind, KindCuration>>
+  private readonly instructions: CuratedConfig['instructions']
 
   constructor(
     readonly server: string,
-    config: Pick<ServerConfig, 'tools' | 'prompts'>,
+    config: CuratedConfig,
     readonly pins: PinState | undefined,
     /** Equal keys rewrite identically: the curation and the pins (list-filter.ts ListFilter.key). */
     readonly key: string,
+    /** How the gateway's own reads of this server present themselves (catalog/probe.ts). */
+    readonly ownReads: OwnIdentity,
   ) {
     this.kinds = {
       tools: new KindCuration(new Map(Object.entries(config.tools))),
       prompts: new KindCuration(new Map(Object.entries(config.prompts))),
     }
+    this.instructions = config.instructions
   }
 
   /** The backend name a client's tool or prompt name reaches; undefined = unknown to clients. */
@@ -101,6 +115,7 @@ export class ServerCatalog implements ListFilter {
   apply(method: string, result: Readonly<Record<string, unknown>>): Record<string, unknown> {
     const kind = Object.hasOwn(CATALOG_LISTS, method) ? CATALOG_LISTS[method] : undefined
     if (kind === undefined) return { ...result }
+    if (kind === 'instructions') return this.withInstructions(result)
     const items = result[kind]
     if (!Array.isArray(items)) return { ...result }
     const curation = this.kinds[kind]
@@ -116,6 +131,24 @@ export class ServerCatalog implements ListFilter {
       out.push(c === undefined ? item : curated(item, shown, c))
     }
     return { ...result, [kind]: out }
+  }
+
+  /**
+   * A discovery result with the instructions clients may read: the backend's, judged against
+   * their pin as a listed definition is (before curation: the pin is of what the backend says),
+   * then the configured text in their place, or none when hidden. Never text nobody reviewed:
+   * drifted instructions are left out (onDrift: hide), and so are instructions that are no text.
+   */
+  private withInstructions(result: Readonly<Record<string, unknown>>): Record<string, unknown> {
+    const out: Record<string, unknown> = { ...result }
+    delete out.instructions
+    let shown = instructionsOf(result)
+    if (this.pins !== undefined && !this.pins.instructionsVisible(shown)) shown = undefined
+    const c = this.instructions
+    if (c?.hidden === true) shown = undefined
+    else if (c?.text !== undefined) shown = c.text
+    if (shown !== undefined) out.instructions = shown
+    return out
   }
 }
 

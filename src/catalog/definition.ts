@@ -1,12 +1,18 @@
 /**
- * What a model reads of one tool or prompt definition, and its digest. A lock file pins these
- * digests (docs/catalog.md §Pinning): a backend that changes anything here after review has
- * changed what every agent takes as instructions, and nothing else it may change (icons, `_meta`)
- * does that.
+ * What a model reads of one tool or prompt definition, or of a server's own instructions, and its
+ * digest. A lock file pins these digests (docs/catalog.md §Pinning): a backend that changes
+ * anything here after review has changed what every agent takes as instructions, and nothing
+ * else it may change (icons, `_meta`) does that.
  */
 import { createHash } from 'node:crypto'
 
 export type CatalogKind = 'tools' | 'prompts'
+/**
+ * What a lock pins: the definitions of a kind, by name, and a server's own `instructions`, which
+ * a client hands to the model as the server's (spec 2026-07-28 server/discover, spec 2025-11-25
+ * basic/lifecycle InitializeResult) and a virtual server joins across its members.
+ */
+export type PinnedKind = CatalogKind | 'instructions'
 
 /**
  * The fields a model reads, in the order a reviewer reads them (the lock renders them so).
@@ -15,9 +21,25 @@ export type CatalogKind = 'tools' | 'prompts'
  * metadata a client does not pass to the model), and `execution` (how the call runs, not what it
  * does). See docs/catalog.md §What the digest covers.
  */
-export const MODEL_FIELDS: Readonly<Record<CatalogKind, readonly string[]>> = {
+export const MODEL_FIELDS: Readonly<Record<PinnedKind, readonly string[]>> = {
   tools: ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations'],
   prompts: ['name', 'title', 'description', 'arguments'],
+  instructions: ['instructions'],
+}
+
+/**
+ * The instructions a discover or initialize result gives a model: a non-empty string, or none.
+ * SECURITY: anything else (a number, an object) is no text anyone reviewed; it counts as none,
+ * and the catalog view leaves it out of the answer.
+ */
+export function instructionsOf(result: Readonly<Record<string, unknown>>): string | undefined {
+  const text = result.instructions
+  return typeof text === 'string' && text !== '' ? text : undefined
+}
+
+/** The model view of a server's instructions: `{}` when it gives none (a lock pins that too). */
+export function instructionsView(text: string | undefined): Record<string, unknown> {
+  return text === undefined ? {} : { instructions: text }
 }
 
 /**
@@ -26,7 +48,7 @@ export const MODEL_FIELDS: Readonly<Record<CatalogKind, readonly string[]>> = {
  * order. Values are shared with `item`, not copied.
  */
 export function modelView(
-  kind: CatalogKind,
+  kind: PinnedKind,
   item: Readonly<Record<string, unknown>>,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {}
@@ -38,7 +60,7 @@ export function modelView(
 
 /** 'sha256:' + hex of the canonical JSON (canonicalJson) of modelView. */
 export function definitionDigest(
-  kind: CatalogKind,
+  kind: PinnedKind,
   item: Readonly<Record<string, unknown>>,
 ): string {
   const text = canonicalJson(modelView(kind, item))

@@ -1,14 +1,16 @@
 /**
- * What `mcp-edge pin --check` reports (docs/catalog.md §Pinning): per definition, whether a
- * backend added, removed or changed it since the lock was written, and for a change a line diff
- * of the model view's YAML text, which is what a reviewer reads in the lock.
+ * What `mcp-edge pin --check` reports (docs/catalog.md §Pinning): per definition (and per
+ * server's instructions), whether a backend added, removed or changed it since the lock was
+ * written, and for a change a line diff of the model view's YAML text, which is what a reviewer
+ * reads in the lock.
  */
-import type { CatalogKind } from './definition.js'
+import type { CatalogKind, PinnedKind } from './definition.js'
 import { type CatalogLock, type LockedDefinition, readingOrder, renderYaml } from './lock.js'
 
 interface DefinitionChange {
   readonly server: string
-  readonly kind: CatalogKind
+  readonly kind: PinnedKind
+  /** The backend's name; for instructions, the server's one set of them (`instructions`). */
   readonly name: string
   readonly change: 'added' | 'removed' | 'changed'
   /** In the lock (removed, changed). */
@@ -34,6 +36,19 @@ export function compareCatalogs(
   for (const server of [...names].sort()) {
     const was = locked.servers.get(server)
     const now = current.servers.get(server)
+    const l = was?.instructions
+    const c = now?.instructions
+    if (l?.digest !== c?.digest) {
+      const change = l === undefined ? 'added' : c === undefined ? 'removed' : 'changed'
+      out.push({
+        server,
+        kind: 'instructions',
+        name: 'instructions',
+        change,
+        locked: l,
+        current: c,
+      })
+    }
     for (const kind of KINDS) {
       const before = was?.[kind] ?? EMPTY
       const after = now?.[kind] ?? EMPTY
@@ -55,6 +70,13 @@ interface ReportStyle {
 }
 
 const SINGULAR: Readonly<Record<CatalogKind, string>> = { tools: 'tool', prompts: 'prompt' }
+
+/** `tool "get_forecast"`, or `instructions` (a server has one set). */
+function subject(c: DefinitionChange): string {
+  return c.kind === 'instructions'
+    ? 'instructions'
+    : `${SINGULAR[c.kind]} ${JSON.stringify(c.name)}`
+}
 /** Unchanged lines kept around a change. */
 const CONTEXT = 3
 
@@ -63,7 +85,7 @@ export function renderChanges(changes: readonly DefinitionChange[], style: Repor
   const paint = (code: string, s: string): string => (style.color ? `\x1b[${code}m${s}\x1b[0m` : s)
   let out = ''
   for (const c of changes) {
-    out += `${paint('1', `${c.server}: ${SINGULAR[c.kind]} ${JSON.stringify(c.name)} ${c.change}`)}\n`
+    out += `${paint('1', `${c.server}: ${subject(c)} ${c.change}`)}\n`
     const before = c.locked === undefined ? [] : textLines(c.kind, c.locked)
     const after = c.current === undefined ? [] : textLines(c.kind, c.current)
     for (const line of diffLines(before, after, c.change === 'changed' ? CONTEXT : Infinity)) {
@@ -76,7 +98,7 @@ export function renderChanges(changes: readonly DefinitionChange[], style: Repor
   return out
 }
 
-function textLines(kind: CatalogKind, d: LockedDefinition): string[] {
+function textLines(kind: PinnedKind, d: LockedDefinition): string[] {
   return renderYaml(readingOrder(kind, d.definition)).replace(/\n$/, '').split('\n')
 }
 

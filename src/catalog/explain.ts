@@ -1,6 +1,6 @@
 import type { GatewayConfig } from '../config/schema.js'
 import type { McpTarget } from '../mcp/classify.js'
-import { lockOf } from './config.js'
+import { lockOf, ownIdentity } from './config.js'
 import { ServerCatalog } from './curate.js'
 
 /** What `mcp-edge explain` says about a tool or prompt name's catalog view. */
@@ -25,7 +25,10 @@ export function explainCatalog(
   const pinning = config.pinning
   const kind = target.kind === 'tool' ? 'tools' : 'prompts'
   if (Object.keys(cfg[kind]).length === 0 && pinning === undefined) return undefined
-  const backend = new ServerCatalog(server, cfg, undefined, '').resolve(kind, target.name)
+  const backend = new ServerCatalog(server, cfg, undefined, '', ownIdentity(config)).resolve(
+    kind,
+    target.name,
+  )
   const q = JSON.stringify
   const lines: string[] = []
   if (backend === undefined) {

@@ -1,13 +1,14 @@
 /**
- * The catalog lock file (catalog.lock.yaml): per server, the digest of every tool and prompt
- * definition as reviewed, and the model view itself for the reviewer (docs/catalog.md §Pinning).
+ * The catalog lock file (catalog.lock.yaml): per server, the digest of its instructions and of
+ * every tool and prompt definition as reviewed, and the model view itself for the reviewer
+ * (docs/catalog.md §Pinning).
  * Reading is strict: unknown keys, a definition under another name, or a digest that does not
  * match the definition beside it are errors, so a hand edit cannot pin text nobody hashed.
  */
 import { readFile } from 'node:fs/promises'
 import { parseDocument, stringify } from 'yaml'
 import { z } from 'zod'
-import { type CatalogKind, definitionDigest, MODEL_FIELDS } from './definition.js'
+import { type CatalogKind, definitionDigest, MODEL_FIELDS, type PinnedKind } from './definition.js'
 
 export interface LockedDefinition {
   readonly digest: string
@@ -15,6 +16,8 @@ export interface LockedDefinition {
   readonly definition: Readonly<Record<string, unknown>>
 }
 export interface ServerLock {
+  /** The server's instructions as reviewed; absent when it gave none (nothing is pinned then). */
+  readonly instructions?: LockedDefinition | undefined
   readonly tools: ReadonlyMap<string, LockedDefinition>
   readonly prompts: ReadonlyMap<string, LockedDefinition>
 }
@@ -61,13 +64,32 @@ export function parseLock(text: string, source: string): CatalogLock {
   const problems: string[] = []
   const servers = new Map<string, ServerLock>()
   for (const [server, entry] of entriesAt(parsed.data.servers, 'servers', problems)) {
-    const lock: Record<CatalogKind, Map<string, LockedDefinition>> = {
+    const lock: Record<CatalogKind, Map<string, LockedDefinition>> & {
+      instructions?: LockedDefinition
+    } = {
       tools: new Map(),
       prompts: new Map(),
     }
     for (const [key] of entriesAt(entry, `servers.${server}`, problems)) {
-      if (key !== 'tools' && key !== 'prompts')
+      if (key !== 'tools' && key !== 'prompts' && key !== 'instructions')
         problems.push(`servers.${server}.${key}: unknown key`)
+    }
+    const instructions = isObject(entry) ? entry.instructions : undefined
+    if (instructions !== undefined && instructions !== null) {
+      const at = `servers.${server}.instructions`
+      const one = locked.safeParse(instructions)
+      if (!one.success)
+        for (const i of one.error.issues) problems.push(`${at}.${pathText(i.path)}: ${i.message}`)
+      else {
+        const problem = definitionProblem(
+          'instructions',
+          undefined,
+          one.data.definition,
+          one.data.digest,
+        )
+        if (problem !== undefined) problems.push(`${at}: ${problem}`)
+        else lock.instructions = { digest: one.data.digest, definition: one.data.definition }
+      }
     }
     for (const kind of KINDS) {
       const list = isObject(entry) ? entry[kind] : undefined
@@ -101,16 +123,22 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
-/** Why a locked definition cannot be trusted, or undefined when it can. */
+/**
+ * Why a locked definition cannot be trusted, or undefined when it can. `name` is its key, for the
+ * kinds with names; instructions are one non-empty text (none at all is no entry).
+ */
 function definitionProblem(
-  kind: CatalogKind,
-  name: string,
+  kind: PinnedKind,
+  name: string | undefined,
   definition: Record<string, unknown>,
   digest: string,
 ): string | undefined {
   const extra = Object.keys(definition).filter((k) => !MODEL_FIELDS[kind].includes(k))
   if (extra.length > 0) return `definition has fields a digest does not cover: ${extra.join(', ')}`
-  if (definition['name'] !== name) return `definition.name is not ${JSON.stringify(name)}`
+  if (kind === 'instructions') {
+    const text = definition['instructions']
+    if (typeof text !== 'string' || text === '') return 'definition.instructions is not a text'
+  } else if (definition['name'] !== name) return `definition.name is not ${JSON.stringify(name)}`
   const actual = definitionDigest(kind, definition)
   if (actual !== digest) return `digest does not match the definition (it hashes to ${actual})`
   return undefined
@@ -132,7 +160,17 @@ export function renderLock(lock: CatalogLock): string {
   const servers: Record<string, unknown> = {}
   for (const server of sortedKeys(lock.servers)) {
     const entry = lock.servers.get(server)
-    const out: Record<string, Record<string, unknown>> = { tools: {}, prompts: {} }
+    const out: Record<string, Record<string, unknown>> = {}
+    // A reviewer reads what the server says of itself first; none is no key, as in locks
+    // written before instructions were pinned.
+    const instructions = entry?.instructions
+    if (instructions !== undefined)
+      out.instructions = {
+        digest: instructions.digest,
+        definition: readingOrder('instructions', instructions.definition),
+      }
+    out.tools = {}
+    out.prompts = {}
     for (const kind of KINDS) {
       const defs = entry?.[kind] ?? new Map<string, LockedDefinition>()
       for (const name of sortedKeys(defs)) {
@@ -156,7 +194,7 @@ export function renderYaml(value: unknown): string {
 
 /** A definition with its fields in reading order and every nested object's keys sorted. */
 export function readingOrder(
-  kind: CatalogKind,
+  kind: PinnedKind,
   definition: Readonly<Record<string, unknown>>,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {}

@@ -9,8 +9,9 @@ interface CatalogMember extends AskServer {
 }
 
 /**
- * A member's list page as its own endpoint shows it (docs/catalog.md §Curation, "Virtual
- * servers"): the virtual server learns and prefixes the curated names.
+ * A member's list page, or its discovery result, as its own endpoint shows it (docs/catalog.md
+ * §Curation, "Virtual servers"): the virtual server learns and prefixes the curated names, and
+ * joins the curated and pinned instructions.
  */
 export function memberListView(
   member: CatalogMember,

@@ -1,7 +1,12 @@
 import type { PinningConfig } from '../config/schema.js'
 import type { DriftEvent } from '../observability/audit.js'
 import { foldName } from './fold.js'
-import { definitionDigest, type CatalogKind } from './definition.js'
+import {
+  definitionDigest,
+  instructionsView,
+  type CatalogKind,
+  type PinnedKind,
+} from './definition.js'
 import type { LockedDefinition, ServerLock } from './lock.js'
 
 /** Where drift goes: the audit log and a metric (wired by the runtime). */
@@ -16,6 +21,15 @@ type PinCall = 'yes' | 'no' | 'unseen'
  */
 const MAX_SEEN = 10_000
 
+/** The name a server's instructions are judged and reported under (it has one set of them). */
+const INSTRUCTIONS = 'instructions'
+const NO_PINS: ServerLock = { tools: new Map(), prompts: new Map() }
+/** The pin of a server the lock names without instructions: it gave none when reviewed. */
+const NO_INSTRUCTIONS: LockedDefinition = {
+  digest: definitionDigest('instructions', instructionsView(undefined)),
+  definition: instructionsView(undefined),
+}
+
 /**
  * The pins of one server and what its lists have shown since this runtime started. Lists are
  * judged item by item against the lock (stateless, so a list is never shown unjudged); calls are
@@ -27,23 +41,30 @@ export class PinState {
     prompts: new Map(),
   }
   /** Drifted names and the digest last reported for each (one report per new digest). */
-  private readonly drifted: Record<CatalogKind, Map<string, string>> = {
+  private readonly drifted: Record<PinnedKind, Map<string, string>> = {
     tools: new Map(),
     prompts: new Map(),
+    instructions: new Map(),
   }
 
   /** Pinned names by fold (curate.ts foldName), to refuse loose variants of them. */
   private readonly folded: Record<CatalogKind, ReadonlySet<string>>
+  private readonly lock: ServerLock
+  /** The pin of the server's instructions; undefined when the lock does not name the server. */
+  private readonly instructions: LockedDefinition | undefined
 
+  /** `lock` is undefined for a server the lock does not name: everything it says is new. */
   constructor(
     readonly server: string,
-    private readonly lock: ServerLock,
+    lock: ServerLock | undefined,
     readonly mode: Pick<PinningConfig, 'onDrift' | 'newTools'>,
     private readonly report: DriftReporter,
   ) {
+    this.lock = lock ?? NO_PINS
+    this.instructions = lock === undefined ? undefined : (lock.instructions ?? NO_INSTRUCTIONS)
     const fold = (m: ReadonlyMap<string, unknown>): Set<string> =>
       new Set([...m.keys()].map(foldName))
-    this.folded = { tools: fold(lock.tools), prompts: fold(lock.prompts) }
+    this.folded = { tools: fold(this.lock.tools), prompts: fold(this.lock.prompts) }
   }
 
   /** The pin of a backend name, if the lock has one. */
@@ -58,6 +79,21 @@ export class PinState {
     this.observe(kind, name, digest, pin)
     if (pin === undefined) return this.mode.newTools === 'allow'
     // SECURITY: what a model reads changed after review; hidden until re-pinned (onDrift: hide).
+    return pin.digest === digest || this.mode.onDrift === 'warn'
+  }
+
+  /**
+   * Whether the instructions a server gave (undefined: none) may be shown, judged as a listed
+   * definition is: their digest against the pin (onDrift), or, for a server the lock does not
+   * name, newTools. Records what the server said, so a change is reported once per new text.
+   */
+  instructionsVisible(text: string | undefined): boolean {
+    const view = instructionsView(text)
+    const digest = definitionDigest('instructions', view)
+    const pin = this.instructions
+    this.observe('instructions', INSTRUCTIONS, digest, pin)
+    if (pin === undefined) return this.mode.newTools === 'allow'
+    // SECURITY: what a model reads as the server's own word changed after review (onDrift: hide).
     return pin.digest === digest || this.mode.onDrift === 'warn'
   }
 
@@ -77,21 +113,23 @@ export class PinState {
   }
 
   /** Definitions whose last listed digest is not their pin, for /readyz (names only, never text). */
-  driftedNames(): { readonly kind: CatalogKind; readonly name: string }[] {
-    const out: { kind: CatalogKind; name: string }[] = []
-    for (const kind of ['tools', 'prompts'] as const)
+  driftedNames(): { readonly kind: PinnedKind; readonly name: string }[] {
+    const out: { kind: PinnedKind; name: string }[] = []
+    for (const kind of ['instructions', 'tools', 'prompts'] as const)
       for (const name of this.drifted[kind].keys()) out.push({ kind, name })
     return out
   }
 
   private observe(
-    kind: CatalogKind,
+    kind: PinnedKind,
     name: string,
     digest: string,
     pin: LockedDefinition | undefined,
   ): void {
-    const seen = this.seen[kind]
-    if (seen.has(name) || seen.size < MAX_SEEN) seen.set(name, digest)
+    if (kind !== 'instructions') {
+      const seen = this.seen[kind]
+      if (seen.has(name) || seen.size < MAX_SEEN) seen.set(name, digest)
+    }
     if (pin === undefined) return
     const drifted = this.drifted[kind]
     if (pin.digest === digest) {

@@ -1,5 +1,12 @@
 import { isRecord } from '../mcp/jsonrpc.js'
-import { ask, ownRequest, type AskServer } from '../endpoint/ask.js'
+import {
+  ask,
+  ownModernBody,
+  ownPropagation,
+  ownRequest,
+  type AskServer,
+  type OwnIdentity,
+} from '../endpoint/ask.js'
 import { decideCall, type CallName, type CallVerdict } from './call.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'
@@ -9,7 +16,6 @@ import type { PinState } from './pin-state.js'
 const MAX_PAGES = 20
 /** A kind probed this recently is not probed again for a name still unseen (no stampede). */
 const QUIET_MS = 5000
-const PROBE_ID = '"mcp-edge-catalog-probe"'
 
 interface ProbeMemo {
   running?: Promise<void> | undefined
@@ -21,15 +27,19 @@ const memos = new WeakMap<PinState, Record<CatalogKind, ProbeMemo>>()
  * Reads a server's own list (all pages) so the pins learn what it says now, for a call to a name
  * no list has shown this runtime (docs/catalog.md §Run-time pinning: a call is judged by the
  * definition the backend last listed). It goes through the server's attempt loop (replicas,
- * retries, health) with its configured upstream headers, as the gateway's own request: a server
- * with `tokenExchange` has no credentials of the gateway's, and is not probed (the call is then
- * refused until a list was seen). Failures are swallowed: the caller refuses what is still unseen.
+ * retries, health) with its configured upstream headers, as the gateway's own request, which looks
+ * like a client's (endpoint/ask.ts ownRequest: a random id, the configured client's info and
+ * headers): a backend that answered probes otherwise than clients would still have its clients'
+ * lists judged, which is the check that counts. A server with `tokenExchange` has no credentials
+ * of the gateway's, and is not probed (the call is then refused until a list was seen). Failures
+ * are swallowed: the caller refuses what is still unseen.
  */
 async function probeList(
   server: AskServer,
   pins: PinState,
   kind: CatalogKind,
   maxBytes: number,
+  as: OwnIdentity,
   now: () => number = Date.now,
 ): Promise<void> {
   if (server.config.tokenExchange !== undefined) return
@@ -42,7 +52,7 @@ async function probeList(
   if (m.running !== undefined) return m.running
   if (now() - m.at < QUIET_MS) return
   m.at = now()
-  m.running = readAll(server, pins, kind, maxBytes)
+  m.running = readAll(server, pins, kind, maxBytes, as)
     .catch(() => undefined)
     .finally(() => (m.running = undefined))
   return m.running
@@ -53,13 +63,15 @@ async function readAll(
   pins: PinState,
   kind: CatalogKind,
   maxBytes: number,
+  as: OwnIdentity,
 ): Promise<void> {
   const method = `${kind}/list`
   let cursor: string | undefined
   for (let page = 0; page < MAX_PAGES; page++) {
-    const body = Buffer.from(listBody(method, cursor), 'utf8')
-    const answer = await ask(server, ownRequest(method, body, PROBE_ID), {
+    const body = ownModernBody(method, cursor === undefined ? {} : { cursor }, as)
+    const answer = await ask(server, ownRequest(server, body, as), {
       auth: undefined,
+      propagation: ownPropagation(as),
       maxInspectBytes: maxBytes,
     })
     const result = answer.message.result
@@ -72,19 +84,6 @@ async function readAll(
     if (typeof next !== 'string') return
     cursor = next
   }
-}
-
-/** A 2026-07-28 list request with the envelope every modern request carries (basic §_meta). */
-function listBody(method: string, cursor: string | undefined): string {
-  const params = {
-    ...(cursor === undefined ? {} : { cursor }),
-    _meta: {
-      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-      'io.modelcontextprotocol/clientInfo': { name: 'mcp-edge', version: '0' },
-      'io.modelcontextprotocol/clientCapabilities': {},
-    },
-  }
-  return `{"jsonrpc":"2.0","id":${PROBE_ID},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`
 }
 
 /**
@@ -100,6 +99,6 @@ export async function judgeCall(
   const verdict = decideCall(catalog, call)
   if (!('refused' in verdict) || verdict.refused !== 'unseen' || catalog.pins === undefined)
     return verdict
-  await probeList(server, catalog.pins, call.kind, maxBytes)
+  await probeList(server, catalog.pins, call.kind, maxBytes, catalog.ownReads)
   return decideCall(catalog, call)
 }

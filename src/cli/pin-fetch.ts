@@ -1,28 +1,47 @@
 /**
- * Asks one configured server for every tool and prompt definition it lists, for `mcp-edge pin`
- * (docs/catalog.md §Pinning). The requests go through the same path as a virtual server's member
- * requests (endpoint/ask.ts): the server's replicas, retries, health, timeouts and its
- * configured upstream headers, so the pin sees what the gateway's own credentials see. A server
+ * Asks one configured server for its instructions and every tool and prompt definition it lists,
+ * for `mcp-edge pin` (docs/catalog.md §Pinning). The requests go through the same path as a
+ * virtual server's member requests (endpoint/ask.ts): the server's replicas, retries, health,
+ * timeouts and its configured upstream headers, so the pin sees what the gateway's own
+ * credentials see; and they look like a client's (ownRequest: random ids, the configured
+ * `ownRequests` client), so a backend cannot show the pin other text than clients get. A server
  * that speaks only 2025-era protocol is asked within a session the gateway initialises
  * (endpoint/era-session.ts), as virtual servers do.
  */
-import type { CatalogKind } from '../catalog/definition.js'
+import { instructionsOf, type CatalogKind } from '../catalog/definition.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { UpstreamFailure } from '../upstream/failure.js'
-import { ask, ownRequest, type AskServer, type ServerAnswer } from '../endpoint/ask.js'
+import {
+  ask,
+  ownModernBody,
+  ownPropagation,
+  ownRequest,
+  type AskServer,
+  type OwnIdentity,
+  type ServerAnswer,
+} from '../endpoint/ask.js'
 import { endSession, heldSession } from '../endpoint/era.js'
-import { initializeMember, sendInLegacySession, type MemberSend } from '../endpoint/era-session.js'
+import {
+  initializeMember,
+  sendInLegacySession,
+  type ClientSession,
+  type MemberSend,
+} from '../endpoint/era-session.js'
 import { type MemberSession, MemberSessions } from '../endpoint/member-sessions.js'
 import type { HeldSession } from '../endpoint/plan.js'
 
-const MODERN = '2026-07-28'
+/** What a 2025-era server is asked for when it refuses 2026-07-28 (spec 2025-11-25). */
+const LEGACY = '2025-11-25'
 /** Pages one list may have before the server counts as looping (its cursors never end). */
 const MAX_PAGES = 1000
 
 /** Definitions by the server's own names, as it listed them (whole items), per kind. */
 export type ServerDefinitions = Readonly<
   Record<CatalogKind, ReadonlyMap<string, Readonly<Record<string, unknown>>>>
->
+> & {
+  /** The instructions its discovery (or `initialize`) gave, if any (definition.ts instructionsOf). */
+  readonly instructions: string | undefined
+}
 
 /** A server that could not be asked, or that answered something a pin cannot use. */
 class PinFetchError extends Error {
@@ -42,10 +61,11 @@ const LIST_METHOD: Readonly<Record<CatalogKind, string>> = {
 export async function fetchDefinitions(
   server: AskServer,
   maxBytes: number,
+  as: OwnIdentity,
 ): Promise<ServerDefinitions> {
   let conversation: Conversation | undefined
   try {
-    conversation = await open(server, maxBytes)
+    conversation = await open(server, maxBytes, as)
     const out: Record<CatalogKind, Map<string, Readonly<Record<string, unknown>>>> = {
       tools: new Map(),
       prompts: new Map(),
@@ -53,7 +73,7 @@ export async function fetchDefinitions(
     for (const kind of ['tools', 'prompts'] as const) {
       if (isRecord(conversation.capabilities[kind])) await listAll(conversation, kind, out[kind])
     }
-    return out
+    return { ...out, instructions: conversation.instructions }
   } catch (err) {
     throw new PinFetchError(`server ${server.name}: ${describe(err)}`, { cause: err })
   } finally {
@@ -95,34 +115,24 @@ async function listAll(
 /** One open conversation with a server, in the era it speaks. */
 interface Conversation {
   readonly capabilities: Readonly<Record<string, unknown>>
+  /** What its discovery result said in `instructions` (definition.ts instructionsOf). */
+  readonly instructions: string | undefined
   /** Sends one request; resolves to its JSON-RPC result, throws on the server's error. */
   ask(method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
   /** Ends what the conversation left on the server (a 2025-era session). Never throws. */
   close(): Promise<void>
 }
 
-/** The envelope every 2026-07-28 request carries in `params._meta` (spec basic/index). */
-const MODERN_META = {
-  'io.modelcontextprotocol/protocolVersion': MODERN,
-  'io.modelcontextprotocol/clientInfo': { name: 'mcp-edge-pin', version: '0.1.0' },
-  'io.modelcontextprotocol/clientCapabilities': {},
+/** A 2025-era request body in a session (its id is ownRequest's to set). */
+function legacyBody(method: string, params: Record<string, unknown>): Buffer {
+  return Buffer.from(
+    `{"method":${JSON.stringify(method)},"params":${JSON.stringify(params)},"jsonrpc":"2.0","id":0}`,
+    'utf8',
+  )
 }
 
-let lastId = 0
-
-/** A request's body and its raw id (the answer must carry it: endpoint/ask.ts). */
-function request(method: string, params: Record<string, unknown>): [body: Buffer, rawId: string] {
-  const rawId = JSON.stringify(`mcp-edge-pin-${++lastId}`)
-  const text = `{"jsonrpc":"2.0","id":${rawId},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`
-  return [Buffer.from(text, 'utf8'), rawId]
-}
-
-type Send = (
-  method: string,
-  body: Buffer,
-  rawId: string,
-  session?: HeldSession,
-) => Promise<ServerAnswer>
+/** Sends one own request (endpoint/ask.ts ownRequest gives it a fresh id), in `session` if set. */
+type Send = (body: Buffer, session?: HeldSession) => Promise<ServerAnswer>
 
 /**
  * Opens the conversation: `server/discover` in 2026-07-28, or, when the server refuses that as a
@@ -130,32 +140,32 @@ type Send = (
  * and its session (spec 2025-11-25 basic/lifecycle §Initialization; spec 2026-07-28
  * basic/versioning: a client falls back to `initialize` on such an answer).
  */
-async function open(server: AskServer, maxBytes: number): Promise<Conversation> {
+async function open(server: AskServer, maxBytes: number, as: OwnIdentity): Promise<Conversation> {
   // The gateway's own requests, planned and sent as a client's (endpoint/ask.ts).
-  const send: Send = (method, body, rawId, session) =>
-    ask(server, ownRequest(method, body, rawId), {
+  const send: Send = (body, session) =>
+    ask(server, ownRequest(server, body, as), {
       auth: undefined,
+      propagation: ownPropagation(as),
       maxInspectBytes: maxBytes,
       session,
     })
-  const [body, rawId] = request('server/discover', { _meta: MODERN_META })
   let answer: ServerAnswer
   try {
-    answer = await send('server/discover', body, rawId)
+    answer = await send(ownModernBody('server/discover', {}, as))
   } catch (err) {
     // 2025-era servers refuse a request without a session with `"id": null`, which the id check
     // takes for another request's answer (as endpoint/era.ts notes).
     if (!(err instanceof UpstreamFailure) || !legacyRefusal(err.status)) throw err
-    return legacy(server, send, `HTTP ${err.status}`)
+    return legacy(server, send, as, `HTTP ${err.status}`)
   }
   const result = answer.message.result
   if (answer.status === 200 && isRecord(result)) {
     const caps = result.capabilities
     return {
       capabilities: isRecord(caps) ? caps : {},
+      instructions: instructionsOf(result),
       ask: async (method, params) => {
-        const [b, id] = request(method, { ...params, _meta: MODERN_META })
-        const a = await send(method, b, id)
+        const a = await send(ownModernBody(method, params, as))
         return resultOf(method, a.status, a.message)
       },
       close: async () => {},
@@ -163,27 +173,38 @@ async function open(server: AskServer, maxBytes: number): Promise<Conversation> 
   }
   const why = `HTTP ${answer.status}${errorText(answer.message)}`
   if (!legacyRefusal(answer.status)) throw new PinFetchError(`server/discover failed: ${why}`)
-  return legacy(server, send, why)
+  return legacy(server, send, as, why)
 }
 
 function legacyRefusal(status: number | undefined): boolean {
   return status !== undefined && status >= 400 && status < 500 && status !== 404
 }
 
-/** A 2025-era session with the server, through the member-era code virtual servers use. */
-async function legacy(server: AskServer, send: Send, refused: string): Promise<Conversation> {
+/**
+ * A 2025-era session with the server, through the member-era code virtual servers use, as the
+ * configured client (its info and capabilities in `initialize`).
+ */
+async function legacy(
+  server: AskServer,
+  send: Send,
+  as: OwnIdentity,
+  refused: string,
+): Promise<Conversation> {
   const sessions = new MemberSessions(1)
-  const via =
-    (method: string): MemberSend =>
-    async (s, body, rawId, pin) => {
-      const a = await send(method, body, rawId ?? '""', heldSession(s, pin))
-      return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }
-    }
+  const client: ClientSession = {
+    id: 'pin',
+    version: LEGACY,
+    capabilities: as.clientCapabilities,
+    clientInfo: as.clientInfo,
+  }
+  // The id era-session writes is replaced by a fresh one (ownRequest), which the answer carries.
+  const via: MemberSend = async (s, body, _rawId, pin) => {
+    const a = await send(body, heldSession(s, pin))
+    return { status: a.status, message: a.message, sessionId: a.sessionId, pin: a.upstream }
+  }
   let session: MemberSession
   try {
-    session = await sessions.get('pin', server.name, () =>
-      initializeMember(via('initialize'), undefined),
-    )
+    session = await sessions.get('pin', server.name, () => initializeMember(via, client))
   } catch (err) {
     throw new PinFetchError(
       `server/discover refused (${refused}) and initialize failed: ${describe(err)}`,
@@ -191,16 +212,16 @@ async function legacy(server: AskServer, send: Send, refused: string): Promise<C
   }
   return {
     capabilities: session.capabilities ?? {},
+    instructions: instructionsOf({ instructions: session.instructions }),
     ask: async (method, params) => {
-      const [b, id] = request(method, params)
       const a = await sendInLegacySession(
         sessions,
         'pin',
         server.name,
-        undefined,
-        via(method),
-        b,
-        id,
+        client,
+        via,
+        legacyBody(method, params),
+        '0',
       )
       session = a.session
       return resultOf(method, a.status, a.message ?? {})

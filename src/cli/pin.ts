@@ -9,7 +9,13 @@ import { rename, rm, writeFile } from 'node:fs/promises'
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { pino } from 'pino'
-import { definitionDigest, modelView, type CatalogKind } from '../catalog/definition.js'
+import { ownIdentity } from '../catalog/config.js'
+import {
+  definitionDigest,
+  instructionsView,
+  modelView,
+  type CatalogKind,
+} from '../catalog/definition.js'
 import { compareCatalogs, renderChanges } from '../catalog/diff.js'
 import {
   readLock,
@@ -36,7 +42,7 @@ interface PinIo {
 }
 
 const PIN_USAGE = `usage: mcp-edge pin --config FILE [--lock PATH] [--server NAME]... [--check]
-  Asks every configured server (not virtual servers) for its tools and prompts, through the
+  Asks every configured server (not virtual servers) for its instructions, tools and prompts, through the
   gateway's upstream settings and credentials, and writes their digests and text to the lock
   (default: pinning.lockFile, else catalog.lock.yaml beside the config).
   --check   compare instead of writing: exit 0 when nothing drifted, 1 with a diff per changed,
@@ -182,7 +188,7 @@ async function fetchAll(
           const why = `server ${m.name}: its credentials come from token exchange, which needs a caller's token; set upstream headers for it or leave it out with --server`
           return Promise.reject(new Error(why))
         }
-        return fetchDefinitions(m, config.limits.maxInspectBytes)
+        return fetchDefinitions(m, config.limits.maxInspectBytes, ownIdentity(config))
       }),
     )
     outcomes.forEach((o, i) => {
@@ -196,7 +202,7 @@ async function fetchAll(
   return { servers, failures }
 }
 
-/** One server's definitions as lock entries: the model view and its digest. */
+/** One server's instructions and definitions as lock entries: the model view and its digest. */
 function lockOf(defs: ServerDefinitions): ServerLock {
   const one = (kind: CatalogKind): Map<string, LockedDefinition> => {
     const out = new Map<string, LockedDefinition>()
@@ -205,7 +211,12 @@ function lockOf(defs: ServerDefinitions): ServerLock {
     }
     return out
   }
-  return { tools: one('tools'), prompts: one('prompts') }
+  const view = instructionsView(defs.instructions)
+  const instructions =
+    defs.instructions === undefined
+      ? undefined
+      : { digest: definitionDigest('instructions', view), definition: view }
+  return { instructions, tools: one('tools'), prompts: one('prompts') }
 }
 
 /** The previous lock with the servers just pinned replaced (`--server`). */
@@ -218,11 +229,16 @@ function merged(previous: CatalogLock | undefined, current: CatalogLock): Catalo
 function summary(lock: CatalogLock): string {
   let tools = 0
   let prompts = 0
+  let instructions = 0
   for (const s of lock.servers.values()) {
     tools += s.tools.size
     prompts += s.prompts.size
+    if (s.instructions !== undefined) instructions++
   }
-  return `${tools} tool(s) and ${prompts} prompt(s) of ${lock.servers.size} server(s)`
+  const of = `of ${lock.servers.size} server(s)`
+  return instructions === 0
+    ? `${tools} tool(s) and ${prompts} prompt(s) ${of}`
+    : `${tools} tool(s), ${prompts} prompt(s) and ${instructions} instructions ${of}`
 }
 
 /** Writes beside the target, then renames over it: a reader sees the old lock or the new one. */

@@ -117,6 +117,15 @@ const toolCuration = promptCuration.extend({
     .optional(),
 })
 
+/**
+ * How the server's own `instructions` (server/discover, or a 2025-era `initialize` result) are
+ * shown (docs/catalog.md §Curation): `text` in place of whatever the backend says, or `hidden`.
+ */
+const instructionsCuration = z.strictObject({
+  text: curatedText.optional(),
+  hidden: z.boolean().default(false),
+})
+
 /** Backend names are the keys: non-empty (the load-time checks refuse invisible characters). */
 const backendName = z.string().min(1, 'empty name')
 
@@ -131,6 +140,29 @@ const pinning = z.strictObject({
   onDrift: z.enum(['hide', 'warn']).default('hide'),
   /** A definition the lock does not name: hidden (nobody reviewed it) or served. */
   newTools: z.enum(['hide', 'allow']).default('hide'),
+})
+
+/**
+ * How the gateway's own reads (`mcp-edge pin`, `pin --check`, the run-time probe) present
+ * themselves to a backend: as a client's request through the gateway does, so that a backend
+ * cannot tell them apart and show them other text than clients get (docs/catalog.md §The
+ * gateway's own reads). The defaults are what the official TypeScript SDK client sends from Node.
+ */
+const ownRequests = z.strictObject({
+  /** `clientInfo` of the request envelope (2026-07-28) or of `initialize` (2025-era servers). */
+  clientInfo: z
+    .strictObject({ name: z.string().min(1), version: z.string().min(1) })
+    .default({ name: 'claude-ai', version: '0.1.0' }),
+  /** `clientCapabilities` likewise: a backend may list differently for what a client declares. */
+  clientCapabilities: z.record(z.string(), z.unknown()).default({}),
+  /** The client's own headers, forwarded as a client's are (load-time checks refuse owned names). */
+  headers: z
+    .record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'invalid header name'), z.string())
+    .default({ 'accept-language': '*', 'sec-fetch-mode': 'cors', 'user-agent': 'node' }),
+  /** The client address X-Forwarded-For names, as for a client connected from there. */
+  address: z.union([z.ipv4(), z.ipv6()]).default('127.0.0.1'),
+  /** X-Forwarded-Host: how clients name the gateway (default: auth.publicUrl's host, else localhost:<listen.port>). */
+  host: z.string().min(1).optional(),
 })
 
 const server = z.strictObject({
@@ -164,6 +196,8 @@ const server = z.strictObject({
   tools: z.record(backendName, toolCuration).default({}),
   /** Curation of the backend's prompts, keyed by its own names. */
   prompts: z.record(backendName, promptCuration).default({}),
+  /** Curation of the backend's `instructions`. */
+  instructions: instructionsCuration.optional(),
 })
 
 /**
@@ -341,6 +375,7 @@ export const configSchema = z.strictObject({
     .array(z.string().refine((s) => parseCidr(s) !== undefined, 'expected an IP address or CIDR'))
     .default([]),
   pinning: pinning.optional(),
+  ownRequests: ownRequests.default(ownRequests.parse({})),
   legacySessions: z
     .strictObject({ key: z.string().min(16, 'use at least 16 characters') })
     .optional(),
@@ -360,4 +395,5 @@ export type ServerConfig = z.infer<typeof server>
 export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
 export type PinningConfig = z.infer<typeof pinning>
+export type OwnRequestsConfig = z.infer<typeof ownRequests>
 export type VirtualServerConfig = z.infer<typeof virtualServer>

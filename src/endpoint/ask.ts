@@ -1,7 +1,10 @@
+import { randomBytes, randomInt } from 'node:crypto'
 import type { ServerConfig } from '../config/schema.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
+import { parseMessage } from '../mcp/jsonrpc.js'
 import type { RequestHead } from '../mcp/request-head.js'
+import { locate } from '../mcp/rewrite.js'
 import { sendWithRetries } from '../upstream/attempts.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { EndpointCall } from './call.js'
@@ -84,30 +87,115 @@ export async function ask(
 }
 
 const NO_PRINCIPAL_HEADERS = Object.freeze({})
+const MODERN = '2026-07-28'
+
+/**
+ * How the gateway's own reads present themselves (config `ownRequests`, compiled by
+ * catalog/config.ts): as a client's request through the gateway does, so that a backend cannot
+ * tell a pin or a probe from a client and show it the reviewed text only (docs/catalog.md §The
+ * gateway's own reads).
+ */
+export interface OwnIdentity {
+  /** `clientInfo` of the request envelope, or of `initialize` for a 2025-era server. */
+  readonly clientInfo: { readonly name: string; readonly version: string }
+  readonly clientCapabilities: Readonly<Record<string, unknown>>
+  /** The client's own headers, [name, value, …], as the gateway forwards a client's. */
+  readonly headers: readonly string[]
+  /** The client address X-Forwarded-For names. */
+  readonly address: string
+  /** The host X-Forwarded-Host names: the gateway, as clients name it. */
+  readonly host: string
+  /** Share of requests whose trace context is sampled, or undefined without `telemetry:`. */
+  readonly sampleRatio: number | undefined
+}
+
+/**
+ * A fresh JSON-RPC id for one of the gateway's own requests. SDK clients send integers counting
+ * from 0 per connection; a fixed id, or one counting from a known start, would mark the request
+ * as the gateway's. SECURITY: drawn from a CSPRNG over the range such counters reach.
+ */
+export function ownRequestId(): string {
+  return String(randomInt(0, 65_536))
+}
+
+/** The `_meta` envelope of a 2026-07-28 request (spec basic/index), as the client sends it. */
+export function ownEnvelope(as: OwnIdentity): Record<string, unknown> {
+  return {
+    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/clientInfo': as.clientInfo,
+    'io.modelcontextprotocol/clientCapabilities': as.clientCapabilities,
+  }
+}
+
+/**
+ * A 2026-07-28 request body with the envelope, members in the order the official client writes
+ * them; its id is a placeholder, which ownRequest replaces.
+ */
+export function ownModernBody(
+  method: string,
+  params: Readonly<Record<string, unknown>>,
+  as: OwnIdentity,
+): Buffer {
+  const p = JSON.stringify({ ...params, _meta: ownEnvelope(as) })
+  return Buffer.from(`{"method":${JSON.stringify(method)},"jsonrpc":"2.0","id":0,"params":${p}}`)
+}
+
+/**
+ * Trace context for an own request, when the gateway sends some on every request (`telemetry:`):
+ * a new trace, sampled at the configured ratio, as a client's request that starts one gets.
+ */
+export function ownPropagation(as: OwnIdentity): Readonly<Record<string, string>> | undefined {
+  if (as.sampleRatio === undefined) return undefined
+  const sampled = randomInt(0, 1_000_000) < as.sampleRatio * 1_000_000
+  const trace = randomBytes(16).toString('hex')
+  const span = randomBytes(8).toString('hex')
+  return { traceparent: `00-${trace}-${span}-${sampled ? '01' : '00'}` }
+}
 
 /**
  * A request the gateway makes of a server on its own account (the catalog's probe, `mcp-edge
- * pin`): what a 2026-07-28 client sends (spec basic/transports/streamable-http), and no client
- * behind it, so no X-Forwarded-For either; the server's configured headers are added by the plan.
+ * pin`), sent as a client's request through the gateway is: a fresh random id in place of the
+ * body's (ownRequestId), the headers a 2026-07-28 client sends (spec basic/transports/
+ * streamable-http) with the configured client's own, and the gateway-owned X-Forwarded-* for the
+ * configured client address (endpoint/headers.ts adds them from `peer` and `host`). The server's
+ * configured headers are added by the plan, and replace any of the client's by that name, as for a
+ * client's request (readRequestHead drops them).
  */
-export function ownRequest(method: string, body: Buffer, rawId: string): EndpointCall {
+export function ownRequest(server: AskServer, body: Buffer, as: OwnIdentity): EndpointCall {
+  let bytes = body
+  let message = parseMessage(body, server.classify.maxDepth)
+  if (message.kind === 'request') {
+    const text = body.toString('utf8')
+    const span = locate(text, ['id'])
+    if (span === undefined) throw new Error('an own request without one id')
+    const rawId = ownRequestId()
+    bytes = Buffer.from(text.slice(0, span[0]) + rawId + text.slice(span[1]), 'utf8')
+    message = { ...message, rawId }
+  }
+  const method = message.method as string
+  const configured = new Set<string>()
+  for (let i = 0; i < server.upstreamHeaders.length; i += 2)
+    configured.add((server.upstreamHeaders[i] as string).toLowerCase())
   // prettier-ignore
   const forward = [
+    'mcp-protocol-version', MODERN,
+    'mcp-method', method,
     'content-type', 'application/json',
     'accept', 'application/json, text/event-stream',
-    'mcp-protocol-version', '2026-07-28',
-    'mcp-method', method,
   ]
+  for (let i = 0; i < as.headers.length; i += 2)
+    if (!configured.has((as.headers[i] as string).toLowerCase()))
+      forward.push(as.headers[i] as string, as.headers[i + 1] as string)
   const head: RequestHead = {
-    version: '2026-07-28',
+    version: MODERN,
     method,
     name: undefined,
     sessionId: undefined,
     origin: undefined,
-    host: undefined,
+    host: as.host,
     authorization: undefined,
     contentType: 'application/json',
-    contentLength: body.length,
+    contentLength: bytes.length,
     contentEncoding: undefined,
     duplicate: undefined,
     nominatesOwned: undefined,
@@ -116,20 +204,20 @@ export function ownRequest(method: string, body: Buffer, rawId: string): Endpoin
   }
   const mcp: McpRequestInfo = {
     era: 'modern',
-    version: '2026-07-28',
+    version: MODERN,
     method,
-    kind: 'request',
+    kind: message.kind === 'notification' ? 'notification' : 'request',
     targets: [],
     verified: true,
-    message: { kind: 'request', method, params: undefined, rawId },
+    message,
   }
   return {
     http: 'POST',
     mcp,
     head,
-    body,
+    body: bytes,
     principal: undefined,
-    peer: undefined,
+    peer: as.address,
     headers: NO_PRINCIPAL_HEADERS,
     trace: undefined,
     // Never called: a request without a trace starts no span.

@@ -276,7 +276,9 @@ export function catalogWarnings(rt: GatewayRuntime): string[] {
       pins.mode.onDrift === 'hide' ? 'hidden until re-pinned' : 'served (onDrift: warn)'
     for (const d of pins.driftedNames())
       out.push(
-        `catalog: ${s.name} ${d.kind === 'tools' ? 'tool' : 'prompt'} ${JSON.stringify(d.name)} differs from its pin; ${action}`,
+        d.kind === 'instructions'
+          ? `catalog: ${s.name} instructions differ from their pin; ${action}`
+          : `catalog: ${s.name} ${d.kind === 'tools' ? 'tool' : 'prompt'} ${JSON.stringify(d.name)} differs from its pin; ${action}`,
       )
   }
   return out

@@ -66,7 +66,10 @@ async function discoverFrom(
     const name = v.memberNames[i] as string
     const result = o.ok && isRecord(o.value.result) ? o.value.result : undefined
     if (result === undefined) missing.push(name)
-    else results.push([name, result])
+    // SECURITY: each member's instructions as its own endpoint shows them, curated and judged
+    // against their pin (docs/catalog.md §Curation), before they are joined.
+    else
+      results.push([name, memberListView(v.members[i] as MemberServer, 'server/discover', result)])
   })
   const partial = reportPartial(r, 'server/discover', missing, outcomes)
   const hints = mergeHints(

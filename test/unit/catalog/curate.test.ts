@@ -6,6 +6,7 @@ import { callNameOf, decideCall, rewriteCall, withMcpName } from '../../../src/c
 import { ServerCatalog } from '../../../src/catalog/curate.js'
 import { definitionDigest } from '../../../src/catalog/definition.js'
 import { PinState } from '../../../src/catalog/pin-state.js'
+import type { OwnIdentity } from '../../../src/endpoint/ask.js'
 import type { DriftEvent } from '../../../src/observability/audit.js'
 import { ConfigError, parseConfigText } from '../../../src/runtime/load.js'
 import { parseMessage } from '../../../src/mcp/jsonrpc.js'
@@ -17,8 +18,17 @@ const tools = {
   get_alerts: { title: 'Alerts', hidden: false },
 }
 
+const OWN: OwnIdentity = {
+  clientInfo: { name: 'claude-ai', version: '0.1.0' },
+  clientCapabilities: {},
+  headers: [],
+  address: '127.0.0.1',
+  host: 'localhost:8080',
+  sampleRatio: undefined,
+}
+
 function catalog(pins?: PinState): ServerCatalog {
-  return new ServerCatalog('weather', { tools, prompts: {} }, pins, 'k')
+  return new ServerCatalog('weather', { tools, prompts: {} }, pins, 'k', OWN)
 }
 
 const LIST = {
@@ -104,7 +114,7 @@ describe('PinState', () => {
 
   it('a catalog with pins hides and refuses drifted definitions', () => {
     const { pins } = state({ onDrift: 'hide', newTools: 'allow' })
-    const c = new ServerCatalog('weather', { tools: {}, prompts: {} }, pins, 'k')
+    const c = new ServerCatalog('weather', { tools: {}, prompts: {} }, pins, 'k', OWN)
     const out = c.apply('tools/list', { tools: [{ ...pinned, description: 'x' }, { name: 'b' }] })
     expect(out.tools).toEqual([{ name: 'b' }])
     const call = callNameOf('tools/call', [{ kind: 'tool', name: 'get_forecast' }])
