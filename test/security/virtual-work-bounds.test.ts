@@ -122,6 +122,49 @@ describe('unknown names on a virtual server: the routing refresh', () => {
   })
 })
 
+describe('every named call is bounded the same way', () => {
+  it('resources/read and prompts/get of unknown targets: one refresh per kind, then throttled', async () => {
+    const docs = await closing(startSdkServer({ name: 'docs' }))
+    const gw = await startTestGateway({
+      servers: {
+        docs: { upstreams: [{ url: docs.url }] },
+        down: { upstreams: [{ url: await downUrl() }] },
+      },
+      virtualServers: { ws: { members: ['docs', 'down'], fanOutTimeoutMs: 5000 } },
+    })
+    const url = gw.mcpUrl('ws')
+    const reads = (method: string) => docs.calls(method).length
+    const read = async (i: number) => {
+      const uri = `nope://${i}`
+      const res = await mcpPost(url, 'resources/read', { uri }, { id: i })
+      expect(res.response()).toMatchObject({
+        id: i,
+        error: { code: -32602, message: `Resource not found: ${uri}`, data: { uri } },
+      })
+    }
+    const prompt = async (i: number) => {
+      const res = await mcpPost(url, 'prompts/get', { name: `nope_${i}` }, { id: i })
+      expect(res.response()).toMatchObject({
+        id: i,
+        error: { code: -32602, message: `Unknown prompt: nope_${i}` },
+      })
+    }
+    await Promise.all(Array.from({ length: 10 }, (_, i) => read(i)))
+    await Promise.all(Array.from({ length: 10 }, (_, i) => prompt(i)))
+    const once = {
+      'resources/list': 1,
+      'resources/templates/list': 1,
+      'prompts/list': 1,
+    }
+    for (const [method, n] of Object.entries(once)) expect(reads(method)).toBe(n)
+    // A member is down: never fresh, but throttled.
+    for (let i = 10; i < 15; i++) await read(i)
+    for (let i = 10; i < 15; i++) await prompt(i)
+    for (const [method, n] of Object.entries(once)) expect(reads(method)).toBe(n)
+    expect(reads('resources/read') + reads('prompts/get')).toBe(0)
+  })
+})
+
 describe("the request's one fan-out deadline", () => {
   /** A member with 20 pages of one tool, each page 100 ms late; fanOutTimeoutMs: 300. */
   async function slowPaged() {
