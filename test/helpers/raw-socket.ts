@@ -1,4 +1,5 @@
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
+import { onTestFinished } from 'vitest'
 
 /** A response read off a raw socket: status line, lower-case headers, body text. */
 export interface RawSocketResponse {
@@ -92,4 +93,18 @@ export function httpHead(
   headers: readonly (readonly [string, string])[],
 ): string {
   return `${method} ${path} HTTP/1.1\r\n${headers.map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`
+}
+
+/**
+ * Writes `request` to 127.0.0.1:`port` and never reads the answer: the socket is paused, so the
+ * server's writes to it back up once the kernel buffers are full (a client that stalls). Destroyed
+ * when the test ends; `bytesRead` tells how much of the answer the client took.
+ */
+export function stalledRequest(port: number, request: string | Buffer): Socket {
+  const socket = connect(port, '127.0.0.1')
+  socket.on('error', () => undefined)
+  socket.write(request)
+  socket.pause()
+  onTestFinished(() => void socket.destroy())
+  return socket
 }

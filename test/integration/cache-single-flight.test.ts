@@ -1,7 +1,7 @@
-import { connect, type Socket } from 'node:net'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import type { Socket } from 'node:net'
+import { describe, expect, it } from 'vitest'
 import { mcpHeaders } from '../helpers/clients.js'
-import { httpHead } from '../helpers/raw-socket.js'
+import { httpHead, stalledRequest } from '../helpers/raw-socket.js'
 import { sseEvent, startNonValidatingBackend, type Behaviour } from '../helpers/sdk-servers.js'
 import { cacheEvents, cacheGateway, post, rawBody } from '../helpers/cache.js'
 import { closing } from '../helpers/lifecycle.js'
@@ -45,12 +45,7 @@ function stalledClient(url: string, id: string): Socket {
     host: u.host,
     'content-length': String(Buffer.byteLength(body)),
   })
-  const socket = connect(Number(u.port), '127.0.0.1')
-  socket.on('error', () => undefined)
-  socket.write(httpHead('POST', u.pathname, headers) + body)
-  socket.pause()
-  onTestFinished(() => void socket.destroy())
-  return socket
+  return stalledRequest(Number(u.port), httpHead('POST', u.pathname, headers) + body)
 }
 
 describe('edge cache: single flight', () => {
