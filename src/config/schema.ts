@@ -314,6 +314,11 @@ const telemetry = z.strictObject({
   /** Share of new traces sampled (a sampled parent is always followed: parent-based sampler). */
   sampleRatio: z.number().min(0).max(1).default(1),
   serviceName: z.string().min(1).default('mcp-edge'),
+  /**
+   * Pass the client's W3C `baggage` on to backends (re-encoded by the W3C propagator). Off: it is
+   * dropped at the edge, since a backend may read identity from it (docs/operations.md).
+   */
+  propagateBaggage: z.boolean().default(false),
 })
 
 /** Rate limits' storage (the limits themselves are in the policy files; docs/rate-limits.md). */

@@ -20,7 +20,9 @@ export interface HeaderChanges {
  * The upstream request headers, built here and nowhere else, for a direct request and for every
  * member request of a virtual server alike (docs/security.md "What the gateway owns on the way
  * out"): the judged client headers, the server's configured ones, its credentials, the
- * gateway-owned identity headers, and the gateway span's trace context.
+ * gateway-owned identity headers, and the gateway span's trace context. A client's W3C `baggage`
+ * is not among the judged headers (mcp/owned-headers.ts): a backend may read identity from it, so
+ * only `propagation` carries one, and only with `telemetry.propagateBaggage` (telemetry/tracing.ts).
  *
  * SECURITY: every name added after `head.forward` was dropped from it whatever its case
  * (readRequestHead with the server's HeaderRules), so each value below replaces the client's
@@ -64,7 +66,8 @@ export function forwardHeaders(
       'x-forwarded-host',
       head.host ?? '',
     )
-  // The gateway's span is the backend's parent (docs/operations.md "Context: in and out").
+  // The gateway's span is the backend's parent (docs/operations.md "Context: in and out"), and
+  // with propagateBaggage the client's baggage as the W3C propagator re-encodes it.
   if (propagation !== undefined) setTraceHeaders(headers, propagation)
   return headers
 }

@@ -9,7 +9,9 @@ import { HOP_BY_HOP } from './headers.js'
 // SECURITY: never forwarded from the client: credentials (the spec forbids token passthrough,
 // spec 2026-07-28 basic/authorization §Token Handling), identity headers the gateway sets itself,
 // and framing the gateway re-derives for the upstream connection. `x-forwarded-*` as a whole is
-// also dropped (isForwardedFamily).
+// also dropped (isForwardedFamily). W3C `baggage` is the client's text, which a backend may take
+// for identity (a `user.id` entry): only the gateway's own propagation sends one, and only with
+// `telemetry.propagateBaggage` (telemetry/tracing.ts).
 const NOT_FORWARDED: readonly string[] = [
   ...HOP_BY_HOP,
   'authorization',
@@ -20,6 +22,7 @@ const NOT_FORWARDED: readonly string[] = [
   'forwarded',
   'x-real-ip',
   'expect',
+  'baggage',
 ]
 
 // SECURITY: headers the gateway reads to judge a request or sets upstream. Naming one of them in

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import { bounded } from './bound.js'
 import { quote, type LineSink } from './line-sink.js'
 
 /** The fields of one access-log line. */
@@ -13,8 +14,6 @@ interface AccessFields {
   readonly ms: number
 }
 
-/** Longest client-supplied value written to the log (a header may hold 16 KiB). */
-const MAX_VALUE = 512
 /** Writes access lines; `sink` is there for other hand-serialised lines (audit.ts). */
 export interface AccessWriter {
   readonly write: ((f: AccessFields) => void) | undefined
@@ -31,7 +30,19 @@ export interface AccessWriter {
 export function createAccessWriter(log: Logger, sink: LineSink | undefined): AccessWriter {
   const ends = { flush: () => sink?.flush(), close: () => sink?.close() }
   if (!log.isLevelEnabled('info')) return { write: undefined, sink, ...ends }
-  if (sink === undefined) return { write: (f) => log.info({ ...f }, 'request'), sink, ...ends }
+  if (sink === undefined) {
+    const write = (f: AccessFields): void =>
+      log.info(
+        {
+          ...f,
+          method: f.method && bounded(f.method),
+          name: f.name && bounded(f.name),
+          upstream: f.upstream && bounded(f.upstream),
+        },
+        'request',
+      )
+    return { write, sink, ...ends }
+  }
   const write = (f: AccessFields): void => {
     let line = sink.head()
     if (f.server !== undefined) line += `,"server":${str(f.server)}`
@@ -46,7 +57,7 @@ export function createAccessWriter(log: Logger, sink: LineSink | undefined): Acc
   return { write, sink, ...ends }
 }
 
-/** JSON string, capped: values come from clients. */
+/** JSON string, within the one bound on client-derived values (observability/bound.ts). */
 function str(s: string): string {
-  return quote(s.length > MAX_VALUE ? `${s.slice(0, MAX_VALUE)}…` : s)
+  return quote(bounded(s))
 }

@@ -3,6 +3,11 @@ import type { ResultHook } from '../mcp/result-transform.js'
 
 /** Tool names kept per server: beyond this, further names count as `other`. */
 const MAX_TOOLS_PER_SERVER = 512
+/**
+ * Longest name kept as a label: the spec's tool-name length (spec 2026-07-28 server/tools §Tool
+ * Names, 1-128 characters), well within the bound on exported values (observability/bound.ts).
+ */
+const MAX_TOOL_NAME = 128
 /** A server's tools/list answers are read for names at most this often. */
 const LEARN_EVERY_MS = 30_000
 
@@ -44,7 +49,7 @@ export class ToolCatalog {
     for (const tool of result['tools']) {
       if (set.size >= MAX_TOOLS_PER_SERVER) return
       const name = isRecord(tool) ? tool['name'] : undefined
-      if (typeof name === 'string' && name.length > 0 && name.length <= 128) set.add(name)
+      if (typeof name === 'string' && name.length > 0 && name.length <= MAX_TOOL_NAME) set.add(name)
     }
   }
 }

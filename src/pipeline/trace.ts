@@ -26,11 +26,13 @@ export const traceRequest = (tracing: Tracing): MiddlewareHandler<GatewayEnv> =>
     } finally {
       const out = c.env.outgoing
       const status = out.headersSent ? out.statusCode : c.res.status
-      const request = spanRequest(c)
+      // Started now at the latest, so that what the span needs of the request is read here and
+      // the request (its parsed body) is not kept for as long as a stream lasts.
+      t.begin(spanRequest(c))
       const end = (outcome: string, upstreamId: string | undefined): void => {
         const event = outcomeEvent(outcome)
         if (event !== undefined) t.event(event[0], event[1])
-        t.end(request, outcome, status, upstreamId)
+        t.end(outcome, status, upstreamId)
       }
       // A stream that outlives the stages ends its span at its own end (pipeline/proxy.ts).
       const ending = c.get('streamEnd')

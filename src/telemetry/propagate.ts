@@ -178,15 +178,19 @@ export function bodyWithTraceContext(
 
 /**
  * `headers` ([name, value, …]) with every `traceparent` / `tracestate` (the client's, a configured
- * one) replaced by the gateway's (W3C Trace Context §3.2, §3.3: one of each, naming this span).
+ * one) replaced by the gateway's (W3C Trace Context §3.2, §3.3: one of each, naming this span),
+ * and, when the propagation has one (`telemetry.propagateBaggage`), `baggage` likewise (W3C
+ * Baggage §3). A client's `baggage` never gets this far (mcp/owned-headers.ts).
  */
 export function setTraceHeaders(
   headers: string[],
   propagation: Readonly<Record<string, string>>,
 ): void {
+  const baggage = propagation['baggage'] !== undefined
   for (let i = headers.length - 2; i >= 0; i -= 2) {
     const name = (headers[i] as string).toLowerCase()
-    if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2)
+    if (name === 'traceparent' || name === 'tracestate' || (baggage && name === 'baggage'))
+      headers.splice(i, 2)
   }
   for (const [k, v] of Object.entries(propagation)) headers.push(k, v)
 }

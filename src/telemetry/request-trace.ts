@@ -11,6 +11,7 @@ import {
 } from '@opentelemetry/api'
 import { ERRORS } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
+import { bounded } from '../observability/bound.js'
 import { errorType } from './error-type.js'
 import type { Tracing } from './tracing.js'
 
@@ -58,17 +59,19 @@ export class RequestTrace {
   begin(req: SpanRequest): Span {
     if (this.span !== undefined) return this.span
     const parent = this.parentContext(req.meta)
-    const method = req.mcp?.method
-    const target = spanTarget(req.mcp)
     const span = this.tracing.tracer.startSpan(
-      method === undefined ? (req.httpMethod ?? 'mcp') : target ? `${method} ${target}` : method,
+      spanName(req),
       { kind: SpanKind.SERVER, startTime: this.startMs, attributes: spanAttributes(req) },
       parent,
     )
     for (const [name, attributes, at] of this.pending) span.addEvent(name, attributes, at)
     this.pending.length = 0
     this.span = span
-    this.context = trace.setSpan(ROOT_CONTEXT, span)
+    const own = trace.setSpan(ROOT_CONTEXT, span)
+    // The client's baggage only with telemetry.propagateBaggage (tracing.ts); never its raw text.
+    const baggage = this.tracing.baggage
+    this.context =
+      baggage === undefined ? own : baggage.extract(own, this.carrier, defaultTextMapGetter)
     return span
   }
 
@@ -82,12 +85,17 @@ export class RequestTrace {
     const out: Record<string, string> = {}
     if (this.context === undefined) return out
     this.tracing.propagator.inject(this.context, out, defaultTextMapSetter)
+    this.tracing.baggage?.inject(this.context, out, defaultTextMapSetter)
     return (this.carried = out)
   }
 
-  /** Ends the span with the request's outcome and HTTP status. */
-  end(req: SpanRequest, outcome: string, status: number, upstream: string | undefined): void {
-    const span = this.begin(req)
+  /**
+   * Ends the span begun with begin() with the request's outcome and HTTP status. The request
+   * itself is not needed any more: a stream's span ends long after its parsed body could go.
+   */
+  end(outcome: string, status: number, upstream: string | undefined): void {
+    const span = this.span
+    if (span === undefined) return
     const error = errorType(outcome, status)
     span.setAttribute('http.response.status_code', status)
     if (upstream !== undefined) span.setAttribute('mcp_edge.upstream.id', upstream)
@@ -126,13 +134,24 @@ function stringOr(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined
 }
 
-/** The tool or prompt name that completes the span name (`tools/call get_weather`). */
-function spanTarget(mcp: McpRequestInfo | undefined): string | undefined {
-  const t = mcp?.targets[0]
-  return t !== undefined && (t.kind === 'tool' || t.kind === 'prompt') ? t.name : undefined
+/**
+ * `{method} {target}` (`tools/call get_weather`), the target being the tool or prompt name; the
+ * method alone otherwise; the HTTP method when no MCP method is known. Within the one bound
+ * (observability/bound.ts): the SDK's span limits do not apply to names.
+ */
+function spanName(req: SpanRequest): string {
+  const method = req.mcp?.method
+  if (method === undefined) return bounded(req.httpMethod ?? 'mcp')
+  const t = req.mcp?.targets[0]
+  const target = t !== undefined && (t.kind === 'tool' || t.kind === 'prompt') ? t.name : undefined
+  return bounded(target ? `${method} ${target}` : method)
 }
 
-/** Span attributes per the MCP conventions; only values the gateway parsed or produced. */
+/**
+ * Span attributes per the MCP conventions; only values the gateway parsed or produced. SECURITY:
+ * every value a client chose (method, names, URI, id, session id, Host) is cut to the one bound
+ * (observability/bound.ts): a span holds them until it is exported.
+ */
 function spanAttributes(req: SpanRequest): Attributes {
   const mcp = req.mcp
   const a: Attributes = {
@@ -140,23 +159,24 @@ function spanAttributes(req: SpanRequest): Attributes {
     'network.protocol.name': 'http',
     'network.protocol.version': req.httpVersion,
   }
-  if (mcp?.method !== undefined) a['mcp.method.name'] = mcp.method
+  if (mcp?.method !== undefined) a['mcp.method.name'] = bounded(mcp.method)
   if (mcp?.version !== undefined) a['mcp.protocol.version'] = mcp.version
   const rawId = mcp?.message?.rawId
   if (rawId !== undefined) {
-    a['jsonrpc.request.id'] = rawId.startsWith('"') ? String(JSON.parse(rawId)) : rawId
+    a['jsonrpc.request.id'] = bounded(rawId.startsWith('"') ? String(JSON.parse(rawId)) : rawId)
     a['jsonrpc.protocol.version'] = '2.0'
   }
   const t = mcp?.targets[0]
   if (t?.kind === 'tool') {
-    a['gen_ai.tool.name'] = t.name
+    a['gen_ai.tool.name'] = bounded(t.name)
     a['gen_ai.operation.name'] = 'execute_tool'
-  } else if (t?.kind === 'prompt') a['gen_ai.prompt.name'] = t.name
-  else if (t?.kind === 'resource') a['mcp.resource.uri'] = t.uri
+  } else if (t?.kind === 'prompt') a['gen_ai.prompt.name'] = bounded(t.name)
+  else if (t?.kind === 'resource') a['mcp.resource.uri'] = bounded(t.uri)
   // Sessions exist only in 2025-era traffic (spec 2025-11-25 §Session Management).
-  if (mcp?.era === 'legacy' && req.sessionId !== undefined) a['mcp.session.id'] = req.sessionId
+  if (mcp?.era === 'legacy' && req.sessionId !== undefined)
+    a['mcp.session.id'] = bounded(req.sessionId)
   const host = hostName(req.host)
-  if (host !== undefined) a['server.address'] = host
+  if (host !== undefined) a['server.address'] = bounded(host)
   if (req.localPort !== undefined) a['server.port'] = req.localPort
   if (req.clientAddress !== undefined) a['client.address'] = req.clientAddress
   if (req.clientPort !== undefined) a['client.port'] = req.clientPort
