@@ -12,7 +12,7 @@ import type { MemberServer, VirtualRequest } from './request.js'
  * connection's peer and its headers, whichever member request the gateway makes for it; `res`
  * is the client's answer, which carries the RateLimit fields of the decisions.
  */
-export interface LimitedCaller {
+interface LimitedCaller {
   readonly principal: Principal | undefined
   readonly call: Pick<EndpointCall, 'peer' | 'headers'>
   readonly res: ServerResponse
