@@ -73,25 +73,24 @@ function isSpace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09
 }
 
-/** The incremental scan: `push` each chunk as it arrives, then `end`. */
+/**
+ * The incremental scan: `push` each chunk as it arrives, then `end`. One loop over the bytes with
+ * its state in locals (a property access per byte costs more than the comparisons), and a tight
+ * inner loop for the bytes of strings, which are most of an answer.
+ */
 export class AnswerScan {
   private state = S.Before
   /** Nesting depth inside a top-level object or array value. */
   private depth = 0
-  /** Inside a string below the top level. */
+  /** Inside a string (a key, a value, or one below the top level). */
   private inString = false
-  /** The last byte of the previous chunk was a backslash inside a string. */
+  /** The previous byte was a backslash inside a string. */
   private escaped = false
-  /** The top-level key being read (first bytes only: the keys that matter are short). */
-  private key = ''
+  /** The start of the top-level key being read, when it began in an earlier chunk. */
+  private keyHead: string | undefined
   private keyEscaped = false
   /** A `,` came last at the top level: `}` may not follow. */
   private afterComma = false
-  /** stringEnd crossed an escape. */
-  private backslash = false
-  /** The chunk the next-backslash position is for, and that position (-1: none after it). */
-  private bsChunk: Buffer | undefined
-  private bsPos = -1
   private current = K.Other
   private ids = 0
   private members = 0
@@ -99,120 +98,172 @@ export class AnswerScan {
   private error = false
   private idParts: Buffer[] | undefined
   private idBytes = 0
+  /**
+   * The chunk whose next backslash is known, and where it is (-1: none after it): looked up
+   * afresh for every long string, it would be a scan of the rest of the chunk each time.
+   */
+  private bsChunk: Buffer | undefined
+  private bsPos = -1
 
   push(b: Buffer): void {
-    let i = 0
     const n = b.length
+    let state = this.state
+    if (state === S.Bad) return
+    let depth = this.depth
+    let inString = this.inString
+    let escaped = this.escaped
+    let members = this.members
+    /** Where the current key, or the id's value, started in this chunk. */
+    let keyStart = state === S.InKey ? 0 : -1
+    let idStart = this.current === K.Id && state >= S.InString && state <= S.Scalar ? 0 : -1
+    let i = 0
     while (i < n) {
-      switch (this.state) {
-        case S.Before: {
-          const c = b[i++] as number
-          if (c === 0x7b) this.state = S.Key
-          else if (!isSpace(c)) this.state = S.Bad
-          break
+      if (inString) {
+        if (escaped) {
+          escaped = false
+          i++
+          continue
         }
-        case S.Key: {
-          const c = b[i++] as number
-          if (c === QUOTE) {
-            this.state = S.InKey
-            this.key = ''
-          } else if (c === 0x7d && !this.afterComma) this.state = S.Done
-          else if (!isSpace(c)) this.state = S.Bad
-          break
+        // The bytes of a string: only a quote or a backslash matters. Short strings are crossed
+        // here; past 32 bytes, by the native search (memchr), which a JS loop cannot match.
+        const near = i + 32 < n ? i + 32 : n
+        while (i < near) {
+          const d = b[i] as number
+          if (d === QUOTE || d === BACKSLASH) break
+          i++
         }
-        case S.InKey: {
-          const from = i
-          this.backslash = false
-          const end = this.stringEnd(b, i)
+        if (i === near && near < n) i = this.nextSpecial(b, i)
+        if (i === n) break
+        const c = b[i++] as number
+        if (c === BACKSLASH) {
+          escaped = true
           // SECURITY: `"\u0069d"` is `id` to every reader; an escaped top-level key is no answer.
-          if (this.backslash) this.keyEscaped = true
-          const to = end === -1 ? n : end - 1
-          if (this.key.length < 8 && to > from)
-            this.key += b.toString('latin1', from, Math.min(to, from + 8 - this.key.length))
-          if (end === -1) {
-            i = n
+          if (state === S.InKey) this.keyEscaped = true
+          continue
+        }
+        inString = false
+        if (state === S.InKey) {
+          this.current = this.keyOf(b, keyStart, i - 1)
+          keyStart = -1
+          state = S.Colon
+        } else if (state === S.InString) state = S.After
+        continue
+      }
+      if (state === S.Nested) {
+        // Below the top level only strings, members and brackets matter: crossed in one loop.
+        while (i < n) {
+          const d = b[i++] as number
+          if (d === QUOTE) {
+            // A string below the top level, crossed here while it lies in this chunk.
+            let e = 0
+            while (i < n) {
+              e = b[i++] as number
+              if (e === QUOTE) break
+              if (e === BACKSLASH) i++
+            }
+            if (e === QUOTE) continue
+            // The chunk ended inside it: the string loop above takes it up (an escape that the
+            // chunk cut is carried over).
+            inString = true
+            if (e === BACKSLASH) {
+              escaped = i > n
+              i = n
+            }
             break
           }
-          i = end
-          this.current = keyOf(this.key)
-          this.state = S.Colon
-          break
+          if (d === 0x3a) members++
+          else if (d === 0x7b || d === 0x5b) depth++
+          else if ((d === 0x7d || d === 0x5d) && --depth === 0) {
+            state = S.After
+            break
+          }
         }
-        case S.Colon: {
-          const c = b[i++] as number
+        continue
+      }
+      const c = b[i++] as number
+      switch (state) {
+        case S.Before:
+          if (c === 0x7b) state = S.Key
+          else if (!isSpace(c)) state = S.Bad
+          break
+        case S.Key:
+          if (c === QUOTE) {
+            state = S.InKey
+            inString = true
+            keyStart = i
+            this.keyHead = undefined
+          } else if (c === 0x7d && !this.afterComma) state = S.Done
+          else if (!isSpace(c)) state = S.Bad
+          break
+        case S.Colon:
           if (c === 0x3a) {
-            this.state = S.Value
-            this.members++
-          } else if (!isSpace(c)) this.state = S.Bad
+            state = S.Value
+            members++
+          } else if (!isSpace(c)) state = S.Bad
           break
-        }
-        case S.Value: {
-          const c = b[i] as number
-          if (isSpace(c)) {
-            i++
-            break
-          }
+        case S.Value:
+          if (isSpace(c)) break
           this.afterComma = false
           this.startValue()
+          if (this.current === K.Id) idStart = i - 1
           if (c === QUOTE) {
-            this.state = S.InString
-            this.keepId(b, i, i + 1)
-            i++
+            state = S.InString
+            inString = true
           } else if (c === 0x7b || c === 0x5b) {
-            this.state = S.Nested
-            this.depth = 1
-            this.keepId(b, i, i + 1)
-            i++
-          } else if (c === 0x2c || c === 0x7d) this.state = S.Bad
-          else this.state = S.Scalar
+            state = S.Nested
+            depth = 1
+          } else if (c === 0x2c || c === 0x7d) state = S.Bad
+          else state = S.Scalar
           break
-        }
-        case S.InString: {
-          const end = this.stringEnd(b, i)
-          this.keepId(b, i, end === -1 ? n : end)
-          if (end === -1) i = n
-          else {
-            i = end
-            this.state = S.After
+        case S.Scalar:
+          if (c !== 0x2c && c !== 0x7d && !isSpace(c)) break
+          state = S.After
+          i-- // the delimiter is the After state's
+          break
+        case S.After:
+          if (idStart !== -1) {
+            this.keepId(b, idStart, i - 1)
+            idStart = -1
           }
-          break
-        }
-        case S.Nested: {
-          const start = i
-          i = this.nested(b, i)
-          this.keepId(b, start, i)
-          if (this.depth === 0) this.state = S.After
-          break
-        }
-        case S.Scalar: {
-          const start = i
-          while (i < n) {
-            const c = b[i] as number
-            if (c === 0x2c || c === 0x7d || isSpace(c)) break
-            i++
-          }
-          this.keepId(b, start, i)
-          if (i < n) this.state = S.After
-          break
-        }
-        case S.After: {
-          const c = b[i++] as number
           if (c === 0x2c) {
-            this.state = S.Key
+            state = S.Key
             this.afterComma = true
-          } else if (c === 0x7d) this.state = S.Done
-          else if (!isSpace(c)) this.state = S.Bad
-          if (this.state !== S.After) this.endValue()
+            this.current = K.Other
+          } else if (c === 0x7d) {
+            state = S.Done
+            this.current = K.Other
+          } else if (!isSpace(c)) state = S.Bad
           break
-        }
-        case S.Done: {
-          if (!isSpace(b[i++] as number)) this.state = S.Bad
+        case S.Done:
+          if (!isSpace(c)) state = S.Bad
           break
-        }
         case S.Bad:
+          this.state = S.Bad
           return
       }
     }
+    // A key or an id cut by the chunk's end: its start is kept for the next chunk.
+    if (keyStart !== -1 && state === S.InKey)
+      this.keyHead =
+        (this.keyHead ?? '') + b.toString('latin1', keyStart, Math.min(n, keyStart + 8))
+    if (idStart !== -1) this.keepId(b, idStart, n)
+    this.state = state
+    this.depth = depth
+    this.inString = inString
+    this.escaped = escaped
+    this.members = members
+  }
+
+  /** The first quote or backslash at or after `i`, or `b.length`. */
+  private nextSpecial(b: Buffer, i: number): number {
+    if (b !== this.bsChunk || (this.bsPos !== -1 && this.bsPos < i)) {
+      this.bsChunk = b
+      this.bsPos = b.indexOf(BACKSLASH, i)
+    }
+    const q = b.indexOf(QUOTE, i)
+    const bs = this.bsPos
+    if (q === -1) return bs === -1 ? b.length : bs
+    return bs !== -1 && bs < q ? bs : q
   }
 
   /** What the answer was; a body cut short is not an object. */
@@ -228,6 +279,19 @@ export class AnswerScan {
     }
   }
 
+  /** The key that ends just before `end` (its closing quote), begun at `start` or earlier. */
+  private keyOf(b: Buffer, start: number, end: number): K {
+    const head = this.keyHead
+    if (head !== undefined) {
+      this.keyHead = undefined
+      return keyOf(head + b.toString('latin1', 0, Math.min(end, 8)))
+    }
+    const len = end - start
+    if (len === 2) return b[start] === 0x69 && b[start + 1] === 0x64 ? K.Id : K.Other
+    if (len < 5 || len > 6) return K.Other
+    return keyOf(b.toString('latin1', start, end))
+  }
+
   private startValue(): void {
     const k = this.current
     if (k === K.Id) {
@@ -241,74 +305,11 @@ export class AnswerScan {
     }
   }
 
-  private endValue(): void {
-    this.current = K.Other
-  }
-
   private keepId(b: Buffer, from: number, to: number): void {
-    if (this.current !== K.Id || this.idParts === undefined || to <= from) return
+    if (this.idParts === undefined || to <= from) return
     this.idBytes += to - from
     if (this.idBytes > MAX_ID_BYTES) this.idParts = undefined
     else this.idParts.push(b.subarray(from, to))
-  }
-
-  /** Index just past the closing quote of the string `i` is inside, or -1 at the chunk's end. */
-  private stringEnd(b: Buffer, i: number): number {
-    const n = b.length
-    if (this.escaped) {
-      this.escaped = false
-      this.backslash = true
-      i++
-    }
-    while (i < n) {
-      const q = b.indexOf(QUOTE, i)
-      const bs = this.nextBackslash(b, i)
-      if (bs !== -1 && (q === -1 || bs < q)) {
-        this.backslash = true
-        if (bs + 1 >= n) {
-          this.escaped = true
-          return -1
-        }
-        i = bs + 2
-        continue
-      }
-      return q === -1 ? -1 : q + 1
-    }
-    return -1
-  }
-
-  /**
-   * The first backslash at or after `i`, remembered per chunk: looking it up afresh for every
-   * string would scan the rest of the chunk each time.
-   */
-  private nextBackslash(b: Buffer, i: number): number {
-    if (b !== this.bsChunk) {
-      this.bsChunk = b
-      this.bsPos = b.indexOf(BACKSLASH, i)
-    } else if (this.bsPos !== -1 && this.bsPos < i) this.bsPos = b.indexOf(BACKSLASH, i)
-    return this.bsPos
-  }
-
-  /** Crosses a nested value from `i`; returns where it stopped (its end or the chunk's). */
-  private nested(b: Buffer, i: number): number {
-    const n = b.length
-    while (i < n) {
-      if (this.inString || this.escaped) {
-        const end = this.stringEnd(b, i)
-        if (end === -1) return n
-        this.inString = false
-        i = end
-        continue
-      }
-      const c = b[i++] as number
-      if (c === QUOTE) this.inString = true
-      else if (c === 0x3a) this.members++
-      else if (c === 0x7b || c === 0x5b) this.depth++
-      else if (c === 0x7d || c === 0x5d) {
-        if (--this.depth === 0) return i
-      }
-    }
-    return n
   }
 }
 
