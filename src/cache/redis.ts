@@ -52,14 +52,20 @@ export class RedisTier implements SharedTier {
   /** Key prefixes whose drop has not reached Redis yet ('' = all of ours). */
   private readonly pending = new Set<string>()
   private replaying = false
+  /** The replay in progress, if any. */
+  private replayed: Promise<void> | undefined
   /** Settles when the first connection attempt has (connect()). */
   private readonly started: Promise<void>
+  /** When a starting gateway stops waiting for the shared tier (connect()). */
+  private readonly startBy: number
 
   constructor(private readonly opts: RedisTierOptions) {
     this.prefix = opts.prefix ?? 'mcp-edge:c1:'
     this.breaker = new Breaker({ ...BREAKER_DEFAULTS, ...opts.breaker, now: opts.now ?? Date.now })
     this.client = connectRedis(opts.url, opts.commandTimeoutMs ?? 250)
-    this.started = firstAttempt(this.client, opts.startWaitMs ?? START_WAIT_MS)
+    const wait = opts.startWaitMs ?? START_WAIT_MS
+    this.startBy = performance.now() + wait
+    this.started = firstAttempt(this.client, wait)
     this.client.on('error', (err: Error) => this.degrade(err))
     this.client.on('ready', () => {
       if (this.degraded) this.opts.log.info('cache: redis is back; shared tier active again')
@@ -73,10 +79,16 @@ export class RedisTier implements SharedTier {
    * The connection is made when the tier is built (ioredis connects at once); this is the wait a
    * starting gateway does before it listens, so its first requests already use the shared tier
    * (docs/cache.md §Shared tier). Bounded, and it never fails: without Redis the gateway starts
-   * memory-only and connects in the background.
+   * memory-only and connects in the background. Drops that came while it was connecting (a
+   * listen stream acknowledged first drops what it covers) are sent before it resolves: until
+   * they are through, the tier is not read.
    */
-  connect(): Promise<void> {
-    return this.started
+  async connect(): Promise<void> {
+    await this.started
+    if (this.client.status !== 'ready') return
+    void this.replay()
+    const replayed = this.replayed
+    if (replayed !== undefined) await settledWithin(replayed, this.startBy - performance.now())
   }
 
   status(): SharedTierStatus {
@@ -148,17 +160,23 @@ export class RedisTier implements SharedTier {
   }
 
   /** Sends the drops Redis missed, once it answers again; reads resume when they are through. */
-  private async replay(): Promise<void> {
-    if (this.replaying || this.pending.size === 0) return
+  private replay(): Promise<void> {
+    if (this.replaying || this.pending.size === 0) return this.replayed ?? Promise.resolve()
     const prefixes = [...this.pending]
     this.replaying = true
     this.pending.clear()
-    try {
-      const done = await this.run(() => this.dropAll(prefixes))
-      if (done === SKIPPED) this.remember(prefixes)
-    } finally {
-      this.replaying = false
-    }
+    this.replayed = this.run(() => this.dropAll(prefixes)).then(
+      (done) => {
+        if (done === SKIPPED) this.remember(prefixes)
+        this.replaying = false
+        this.replayed = undefined
+      },
+      () => {
+        this.replaying = false
+        this.replayed = undefined
+      },
+    )
+    return this.replayed
   }
 
   /**
@@ -226,6 +244,19 @@ function firstAttempt(client: Redis, ms: number): Promise<void> {
     client.once('end', done)
   })
 }
+
+/** Resolves when `promise` settles or after `ms`, whichever is first; never rejects. */
+function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  if (ms <= 0) return Promise.resolve()
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms)
+    timer.unref()
+  })
+  return Promise.race([promise.then(noop, noop), late]).finally(() => clearTimeout(timer))
+}
+
+function noop(): void {}
 
 /** Redis glob patterns treat these as special; keys are matched literally. */
 function escapeGlob(text: string): string {

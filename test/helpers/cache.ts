@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
+import { connect, createServer, type Socket } from 'node:net'
 import { Redis } from 'ioredis'
 import { onTestFinished } from 'vitest'
 import type { RunningGateway, StartOptions } from '../../src/server.js'
@@ -175,4 +175,44 @@ export function redisConnected(gw: { readonly logs: readonly Record<string, unkn
       l.msg === 'cache: redis connected' ||
       l.msg === 'cache: redis is back; shared tier active again',
   )
+}
+
+/**
+ * A TCP relay to `url`'s Redis that holds each new connection `delayMs` before its first bytes
+ * reach Redis (a slow route or handshake to another zone), then relays it as it is. Returns the
+ * relay's redis:// URL; closed when the test ends.
+ */
+export async function slowRoute(url: string, delayMs: number): Promise<string> {
+  const target = new URL(url)
+  const sockets = new Set<Socket>()
+  const relay = createServer((client) => {
+    sockets.add(client)
+    client.pause()
+    client.on('error', () => undefined)
+    client.on('close', () => sockets.delete(client))
+    const timer = setTimeout(() => {
+      const upstream = connect(Number(target.port), target.hostname)
+      sockets.add(upstream)
+      upstream.on('error', () => client.destroy())
+      upstream.on('close', () => {
+        sockets.delete(upstream)
+        client.destroy()
+      })
+      client.on('close', () => upstream.destroy())
+      client.pipe(upstream).pipe(client)
+      client.resume()
+    }, delayMs)
+    client.on('close', () => clearTimeout(timer))
+  })
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve))
+  onTestFinished(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy()
+        relay.close(() => resolve())
+      }),
+  )
+  const address = relay.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  return `redis://127.0.0.1:${port}`
 }
