@@ -55,7 +55,9 @@ const ENVELOPE = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28
 describe('tools/call to a member that trusts headers', () => {
   it('is forwarded byte for byte on its Mcp-Name; a denied name is refused with nothing forwarded', async () => {
     const { fast, gw } = await setup()
-    const text = `{ "jsonrpc":"2.0", "id":12345678901234567890, "method":"tools/call", "params":{"name":"echo","arguments":{"n":1.50},${ENVELOPE}}}`
+    // The largest id a JavaScript member echoes exactly: a larger one comes back rounded, and
+    // that answer is refused as another request's (docs/security.md "What the gateway relays").
+    const text = `{ "jsonrpc":"2.0", "id":9007199254740991, "method":"tools/call", "params":{"name":"echo","arguments":{"n":1.50},${ENVELOPE}}}`
     const call = await rawPost(gw.mcpUrl('ws'), text, mcpHeaders('tools/call', 'echo'))
     expect(call.status).toBe(200)
     const forwarded = fast.calls('tools/call')
