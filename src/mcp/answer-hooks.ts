@@ -53,7 +53,7 @@ export function applyHooks(
 }
 
 /** A JSON-RPC response: a result or an error, and no method (requests and notifications have one). */
-export function isResponse(v: unknown): v is Record<string, unknown> {
+function isResponse(v: unknown): v is Record<string, unknown> {
   return isRecord(v) && ('result' in v || 'error' in v) && !('method' in v)
 }
 
