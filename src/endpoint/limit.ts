@@ -28,6 +28,19 @@ export interface LimitedRequest {
 }
 
 /**
+ * The method a request counts as for limits: a 2025-era GET, the client's standalone stream of
+ * server messages, counts as the `subscriptions/listen` that replaced it (spec 2026-07-28), on a
+ * server's own endpoint as through a virtual server, so `methods: [subscriptions/listen]` holds
+ * for both eras.
+ */
+export function limitedMethod(
+  http: string | undefined,
+  method: string | undefined,
+): string | undefined {
+  return method === undefined && http === 'GET' ? 'subscriptions/listen' : method
+}
+
+/**
  * Per-principal rate and concurrency limits for one request to one server (docs/rate-limits.md):
  * `server` and `targets` are the server's own, whichever endpoint the request came through (a
  * virtual server passes its member and the member's name). Over a limit it throws 429 with

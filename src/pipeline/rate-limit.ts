@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono'
-import { admit, type LimitDeps } from '../endpoint/limit.js'
+import { admit, limitedMethod, type LimitDeps } from '../endpoint/limit.js'
 import type { GatewayEnv } from './env.js'
 
 /**
@@ -15,7 +15,7 @@ export const rateLimit = (deps: LimitDeps): MiddlewareHandler<GatewayEnv> =>
       principal: c.get('principal'),
       peer: incoming.socket.remoteAddress,
       headers: incoming.headers,
-      method: mcp.method,
+      method: limitedMethod(incoming.method, mcp.method),
     }
     const verdict = await admit(deps, req, c.get('server').name, mcp.targets)
     // Set on Node's response: every later writer (proxy, cache hit, an error) merges them in.

@@ -207,3 +207,39 @@ describe('the GET stream through a virtual server (2025-11-25 client)', () => {
       .toBe(200)
   })
 })
+
+describe('the GET stream on a server’s own endpoint (2025-11-25 client)', () => {
+  it('counts as its listen stream, as it does through a virtual server', async () => {
+    const c = await closing(startLegacyV1Server())
+    const gw = await startTestGateway(
+      { legacySessions: { key: KEY }, policies: '.', servers: upstreams({ c }) },
+      {
+        dir: policyDir(`
+limits:
+  - { name: c-listens, servers: [c], methods: [subscriptions/listen], key: header:x-user, concurrency: 1 }
+`),
+      },
+    )
+    const url = gw.mcpUrl('c')
+    const open = async () => {
+      const init = await rawPost(url, LEGACY_INITIALIZE, { ...LEGACY, 'x-user': 'u1' })
+      expect(init.status).toBe(200)
+      return { ...GET, 'mcp-session-id': String(init.headers['mcp-session-id']), 'x-user': 'u1' }
+    }
+    const abort = new AbortController()
+    onTestFinished(() => abort.abort())
+    const first = await request(url, { method: 'GET', headers: await open(), signal: abort.signal })
+    expect(first.statusCode).toBe(200)
+    first.body.on('error', () => undefined)
+    await expect.poll(() => gets(c).length).toBe(1)
+    const second = await rawRequest('GET', url, { headers: await open(), timeoutMs: 2000 })
+    expect(second.status).toBe(429)
+    expect(second.json()).toMatchObject({
+      error: {
+        code: -31029,
+        data: { source: 'gateway', reason: 'rate_limited', limit: 'c-listens' },
+      },
+    })
+    expect(gets(c)).toHaveLength(1)
+  })
+})
