@@ -120,6 +120,9 @@ export const ERRORS = {
     message: 'Upstream stream ended before the response',
   },
   upstream_timeout: { status: 504, rpc: -31504, message: 'Upstream timed out' },
+  // A per-method or per-tool deadline (servers.<name>.timeouts) passed: the upstream request is
+  // cancelled; on a stream whose head is out, the error travels in band.
+  deadline_exceeded: { status: 504, rpc: -31504, message: 'Deadline exceeded' },
   no_upstream: { status: 503, rpc: -31503, message: 'No upstream available' },
   overloaded: { status: 503, rpc: -31503, message: 'Upstream at capacity' },
   streams_at_capacity: { status: 503, rpc: -31503, message: 'Upstream stream capacity reached' },
