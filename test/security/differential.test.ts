@@ -4,6 +4,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  envelope,
+  LEGACY_INITIALIZE,
+  mcpHeaders,
+  rawPost,
+  type RawResponse,
+} from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import {
   KNOWN_METHODS,
@@ -23,6 +30,8 @@ import {
   type ReceivedRequest,
   type RecordingBackend,
 } from '../helpers/recording-backend.js'
+import { startSdkServer } from '../helpers/sdk-servers.js'
+import { claimsFor, generateTestKey, mintToken, startJwks } from '../helpers/tokens.js'
 
 /**
  * The differential property behind docs/security.md: for every request the gateway forwards, every
@@ -1017,6 +1026,317 @@ describe('differential: every backend reading of a forwarded request names what 
       const through = backend.requests.slice(counting).filter((r) => r.url === `/${server}`)
       expect(through.length, `${server} requests forwarded`).toBeGreaterThan(RUNS / 10)
     }
+  }, 120_000)
+})
+
+// ---------------------------------------------------------------------------------------------
+// Cache keys: the edge cache and a virtual server's merged answers agree on what one request is
+
+/**
+ * Every cache layer keys a request by the one canonical key (src/cache/request.ts): protocol
+ * version and era, every param (cursor included), the client's capabilities, the policy view of
+ * an answer stored filtered, and for a private answer the caller. Pairs of requests that differ
+ * in some of these are generated and sent, A then B, to an edge-cached server and to a virtual
+ * server over it; for each layer, B must get what the backend and the policy give B, a private
+ * answer only ever its own caller's, and an answer of A's exactly when the key says A and B are
+ * one request.
+ */
+describe('differential: every cache layer keys a request the same way', () => {
+  const ISS = 'https://idp.example.com'
+  const PUBLIC = 'https://mcp.example.com'
+  const CAPABILITIES = [{}, { elicitation: { form: {} } }, { sampling: {} }] as const
+  /** Principals: alice and carol see the same tools (team red), bob (team blue) fewer. */
+  const PRINCIPALS = [
+    { sub: 'alice', team: 'red' },
+    { sub: 'carol', team: 'red' },
+    { sub: 'bob', team: 'blue' },
+  ] as const
+  const VIEWS_POLICY = `rules:
+  - name: everyone
+    servers: [pub, priv]
+    allow:
+      tools: ["*"]
+  - name: blue-keeps-stations
+    servers: [pub, priv]
+    when: { claims: { team: blue } }
+    deny:
+      tools: [delete_station]
+`
+  const ALL_TOOLS = [
+    'get_forecast',
+    'get_alerts',
+    'slow_forecast',
+    'confirm_action',
+    'delete_station',
+    'whoami',
+  ]
+  const PAGE = 3
+
+  type Scope = 'pub' | 'priv'
+  interface KeyedRequest {
+    readonly principal: number
+    readonly caps: number
+    readonly page2: boolean
+    readonly era: 'modern' | 'legacy'
+  }
+  interface Pair {
+    readonly scope: Scope
+    readonly a: KeyedRequest
+    readonly b: KeyedRequest
+  }
+
+  const requestArb = fc.record({
+    principal: fc.nat({ max: PRINCIPALS.length - 1 }),
+    caps: fc.nat({ max: CAPABILITIES.length - 1 }),
+    page2: fc.boolean(),
+    era: fc.constantFrom('modern' as const, 'legacy' as const),
+  })
+  /** B is A with some of the key's inputs changed (none: the same request again). */
+  const pairArb: fc.Arbitrary<Pair> = fc
+    .record({
+      scope: fc.constantFrom('pub' as const, 'priv' as const),
+      a: requestArb,
+      other: requestArb,
+      changed: fc.subarray(['principal', 'caps', 'page2', 'era'] as const),
+    })
+    .map(({ scope, a, other, changed }) => ({
+      scope,
+      a,
+      b: { ...a, ...Object.fromEntries(changed.map((k) => [k, other[k]])) },
+    }))
+
+  let gw: TestGateway
+  let dir: string
+  const backends: { close(): Promise<void> }[] = []
+  const tokens: string[] = []
+  /** A virtual server's cursor of page 2, per virtual server (its own sealed one). */
+  const cursors = new Map<string, string>()
+  /** Gateway sessions of 2025-era clients, per (virtual server, principal, capabilities). */
+  const sessions = new Map<string, string>()
+  /** Which principal each private answer (by its serial) was made for. */
+  const owners = new Map<string, number>()
+  let ids = 0
+  let serial = 0
+  /** How often each layer shared and kept apart, so a layer that never caches cannot pass. */
+  const seen = { edgeShared: 0, edgeApart: 0, mergedHits: 0, mergedMisses: 0 }
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'mcp-edge-diff-keys-'))
+    writeFileSync(join(dir, 'views.yaml'), VIEWS_POLICY)
+    const key = await generateTestKey('ES256')
+    const jwks = await startJwks([key])
+    backends.push(jwks)
+    // Every backend answer is numbered (in a description), so a served answer names its request.
+    const numbered = {
+      get get_forecast() {
+        return `answer #${++serial}`
+      },
+      get whoami() {
+        return `answer #${serial}`
+      },
+    }
+    const backend = (scope: 'public' | 'private') =>
+      startSdkServer({
+        toolsByCapability: true,
+        toolsPageSize: PAGE,
+        descriptions: numbered,
+        cacheHints: { 'tools/list': { ttlMs: 60_000, cacheScope: scope } },
+      })
+    const [pub, priv] = await Promise.all([backend('public'), backend('private')])
+    backends.push(pub, priv)
+    gw = await startTestGateway(
+      {
+        log: { level: 'info' },
+        policies: dir,
+        cache: { private: true },
+        auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, jwksUrl: jwks.url } },
+        servers: {
+          pub: { upstreams: [{ url: pub.url }] },
+          priv: { upstreams: [{ url: priv.url }] },
+        },
+        virtualServers: { vpub: { members: ['pub'] }, vpriv: { members: ['priv'] } },
+      },
+      { autoClose: false, start: { watch: false } },
+    )
+    const aud = ['pub', 'priv', 'vpub', 'vpriv'].map((s) => `${PUBLIC}/mcp/${s}`)
+    for (const p of PRINCIPALS)
+      tokens.push(await mintToken(claimsFor(ISS, aud, { ...p }, 3600), { key }))
+    for (const v of ['vpub', 'vpriv']) {
+      const first = await keyedPost(
+        v,
+        { principal: 0, caps: 0, page2: false, era: 'modern' },
+        'setup',
+      )
+      cursors.set(v, (first.response().result as { nextCursor: string }).nextCursor)
+    }
+  })
+
+  afterAll(async () => {
+    await gw?.close(100)
+    await Promise.all(backends.map((b) => b.close()))
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  /** The params of `r`, with `probe` keeping each pair's entries apart from every other pair's. */
+  function paramsOf(server: string, r: KeyedRequest, probe: string): Record<string, unknown> {
+    if (!r.page2) return { probe }
+    return {
+      probe,
+      cursor: server.startsWith('v') ? (cursors.get(server) as string) : String(PAGE),
+    }
+  }
+
+  /** A 2025-era session of the gateway's virtual server for `r`'s principal and capabilities. */
+  async function session(server: string, r: KeyedRequest): Promise<string> {
+    const k = `${server}|${r.principal}|${r.caps}`
+    const known = sessions.get(k)
+    if (known !== undefined) return known
+    const res = await rawPost(
+      `${gw.url}/mcp/${server}`,
+      {
+        ...LEGACY_INITIALIZE,
+        params: { ...LEGACY_INITIALIZE.params, capabilities: CAPABILITIES[r.caps] },
+      },
+      {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${tokens[r.principal]}`,
+      },
+    )
+    const id = res.headers['mcp-session-id']
+    expect(typeof id, res.text).toBe('string')
+    sessions.set(k, id as string)
+    return id as string
+  }
+
+  /** Sends `r` as tools/list to `server`. */
+  async function keyedPost(server: string, r: KeyedRequest, probe: string): Promise<RawResponse> {
+    const id = ++ids
+    const params = paramsOf(server, r, probe)
+    const auth = { authorization: `Bearer ${tokens[r.principal]}` }
+    if (r.era === 'legacy') {
+      const headers = {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+        ...auth,
+        ...(server.startsWith('v') && { 'mcp-session-id': await session(server, r) }),
+      }
+      return rawPost(
+        `${gw.url}/mcp/${server}`,
+        { jsonrpc: '2.0', id, method: 'tools/list', params },
+        headers,
+      )
+    }
+    const meta = envelope({ 'io.modelcontextprotocol/clientCapabilities': CAPABILITIES[r.caps] })
+    const body = { jsonrpc: '2.0', id, method: 'tools/list', params: { ...params, _meta: meta } }
+    return rawPost(`${gw.url}/mcp/${server}`, body, { ...mcpHeaders('tools/list'), ...auth })
+  }
+
+  /** The tools the backend and the policy give `r`: by capability, by page, by view. */
+  function expectedTools(r: KeyedRequest): string[] {
+    const elicits = 'elicitation' in (CAPABILITIES[r.caps] ?? {})
+    const listed = ALL_TOOLS.filter((t) => elicits || t !== 'confirm_action')
+    const page = r.page2 ? listed.slice(PAGE) : listed.slice(0, PAGE)
+    return PRINCIPALS[r.principal]?.team === 'blue'
+      ? page.filter((t) => t !== 'delete_station')
+      : page
+  }
+
+  /**
+   * One answer: checked against what `r` is given, and its serial (which backend answer it is).
+   * `r` as its backend reads it: a 2025-era request straight to a (stateless) server carries no
+   * capabilities, which only its `initialize` named.
+   */
+  function answered(res: RawResponse, r: KeyedRequest, scope: Scope, where: string): string {
+    expect(res.status, `${where}: ${res.text.slice(0, 300)}`).toBe(200)
+    const tools = (res.response().result as { tools: { name: string; description?: string }[] })
+      .tools
+    expect(
+      tools.map((t) => t.name),
+      `${where}: the tools`,
+    ).toEqual(expectedTools(r))
+    const numbered = tools.find((t) => t.name === 'get_forecast' || t.name === 'whoami')
+    const n = numbered?.description ?? ''
+    expect(n, `${where}: a numbered answer`).toMatch(/^answer #\d+$/)
+    if (scope === 'priv') {
+      // SECURITY: a private answer is only ever its own caller's, on every layer.
+      const owner = owners.get(n)
+      if (owner === undefined) owners.set(n, r.principal)
+      else expect(owner, `${where}: the caller of a private answer`).toBe(r.principal)
+    }
+    return n
+  }
+
+  /** The outcome of the last access line for `server`, once the line is written. */
+  async function lastOutcome(server: string, before: number): Promise<unknown> {
+    const lines = (): Record<string, unknown>[] =>
+      gw.logs.filter((l) => l.msg === 'request' && l.server === server)
+    await expect.poll(() => lines().length).toBeGreaterThan(before)
+    return lines().at(-1)?.outcome
+  }
+
+  async function runPair(p: Pair, probe: string): Promise<void> {
+    const { scope, a, b } = p
+    const same = (k: keyof KeyedRequest): boolean => a[k] === b[k]
+    const sameRequest = same('caps') && same('page2')
+    const label = JSON.stringify(p)
+    // The edge cache: 2025-era requests carry no cache hints and are never cached.
+    const direct = (r: KeyedRequest): KeyedRequest => (r.era === 'legacy' ? { ...r, caps: 0 } : r)
+    const edgeA = answered(await keyedPost(scope, a, probe), direct(a), scope, `${label} edge A`)
+    const edgeB = answered(await keyedPost(scope, b, probe), direct(b), scope, `${label} edge B`)
+    const edgeShares =
+      a.era === 'modern' &&
+      b.era === 'modern' &&
+      sameRequest &&
+      (scope === 'pub' || same('principal'))
+    expect(edgeB === edgeA, `${label}: B answered with A's entry by the edge cache`).toBe(
+      edgeShares,
+    )
+    seen[edgeShares ? 'edgeShared' : 'edgeApart']++
+    // The merged answers: a claim-dependent view makes every merged answer private (per caller);
+    // a 2025-era client's request is the 2026-07-28 one its session makes of it.
+    const v = `v${scope}`
+    answered(await keyedPost(v, a, `${probe}v`), a, scope, `${label} virtual A`)
+    const before = gw.logs.filter((l) => l.msg === 'request' && l.server === v).length
+    answered(await keyedPost(v, b, `${probe}v`), b, scope, `${label} virtual B`)
+    const mergedHit = (await lastOutcome(v, before)) === 'cache_hit'
+    expect(mergedHit, `${label}: B answered from A's merged entry`).toBe(
+      sameRequest && same('principal'),
+    )
+    seen[mergedHit ? 'mergedHits' : 'mergedMisses']++
+    // Where both layers cache both requests, they agree on same and different.
+    if (a.era === 'modern' && b.era === 'modern' && same('principal'))
+      expect(mergedHit, `${label}: the layers agree`).toBe(edgeShares)
+  }
+
+  it('agrees on same and different over generated pairs of requests (fixed seed)', async () => {
+    let pairs = 0
+    await fc.assert(
+      fc.asyncProperty(pairArb, async (p) => runPair(p, `pair-${++pairs}`)),
+      {
+        seed: SEED,
+        numRuns: Number(process.env.MCP_EDGE_DIFF_KEY_RUNS ?? 60),
+        examples: [
+          // The review's case: one client's capability-dependent list, another's request.
+          [
+            {
+              scope: 'pub',
+              a: { principal: 0, caps: 1, page2: false, era: 'modern' },
+              b: { principal: 0, caps: 0, page2: false, era: 'modern' },
+            },
+          ],
+          [
+            {
+              scope: 'priv',
+              a: { principal: 0, caps: 1, page2: true, era: 'legacy' },
+              b: { principal: 1, caps: 1, page2: true, era: 'modern' },
+            },
+          ],
+        ],
+      },
+    )
+    for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(0)
   }, 120_000)
 })
 
