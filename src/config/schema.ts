@@ -400,5 +400,4 @@ export type ServerConfig = z.infer<typeof server>
 export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
 export type PinningConfig = z.infer<typeof pinning>
-export type OwnRequestsConfig = z.infer<typeof ownRequests>
 export type VirtualServerConfig = z.infer<typeof virtualServer>

@@ -114,12 +114,12 @@ export interface OwnIdentity {
  * from 0 per connection; a fixed id, or one counting from a known start, would mark the request
  * as the gateway's. SECURITY: drawn from a CSPRNG over the range such counters reach.
  */
-export function ownRequestId(): string {
+function ownRequestId(): string {
   return String(randomInt(0, 65_536))
 }
 
 /** The `_meta` envelope of a 2026-07-28 request (spec basic/index), as the client sends it. */
-export function ownEnvelope(as: OwnIdentity): Record<string, unknown> {
+function ownEnvelope(as: OwnIdentity): Record<string, unknown> {
   return {
     'io.modelcontextprotocol/protocolVersion': MODERN,
     'io.modelcontextprotocol/clientInfo': as.clientInfo,

@@ -82,6 +82,8 @@ export interface SdkServerOptions {
   readonly toolsByCapability?: boolean
   /** Holds each request, once recorded, until the promise settles (a backend still at work). */
   readonly hold?: (request: RecordedRequest) => Promise<void> | undefined
+  /** The server's `instructions`, read at every request (a backend that changes them). */
+  readonly instructions?: () => string | undefined
 }
 
 /** A v2 SDK server with the demo tools, resources and prompts. */
@@ -126,6 +128,7 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
           cacheHints: options.cacheHints ?? EMPTY_HINTS,
           // without subscribe:true, listen streams drop resourceSubscriptions from the filter
           capabilities: { resources: { subscribe: true } },
+          ...withInstructions(options.instructions?.()),
         },
       )
       const tools = registerWeatherTools(server, { onAbort })
@@ -209,6 +212,11 @@ function listTools(
   })
 }
 
+/** `{instructions}` when there are some (server options take no explicit undefined). */
+function withInstructions(text: string | undefined): { instructions?: string } {
+  return text === undefined ? {} : { instructions: text }
+}
+
 /** The 2025-era test server: a {@link TestServer} whose tools can change. */
 export interface LegacyTestServer extends TestServer {
   /**
@@ -227,7 +235,11 @@ export interface LegacyTestServer extends TestServer {
  * (a progress notification, then its result at the next finishProgress(), or after 5 s).
  */
 export async function startLegacyV1Server(
-  options: { readonly progress?: boolean } = {},
+  options: {
+    readonly progress?: boolean
+    /** The server's `instructions`, read at every `initialize` (a backend that changes them). */
+    readonly instructions?: () => string | undefined
+  } = {},
 ): Promise<LegacyTestServer> {
   const sessions = new Map<string, { transport: V1Transport; server: V1McpServer }>()
   const added: string[] = []
@@ -241,7 +253,7 @@ export async function startLegacyV1Server(
     if (req.method !== 'POST' || !isInitializeRequest(body)) {
       return sendRpcError(res, 400, -32000, 'Bad Request: No valid session ID provided')
     }
-    const server = createV1Server(gate)
+    const server = createV1Server(gate, options.instructions?.())
     for (const name of added) addTool(server, name)
     const transport: V1Transport = new V1Transport({
       sessionIdGenerator: () => randomUUID(),
@@ -285,8 +297,14 @@ function addTool(server: V1McpServer, name: string): void {
   }))
 }
 
-function createV1Server(gate: Gate & { readonly tool: boolean }): V1McpServer {
-  const server = new V1McpServer({ name: 'legacy-v1', version: '1.0.0' })
+function createV1Server(
+  gate: Gate & { readonly tool: boolean },
+  instructions: string | undefined,
+): V1McpServer {
+  const server = new V1McpServer(
+    { name: 'legacy-v1', version: '1.0.0' },
+    withInstructions(instructions),
+  )
   server.registerTool(
     'echo',
     { description: 'Echo text back', inputSchema: { text: z.string() } },
