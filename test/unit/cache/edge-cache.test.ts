@@ -199,4 +199,50 @@ describe('EdgeCache', () => {
     now = 11_000
     expect(await cache.stale(req)).toBeUndefined()
   })
+
+  it('keeps a gateway-built result under the same rules and byte bounds, in memory only', () => {
+    const writes: string[] = []
+    const drops: string[][] = []
+    const shared = {
+      connect: () => Promise.resolve(),
+      status: () => ({ state: 'connected' as const }),
+      get: () => Promise.resolve(undefined),
+      set: (key: string) => void writes.push(key),
+      delete: () => undefined,
+      dropPrefixes: (prefixes: readonly string[]) => {
+        drops.push([...prefixes])
+        return Promise.resolve()
+      },
+      close: () => Promise.resolve(),
+    }
+    const cache = new EdgeCache(config, { shared })
+    const key = cacheKey({ ...parts(), server: 'virtual#1', view: '[""]' })
+    const req: CacheRequest = { ...request(), server: 'virtual#1', publicKey: key }
+    expect(cache.keep(req, answer().result, cache.generation('virtual#1'))).toBe(true)
+    expect(cache.lookup(req)).toBeDefined()
+    expect(writes).toEqual([])
+    // The same bounds as a backend's answer: too large, or without usable hints, is not kept.
+    const big = { ...answer().result, tools: [{ name: 'x'.repeat(config.maxEntryBytes) }] }
+    expect(cache.keep({ ...req, publicKey: `${key}big` }, big, 0)).toBe(false)
+    expect(cache.keep({ ...req, publicKey: `${key}t0` }, { ...big, tools: [], ttlMs: 0 }, 0)).toBe(
+      false,
+    )
+    // Dropped here only, and a result built before the drop is not kept after it.
+    const generation = cache.generation('virtual#1')
+    expect(cache.invalidate('virtual#1', { kind: 'all' }, false)).toBe(1)
+    expect(drops).toEqual([])
+    expect(cache.keep(req, answer().result, generation)).toBe(false)
+    expect(cache.stats.entries).toBe(0)
+  })
+
+  it('lets a key whose answer could not be kept pass for a while', () => {
+    let now = 0
+    const cache = new EdgeCache(config, { now: () => now })
+    const req = request('tools/list', { cursor: 'big' })
+    expect(cache.isPass(req)).toBe(false)
+    cache.cannotKeep(req)
+    expect(cache.isPass(req)).toBe(true)
+    now += 30_000
+    expect(cache.isPass(req)).toBe(false)
+  })
 })

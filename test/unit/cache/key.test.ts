@@ -94,6 +94,21 @@ describe('cacheKey', () => {
       expect(cacheKey(parts(), other)).not.toBe(a1)
     }
   })
+  it('keeps an answer stored after a policy filter apart per view, and apart from any context', () => {
+    const unfiltered = cacheKey(parts())
+    const red = cacheKey(parts({}, { view: '["o:red"]' }))
+    expect(new Set([unfiltered, red, cacheKey(parts({}, { view: '["o:blue"]' }))]).size).toBe(3)
+    expect(cacheKey(parts({}, { view: '["o:red"]' }))).toBe(red)
+    // A view whose text is an authorization context's still does not make a private key.
+    const ctxText = JSON.stringify([
+      alice.issuer,
+      alice.subject,
+      [...alice.audience],
+      [...alice.scopes].sort(),
+      null,
+    ])
+    expect(cacheKey(parts({}, { view: ctxText }))).not.toBe(cacheKey(parts(), alice))
+  })
 })
 
 describe('authContextOf', () => {
