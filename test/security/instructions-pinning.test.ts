@@ -133,6 +133,27 @@ describe('instructions: pinned', () => {
     })
   }
 
+  it('2025-11-25 client, direct to a 2025-only server (its initialize and session): drifted instructions are left out', async () => {
+    let text = DOCS
+    const backend = await closing(startLegacyV1Server({ instructions: () => text }))
+    const dir = tempDir()
+    const servers = { old: { upstreams: [{ url: backend.url }] } }
+    expect((await pin(dir, { servers })).code).toBe(0)
+    const gw = await startTestGateway(
+      { servers, pinning: { lockFile: './catalog.lock.yaml' } },
+      { dir, start: { watch: false } },
+    )
+    expect(await instructionsSeen(gw.mcpUrl('old'), '2025-11-25')).toBe(DOCS)
+    text = POISON
+    const client = new Client({ name: 'test-client', version: '1.0.0' })
+    await client.connect(new StreamableHTTPClientTransport(new URL(gw.mcpUrl('old'))))
+    onTestFinished(() => client.close())
+    expect(client.getInstructions()).toBeUndefined()
+    // The session the gateway relayed still works: the answer was rewritten, not broken.
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('echo')
+    expect(driftLines(gw)[0]).toMatchObject({ server: 'old', kind: 'instructions' })
+  })
+
   it('onDrift: warn serves the drifted text and reports it; newTools: hide keeps an unpinned server quiet', async () => {
     let text = REVIEWED
     const backend = await closing(startSdkServer({ instructions: () => text }))
