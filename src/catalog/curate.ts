@@ -141,8 +141,10 @@ export class ServerCatalog implements ListFilter {
    */
   private withInstructions(result: Readonly<Record<string, unknown>>): Record<string, unknown> {
     const out: Record<string, unknown> = { ...result }
+    // SECURITY: the backend's value goes; only what is judged below is put back.
     delete out.instructions
     let shown = instructionsOf(result)
+    // SECURITY: instructions whose digest is not their pin are left out (onDrift: hide).
     if (this.pins !== undefined && !this.pins.instructionsVisible(shown)) shown = undefined
     const c = this.instructions
     if (c?.hidden === true) shown = undefined
