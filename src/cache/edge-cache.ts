@@ -77,6 +77,11 @@ export class EdgeCache {
   private readonly privateHints = new LRUCache<string, true>({ max: 10_000 })
   /** Public keys whose last answer had no usable hints, and until when they bypass the cache. */
   private readonly passes = new LRUCache<string, number>({ max: 10_000 })
+  /**
+   * Tags whose entries are built from other servers' answers (virtual servers' merged answers),
+   * with the tags of those servers. Bounded: a reload makes new tags, and the oldest are unused.
+   */
+  private readonly builtFrom = new LRUCache<string, readonly string[]>({ max: 4096 })
 
   constructor(
     config: CacheConfig,
@@ -294,14 +299,29 @@ export class EdgeCache {
   }
 
   /**
+   * Entries under `tag` are built from the answers of the servers tagged `sources` (a virtual
+   * server's merged answers, from its members'): what a change drops of theirs, it drops of these.
+   */
+  buildsOn(tag: string, sources: readonly string[]): void {
+    this.builtFrom.set(tag, sources)
+  }
+
+  /**
    * Drops what a change notification makes stale, here and in the shared tier (`shared: false`
-   * for entries only this process holds, a virtual server's merged answers).
+   * for entries only this process holds, a virtual server's merged answers), and the same of
+   * entries built from this server's answers.
    */
   invalidate(server: string, what: Invalidation, shared = true): number {
     this.generations.set(server, this.generation(server) + 1)
     const prefixes = invalidationPrefixes(server, what)
-    const dropped = this.memory.dropPrefixes(prefixes)
+    let dropped = this.memory.dropPrefixes(prefixes)
     if (shared) void this.shared?.dropPrefixes(prefixes)
+    for (const [tag, sources] of this.builtFrom.entries()) {
+      if (tag === server || !sources.includes(server)) continue
+      const on = invalidationPrefixes(tag, what)
+      this.generations.set(tag, this.generation(tag) + 1)
+      dropped += this.memory.dropPrefixes(on)
+    }
     if (dropped > 0) this.deps.metrics?.cacheEvents.inc({ event: 'invalidate' }, dropped)
     this.deps.metrics?.cacheBytes.set(this.memory.bytes)
     return dropped

@@ -337,7 +337,8 @@ function mergedKey(
   const views = filters.map((f) =>
     f === undefined ? '' : `${f.identityDependent ? 'i' : 'o'}:${f.key}`,
   )
-  return merged.request(cache, { mcp: r.call.mcp, text: r.text, principal: r.principal }, views)
+  const of = { mcp: r.call.mcp, text: r.text, principal: r.principal, members: r.v.members }
+  return merged.request(cache, of, views)
 }
 
 function cachedAnswer(r: VirtualRequest, key: MergedRequest | undefined): Answer | undefined {

@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js'
 import type { CacheRequest, EdgeCache } from '../cache/edge-cache.js'
-import { requestKeyOf } from '../cache/request.js'
+import { requestKeyOf, tagOf, type CachedServer } from '../cache/request.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 
 /** Merged-cache instances of this process; each has its own key namespace. */
@@ -20,6 +20,8 @@ export interface MergedRequestOf {
   /** The judged body text: the members are asked with it, so the key reads it (canonical.ts). */
   readonly text: string
   readonly principal: Principal | undefined
+  /** The members the answer is merged from. */
+  readonly members: readonly CachedServer[]
 }
 
 /**
@@ -38,6 +40,8 @@ export class MergedCache {
   private readonly tag = `virtual#${++instances}`
   /** The process's edge cache, as the first request handed it in (there is one per process). */
   private store: EdgeCache | undefined
+  /** The members' tags this namespace was registered as built from (EdgeCache.buildsOn). */
+  private sources: string | undefined
 
   /** `maxTtlMs`: merged answers are fresh no longer than this (cache.maxTtlMs). */
   constructor(private readonly maxTtlMs: number) {}
@@ -52,6 +56,13 @@ export class MergedCache {
     views: readonly string[],
   ): MergedRequest | undefined {
     this.store = cache
+    // A member's change notification (the edge cache's listen on it) drops these answers too.
+    const sources = r.members.map(tagOf)
+    const joined = sources.join('\n')
+    if (this.sources !== joined) {
+      cache.buildsOn(this.tag, sources)
+      this.sources = joined
+    }
     const scope = { server: this.tag, view: JSON.stringify(views) }
     const resolved = requestKeyOf(scope, r.mcp, r.text, r.principal, cache.rules.allowPrivate)
     if (resolved === undefined) return undefined

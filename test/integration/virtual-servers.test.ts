@@ -411,6 +411,10 @@ describe('merged cache', () => {
       cache: {},
       virtualServers: { ws: { members: ['weather', 'tickets'] } },
     })
+    // A member's listen stream, once acknowledged, drops what it covers, merged answers included.
+    await expect
+      .poll(() => ['weather', 'tickets'].every((m) => gw.cache?.invalidator.isConnected(m)))
+      .toBe(true)
     const first = await toolNames(gw.mcpUrl('ws'))
     expect(first.result.cacheScope).toBe('public')
     expect(first.result.ttlMs).toBeGreaterThan(0)

@@ -16,12 +16,15 @@ const PUBLIC_60S = { ttlMs: 60_000, cacheScope: 'public' } as const
 const CAPS = 'io.modelcontextprotocol/clientCapabilities'
 const MiB = 1024 * 1024
 
-/** A gateway with `cache` in front of `backend` as server `app`, and virtual server `all` over it. */
+/**
+ * A gateway with `cache` in front of `backend` as server `app`, and virtual server `all` over it,
+ * its listen stream on `app` up.
+ */
 async function virtualGateway(
   backend: SdkTestServer,
   cache: Record<string, unknown> = {},
 ): Promise<TestGateway> {
-  return startTestGateway(
+  const gw = await startTestGateway(
     {
       cache,
       servers: { app: { upstreams: [{ url: backend.url }] } },
@@ -29,6 +32,11 @@ async function virtualGateway(
     },
     { closeMs: 100, start: { watch: false, cache: { invalidator: FAST_INVALIDATOR } } },
   )
+  // The listen stream, once acknowledged, drops what it covers: up before any list is asked.
+  await expect
+    .poll(() => gw.cache?.invalidator.isConnected('app'), { message: 'the listen stream' })
+    .toBe(true)
+  return gw
 }
 
 /** The capabilities each tools/list the member received declared. */
@@ -92,6 +100,29 @@ describe('cache layers: client capabilities are part of the merged answer key', 
     // The same request again is a hit on its own entry.
     const again = await mcpPost(url, 'tools/list', { region: 'eu' }, { id: 3 })
     expect(again.response()).toMatchObject({ id: 3, result: { tools: expect.any(Array) } })
+    expect(backend.calls('tools/list')).toHaveLength(2)
+  })
+})
+
+describe('cache layers: a member change drops the merged answers built from it', () => {
+  it('drops them when the edge cache hears the change, with no client listening', async () => {
+    const extraTools: string[] = []
+    const backend = await closing(
+      startSdkServer({ extraTools, cacheHints: { 'tools/list': PUBLIC_60S } }),
+    )
+    const gw = await virtualGateway(backend)
+    const url = gw.mcpUrl('all')
+    const listed = async (id: number): Promise<string[]> =>
+      names((await mcpPost(url, 'tools/list', {}, { id })).response().result as never)
+    expect(await listed(1)).not.toContain('added_later')
+    expect(await listed(2)).not.toContain('added_later') // a merged hit
+    expect(backend.calls('tools/list')).toHaveLength(1)
+    extraTools.push('added_later')
+    backend.notify.toolsChanged()
+    await expect
+      .poll(() => gw.cache?.cache.stats.entries, { message: 'member and merged entries dropped' })
+      .toBe(0)
+    expect(await listed(3)).toContain('added_later')
     expect(backend.calls('tools/list')).toHaveLength(2)
   })
 })

@@ -245,4 +245,19 @@ describe('EdgeCache', () => {
     now += 30_000
     expect(cache.isPass(req)).toBe(false)
   })
+
+  it('drops entries built from a server when that server changes', () => {
+    const cache = new EdgeCache(config)
+    const key = cacheKey({ ...parts(), server: 'virtual#2', view: '[""]' })
+    const merged: CacheRequest = { ...request(), server: 'virtual#2', publicKey: key }
+    cache.buildsOn('virtual#2', [server])
+    const building = cache.generation('virtual#2')
+    expect(cache.keep(merged, answer().result, building)).toBe(true)
+    expect(cache.capture(request(), answer(), cache.generation(server))).toBeDefined()
+    expect(cache.invalidate(server, { kind: 'prompts' })).toBe(0)
+    expect(cache.invalidate(server, { kind: 'tools' })).toBe(2)
+    expect(cache.lookup(merged)).toBeUndefined()
+    // One built before the change is not kept after it.
+    expect(cache.keep(merged, answer().result, building)).toBe(false)
+  })
 })
