@@ -36,7 +36,8 @@ export interface MergedRequestOf {
  * gateway's key and names from this process's name table.
  */
 export class MergedCache {
-  /** `#` is in no server name (config/schema.ts), so these keys never meet a server's. */
+  // SECURITY: `#` is in no server name (config/schema.ts), so a merged answer's key never meets a
+  // server's: one is never served as the other.
   private readonly tag = `virtual#${++instances}`
   /** The process's edge cache, as the first request handed it in (there is one per process). */
   private store: EdgeCache | undefined
