@@ -137,8 +137,9 @@ describe('cache layers: merged answers are bounded by the cache byte limits', ()
     )
     const gw = await virtualGateway(backend, { maxEntryBytes: MiB })
     const url = gw.mcpUrl('all')
-    const described = (tools: readonly { name: string; description?: string }[]): number =>
-      tools.find((t) => t.name === 'get_forecast')?.description?.length ?? 0
+    const described = (
+      tools: readonly { name: string; description?: string | undefined }[],
+    ): number => tools.find((t) => t.name === 'get_forecast')?.description?.length ?? 0
     // Raw requests for 2026-07-28: the official client keeps a list itself for its ttl.
     for (const id of [1, 2]) {
       const res = await mcpPost(url, 'tools/list', {}, { id })
