@@ -25,6 +25,7 @@ const LAYERS = [
   'endpoint',
   'catalog',
   'virtual',
+  'cards',
   'runtime',
   'cluster',
   'pipeline',

@@ -25,6 +25,13 @@ import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
 import { EVENT } from './telemetry/events.js'
 import type { Tracing } from './telemetry/tracing.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
+import {
+  aiCatalog,
+  CARD_ROUTE,
+  CATALOG_PATH,
+  cardPreflight,
+  serverCard,
+} from './pipeline/server-card.js'
 import type { RuntimeRef } from './runtime/ref.js'
 import type { ReplicaOut } from './upstream/health.js'
 import { catalogWarnings, type GatewayRuntime } from './runtime/runtime.js'
@@ -75,6 +82,14 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   })
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
+  // Server Cards and the AI Catalog (docs/operations.md §Server Cards): public documents built
+  // per config, before and apart from the MCP pipeline. `/mcp/:server/server-card` has two
+  // segments, so it is never the MCP endpoint `/mcp/:server`; other methods get the 404 of an
+  // unknown path.
+  app.get(CARD_ROUTE, serverCard(runtime))
+  app.get(CATALOG_PATH, aiCatalog(runtime))
+  app.options(CARD_ROUTE, cardPreflight)
+  app.options(CATALOG_PATH, cardPreflight)
 
   const tracing = deps.tracing
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)

@@ -126,6 +126,20 @@ const instructionsCuration = z.strictObject({
   hidden: z.boolean().default(false),
 })
 
+/**
+ * What the endpoint's Server Card says and whether it is published (docs/operations.md §Server
+ * Cards). The lengths are the card schema's (SEP-2127 extension schema: title, description).
+ */
+const endpointCard = z.strictObject({
+  /** false: left out of /.well-known/ai-catalog.json, and its card is a 404 (unknown server). */
+  listed: z.boolean().default(true),
+  title: z.string().min(1).max(100).optional(),
+  description: z.string().min(1).max(100).optional(),
+  /** The card's `version` (default: the gateway's own). */
+  version: z.string().min(1).max(255).optional(),
+  websiteUrl: url.optional(),
+})
+
 /** Backend names are the keys: non-empty (the load-time checks refuse invisible characters). */
 const backendName = z.string().min(1, 'empty name')
 
@@ -198,6 +212,8 @@ const server = z.strictObject({
   prompts: z.record(backendName, promptCuration).default({}),
   /** Curation of the backend's `instructions`. */
   instructions: instructionsCuration.optional(),
+  /** Its Server Card (docs/operations.md §Server Cards). */
+  card: endpointCard.default(endpointCard.parse({})),
 })
 
 /**
@@ -213,6 +229,8 @@ const virtualServer = z.strictObject({
    */
   fanOutTimeoutMs: positiveMs.default(2000),
   resources: z.record(z.string().min(1), z.string().min(1)).default({}),
+  /** Its Server Card (docs/operations.md §Server Cards). */
+  card: endpointCard.default(endpointCard.parse({})),
 })
 
 const jwt = z.strictObject({
@@ -321,6 +339,23 @@ const telemetry = z.strictObject({
   propagateBaggage: z.boolean().default(false),
 })
 
+/**
+ * Server Cards and the AI Catalog (docs/operations.md §Server Cards). Served only where the gateway
+ * knows its public URL: `auth.publicUrl`, or `publicUrl` here when there is no `auth:`.
+ */
+const cards = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** How clients reach the gateway, for a gateway without `auth:` (with it, auth.publicUrl is). */
+  publicUrl: url.optional(),
+  /** Namespace of the cards' reverse-DNS `name` (default: the public host, reversed). */
+  namespace: z
+    .string()
+    .regex(/^[a-zA-Z0-9.-]+$/, 'expected a reverse-DNS namespace (a-z A-Z 0-9 . -)')
+    .optional(),
+  /** Cache-Control max-age of cards and catalog; a hidden endpoint vanishes from caches this late. */
+  maxAgeSec: z.int().min(0).max(86_400).default(300),
+})
+
 /** Rate limits' storage (the limits themselves are in the policy files; docs/rate-limits.md). */
 const rateLimits = z.strictObject({
   /** Shared by every gateway replica; `cache` = the URL of `cache.redis`. Unset: per replica. */
@@ -373,6 +408,7 @@ export const configSchema = z.strictObject({
   policies: z.string().min(1).optional(),
   policyMode: z.enum(['enforce', 'dry-run']).default('enforce'),
   auth: auth.optional(),
+  cards: cards.default(cards.parse({})),
   cache: cache.optional(),
   rateLimits: rateLimits.optional(),
   /** Proxies (CIDRs) whose X-Forwarded-For is believed for `key: ip` limits. */
@@ -401,3 +437,5 @@ export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
 export type PinningConfig = z.infer<typeof pinning>
 export type VirtualServerConfig = z.infer<typeof virtualServer>
+export type CardsConfig = z.infer<typeof cards>
+export type EndpointCardConfig = z.infer<typeof endpointCard>

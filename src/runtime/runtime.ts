@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import type { AuthCarryOver } from '../auth/carry-over.js'
 import { compileAuth, type AuthRuntime } from '../auth/compile.js'
+import { compileCards, type CardSet } from '../cards/build.js'
 import { compileCatalog } from '../catalog/compile.js'
 import type { ServerCatalog } from '../catalog/curate.js'
 import type { DriftReporter } from '../catalog/pin-state.js'
@@ -62,6 +63,8 @@ export interface GatewayRuntime {
   readonly policy: PolicySet | undefined
   /** Token verifier, challenges, metadata and token exchange; undefined without `auth:`. */
   readonly auth: AuthRuntime | undefined
+  /** Server Cards and the AI Catalog (docs/operations.md); undefined when not served. */
+  readonly cards: CardSet | undefined
   /** Rate-limit buckets and in-flight counts; they outlive reloads (docs/rate-limits.md). */
   readonly limitState: LimitState
   /** The policy's `limits:` compiled once, over limitState; undefined without any. */
@@ -187,12 +190,14 @@ export function createRuntime(
   log.debug({ servers: [...servers.keys()] }, 'runtime compiled')
   const limitState = limitStateFor(config, log, shared)
   const limits = policy?.limits ?? []
+  const auth = compileAuth(config, dir, shared.auth) // key files resolve against the config's folder
   return {
     config,
     servers,
     virtualServers,
     allowedHosts: config.allowedHosts === undefined ? undefined : new Set(config.allowedHosts),
-    auth: compileAuth(config, dir, shared.auth), // key files resolve against the config's folder
+    auth,
+    cards: compileCards(config, auth),
     policy,
     limitState,
     limiter:
