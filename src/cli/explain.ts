@@ -283,7 +283,12 @@ function toJson(d: Decision, o: ExplainOptions, policy: PolicySet): Record<strin
 }
 
 /** The method a target is named by (a `--method` names the method itself). */
-const METHOD_OF = { tool: 'tools/call', prompt: 'prompts/get', resource: 'resources/read' } as const
+const METHOD_OF = {
+  tool: 'tools/call',
+  prompt: 'prompts/get',
+  resource: 'resources/read',
+  event: 'events/poll',
+} as const
 
 /** The limits this caller's request for the target counts against (docs/rate-limits.md). */
 function limitsFor(policy: PolicySet, o: ExplainOptions): CompiledLimit[] {

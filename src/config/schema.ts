@@ -140,6 +140,16 @@ const endpointCard = z.strictObject({
   websiteUrl: url.optional(),
 })
 
+/** The events extension through this server (docs/events.md). */
+const serverEvents = z.strictObject({
+  /**
+   * URL patterns (`*` wildcard) a client may have this backend POST events to (`events/subscribe`
+   * webhooks); none: every callback is refused. Plain http and internal addresses pass only where
+   * a pattern names the origin literally; link-local addresses never.
+   */
+  callbacks: patterns.default([]),
+})
+
 /** Backend names are the keys: non-empty (the load-time checks refuse invisible characters). */
 const backendName = z.string().min(1, 'empty name')
 
@@ -212,6 +222,8 @@ const server = z.strictObject({
   prompts: z.record(backendName, promptCuration).default({}),
   /** Curation of the backend's `instructions`. */
   instructions: instructionsCuration.optional(),
+  /** The events extension: where webhooks may go (docs/events.md). */
+  events: serverEvents.default(serverEvents.parse({})),
   /** Its Server Card (docs/operations.md §Server Cards). */
   card: endpointCard.default(endpointCard.parse({})),
 })

@@ -2,7 +2,7 @@ import { GatewayError } from '../errors.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import { parseMessage } from '../mcp/jsonrpc.js'
 import { listFilterHook, type ListFilter } from '../mcp/list-filter.js'
-import { RETRY_SAFE_METHODS } from '../mcp/methods.js'
+import { isStreamMethod, RETRY_SAFE_METHODS } from '../mcp/methods.js'
 import { requestIdOf, type ExpectedId } from '../mcp/answer-scan.js'
 import { resultTransform, type ResultHook } from '../mcp/result-transform.js'
 import {
@@ -15,6 +15,7 @@ import {
   unknownTaskAnswer,
   type TaskIdSealer,
 } from '../mcp/task-ids.js'
+import { refuseCallback } from '../policy/event-callbacks.js'
 import { bodyWithTraceContext } from '../telemetry/propagate.js'
 import type { AttemptPlan } from '../upstream/attempts.js'
 import type { ServerBalancing } from '../upstream/balancing.js'
@@ -30,6 +31,8 @@ export interface PlanServer {
   readonly balancing: ServerBalancing
   readonly upstreamHeaders: readonly string[]
   readonly classify: { readonly maxDepth: number }
+  /** `events.callbacks`: where webhooks may go (docs/events.md); none given refuses every one. */
+  readonly config?: { readonly events?: { readonly callbacks: readonly string[] } }
 }
 
 /**
@@ -130,6 +133,9 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
     }
   } else if (mcp.method === 'subscriptions/listen') {
     refuseTaskSubscriptions(mcp.message ?? parseMessage(body, server.classify.maxDepth))
+  } else if (mcp.method === 'events/subscribe') {
+    const message = mcp.message ?? parseMessage(body, server.classify.maxDepth)
+    refuseCallback(server.config?.events?.callbacks, message)
   }
   // 2025-era sessions live on one replica; the id the client holds says which (docs/balancing.md
   // "Legacy sessions"). 2026-07-28 traffic has no sessions and never gets any of this.
@@ -153,7 +159,7 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
   // Long-lived streams have budgets of their own, per caller here and per replica in the attempt
   // loop, so idle streams cannot take the capacity ordinary requests need (docs/balancing.md
   // "Streams"). Opened last: nothing after it may throw before the caller's `try` gives it back.
-  const stream = mcp.method === 'subscriptions/listen' || method === 'GET'
+  const stream = isStreamMethod(mcp.method) || method === 'GET'
   const stop = stream
     ? b.lifecycle.openStream(callerKey(call.principal, call.peer), opts.maxStreams)
     : undefined

@@ -30,6 +30,7 @@ export interface CompiledLimit {
   readonly tools: Matcher
   readonly prompts: Matcher
   readonly resources: Matcher
+  readonly events: Matcher
   readonly key: LimitKey
   readonly rate: RateSpec | undefined
   readonly concurrency: number | undefined
@@ -77,6 +78,7 @@ export function compileLimit({ limit, source }: SourcedLimit): CompiledLimit {
     tools: compilePatterns(limit.tools),
     prompts: compilePatterns(limit.prompts),
     resources: compilePatterns(limit.resources),
+    events: compilePatterns(limit.events),
     key: parseKey(limit.key),
     // Without `burst`, a whole period's worth may pass at once (a plain "N per period" limit).
     rate: rate === undefined ? undefined : { ...rate, burst: limit.burst ?? rate.count },
@@ -86,7 +88,8 @@ export function compileLimit({ limit, source }: SourcedLimit): CompiledLimit {
 
 /**
  * Whether a limit counts this request: its method matches `methods`, or a target it names matches
- * `tools` / `prompts` / `resources`. Targets are the judged ones (classify and authorize stages).
+ * `tools` / `prompts` / `resources` / `events`. Targets are the judged ones (classify and authorize
+ * stages).
  */
 export function limitApplies(
   limit: CompiledLimit,
@@ -102,7 +105,9 @@ export function limitApplies(
         ? limit.tools(t.name)
         : t.kind === 'prompt'
           ? limit.prompts(t.name)
-          : t.kind === 'resource' && limit.resources(t.uri)
+          : t.kind === 'resource'
+            ? limit.resources(t.uri)
+            : t.kind === 'event' && limit.events(t.name)
     )
       return true
   }

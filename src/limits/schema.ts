@@ -20,6 +20,8 @@ export const limitSchema = z
     tools: patterns.optional(),
     prompts: patterns.optional(),
     resources: patterns.optional(),
+    /** Event types of the events extension (docs/events.md), by the name a request names. */
+    events: patterns.optional(),
     /** Any JSON-RPC method (`tools/list`, `*`), including the ones that name targets. */
     methods: patterns.optional(),
     key: limitKey,
@@ -36,8 +38,8 @@ export const limitSchema = z
   )
   .refine((l) => l.burst === undefined || l.rate !== undefined, 'burst needs rate')
   .refine(
-    (l) => [l.tools, l.prompts, l.resources, l.methods].some((p) => p !== undefined),
-    'name what the limit counts: tools, prompts, resources or methods',
+    (l) => [l.tools, l.prompts, l.resources, l.events, l.methods].some((p) => p !== undefined),
+    'name what the limit counts: tools, prompts, resources, events or methods',
   )
 
 export type LimitConfig = z.infer<typeof limitSchema>

@@ -1,7 +1,7 @@
 import { GatewayError } from '../errors.js'
 import { decodeHeaderValue } from './headers.js'
 import { checkEncoding, isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
-import { NAMED_METHODS, type NamedKind } from './methods.js'
+import { EVENT_NAME_METHODS, NAMED_METHODS, type NamedKind } from './methods.js'
 import { hasForbiddenNameCharacter, printable } from './names.js'
 import type { RequestHead } from './request-head.js'
 
@@ -25,6 +25,7 @@ export type McpTarget =
   | { readonly kind: 'tool'; readonly name: string }
   | { readonly kind: 'prompt'; readonly name: string }
   | { readonly kind: 'resource'; readonly uri: string }
+  | { readonly kind: 'event'; readonly name: string }
   | { readonly kind: 'method'; readonly name: string }
 
 /** One inbound MCP message, as far as routing, policy and caching need to know it. */
@@ -214,11 +215,34 @@ function bodyTargets(
     }
     return [targetOf(named, value)]
   }
+  if (EVENT_NAME_METHODS.has(method)) return eventTargets(method, params, headerName)
   if (method === 'completion/complete') return refTargets(params)
   // Each revision has only one of these two; the other era's is an unknown method (authorize).
   if (method === 'subscriptions/listen' && era === 'modern') return listenTargets(params)
   if (method === 'resources/subscribe' && era === 'legacy') return subscribeTargets(params)
   return []
+}
+
+/**
+ * The event type an events/* request names (SEP-3415: `params.name`). The extension does not
+ * mirror it into Mcp-Name, so it is always read from the body; a client that sends Mcp-Name anyway
+ * must send the same name.
+ */
+function eventTargets(
+  method: string,
+  params: Readonly<Record<string, unknown>> | undefined,
+  headerName: string | undefined,
+): McpTarget[] {
+  const name = params?.name
+  // SECURITY: no name, no judgement: a request the policy cannot judge is refused, not forwarded.
+  if (typeof name !== 'string')
+    throw new GatewayError('invalid_params', `${method} requires params.name as a string`)
+  if (headerName !== undefined && headerName !== name) {
+    throw mismatch(
+      `the body carries params.name=${JSON.stringify(name)} but the Mcp-Name header names ${JSON.stringify(headerName)}`,
+    )
+  }
+  return [targetOf('event', name)]
 }
 
 function refTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {
@@ -257,7 +281,7 @@ function subscribeTargets(params: Readonly<Record<string, unknown>> | undefined)
  * Builds the target a named method designates. Tool and prompt names are checked here, whether
  * they come from a body or a decoded Mcp-Name, so no path skips the check.
  */
-function targetOf(kind: NamedKind, value: string): McpTarget {
+function targetOf(kind: NamedKind | 'event', value: string): McpTarget {
   if (kind === 'resource') return { kind, uri: value }
   // SECURITY: a name with controls, lone surrogates or bidi controls reads differently to another
   // decoder, log viewer or person; it is never judged or forwarded (docs/policy.md §What is refused).

@@ -12,20 +12,31 @@
  * - 2025-11-25 and earlier: initialize, ping, logging/setLevel, resources/subscribe and
  *   unsubscribe, tasks/get, tasks/result, tasks/list, tasks/cancel and the 2025 notifications;
  *   client responses (no method) travel on this path too.
+ * - The events extension (`io.modelcontextprotocol/events`, SEP-3415; docs/events.md), for clients
+ *   of both revisions: events/list, events/poll, events/stream, events/subscribe and
+ *   events/unsubscribe. Each names one event type in `params.name`, which the extension does not
+ *   mirror into Mcp-Name, so policy reads it from the body. Its `notifications/events/*` travel
+ *   only from server to client, on an events/stream answer: listed for metric labels, never
+ *   accepted from a client.
  */
 
 /** What `Mcp-Name` designates for a method (spec 2026-07-28 streamable-http §Standard Headers). */
 export type NamedKind = 'tool' | 'prompt' | 'resource'
+
+/** The events extension's identifier, under which servers advertise it (SEP-3415). */
+export const EVENTS_EXTENSION = 'io.modelcontextprotocol/events'
 
 /** One method, as the gateway treats it. */
 interface MethodSpec {
   /** The revisions whose clients may send it. */
   readonly eras: 'both' | 'modern' | 'legacy'
   readonly notification?: true
+  /** Sent only by servers (on a stream): a metric label, never a method a client may send. */
+  readonly fromServer?: true
   /** The target its Mcp-Name names (params.name, or params.uri for resources). */
   readonly named?: NamedKind
   /** A list method: the result array whose items policy filters. */
-  readonly listKey?: 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+  readonly listKey?: 'tools' | 'prompts' | 'resources' | 'resourceTemplates' | 'events'
   /** A list method: the field of an item that names it (what policy judges, what routes). */
   readonly itemField?: 'name' | 'uri' | 'uriTemplate'
   /** A cacheable result's member that must be an array (its list, `contents`, `supportedVersions`). */
@@ -38,6 +49,14 @@ interface MethodSpec {
   readonly retrySafe?: true
   /** Policy names targets inside its body (not in Mcp-Name): parsed even for trusted backends. */
   readonly bodyTargets?: true
+  /** Names one event type in `params.name` (the events extension; not mirrored into Mcp-Name). */
+  readonly eventName?: true
+  /**
+   * A long-lived request whose answer is a stream of notifications: held under the stream
+   * budgets, per caller and per replica, idle-timed between chunks only (docs/balancing.md
+   * "Streams").
+   */
+  readonly stream?: true
 }
 
 const TABLE: Readonly<Record<string, MethodSpec>> = {
@@ -57,7 +76,15 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true, resultArray: 'contents' },
   // prettier-ignore
   'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true, curatedName: true },
-  'subscriptions/listen': { eras: 'modern', bodyTargets: true },
+  'subscriptions/listen': { eras: 'modern', bodyTargets: true, stream: true },
+  // The events extension (SEP-3415). A poll may consume what it returns (emit-only event types),
+  // so it is never retried or cached; its cursor is relayed byte for byte.
+  // prettier-ignore
+  'events/list': { eras: 'both', listKey: 'events', itemField: 'name', retrySafe: true },
+  'events/poll': { eras: 'both', bodyTargets: true, eventName: true },
+  'events/stream': { eras: 'both', bodyTargets: true, eventName: true, stream: true },
+  'events/subscribe': { eras: 'both', bodyTargets: true, eventName: true },
+  'events/unsubscribe': { eras: 'both', bodyTargets: true, eventName: true },
   'tasks/get': { eras: 'both', retrySafe: true },
   'tasks/update': { eras: 'modern' },
   'tasks/cancel': { eras: 'both' },
@@ -73,6 +100,16 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   'notifications/initialized': { eras: 'legacy', notification: true },
   'notifications/roots/list_changed': { eras: 'legacy', notification: true },
   'notifications/tasks/status': { eras: 'legacy', notification: true },
+  // prettier-ignore
+  'notifications/events/active': { eras: 'both', notification: true, fromServer: true },
+  // prettier-ignore
+  'notifications/events/event': { eras: 'both', notification: true, fromServer: true },
+  // prettier-ignore
+  'notifications/events/heartbeat': { eras: 'both', notification: true, fromServer: true },
+  // prettier-ignore
+  'notifications/events/error': { eras: 'both', notification: true, fromServer: true },
+  // prettier-ignore
+  'notifications/events/terminated': { eras: 'both', notification: true, fromServer: true },
 }
 
 const rows = Object.entries(TABLE)
@@ -80,9 +117,9 @@ const namesWhere = (test: (m: MethodSpec) => boolean): ReadonlySet<string> =>
   new Set(rows.filter(([, m]) => test(m)).map(([name]) => name))
 
 /** Methods a 2026-07-28 client may send. */
-const MODERN_METHODS = namesWhere((m) => m.eras !== 'legacy')
+const MODERN_METHODS = namesWhere((m) => m.eras !== 'legacy' && m.fromServer !== true)
 /** Methods a 2025-era client may send (responses carry no method). */
-const LEGACY_METHODS = namesWhere((m) => m.eras !== 'modern')
+const LEGACY_METHODS = namesWhere((m) => m.eras !== 'modern' && m.fromServer !== true)
 /** Every method in the table, for bounded metric labels. */
 export const ALL_METHODS = namesWhere(() => true)
 
@@ -139,6 +176,19 @@ export const RETRY_SAFE_METHODS = namesWhere((m) => m.retrySafe === true)
 
 /** Methods whose policy targets are in the body, so policy needs the body parsed. */
 export const BODY_TARGET_METHODS = namesWhere((m) => m.bodyTargets === true)
+
+/** The events extension's methods that name one event type in `params.name`. */
+export const EVENT_NAME_METHODS = namesWhere((m) => m.eventName === true)
+
+const STREAM_METHODS = namesWhere((m) => m.stream === true)
+
+/**
+ * True for a long-lived request answered by a stream of notifications (subscriptions/listen,
+ * events/stream): the one predicate every stream budget, cap and idle rule keys on.
+ */
+export function isStreamMethod(method: string | undefined): boolean {
+  return method !== undefined && STREAM_METHODS.has(method)
+}
 
 /** True when a client of `era` may send `method` (exact case: method names are case-sensitive). */
 export function isKnownMethod(era: 'modern' | 'legacy', method: string): boolean {

@@ -4,7 +4,7 @@ import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
-export type TargetKind = 'tool' | 'prompt' | 'resource' | 'method'
+export type TargetKind = 'tool' | 'prompt' | 'resource' | 'event' | 'method'
 
 /** A rule as parsed from a file, with where it came from (`policies/a.yaml rules[2]`). */
 export interface SourcedRule {
@@ -47,6 +47,7 @@ function compileTargets(t: TargetPatterns | undefined): Record<TargetKind, Match
     tool: compilePatterns(t?.tools),
     prompt: compilePatterns(t?.prompts),
     resource: compilePatterns(t?.resources),
+    event: compilePatterns(t?.events),
     method: compilePatterns(t?.methods),
   }
 }

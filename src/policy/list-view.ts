@@ -14,6 +14,7 @@ const KIND_OF: Readonly<Record<ListItems['key'], TargetKind>> = {
   prompts: 'prompt',
   resources: 'resource',
   resourceTemplates: 'resource',
+  events: 'event',
 }
 
 /** The ListFilter of one caller on one server: keeps the items `visible` allows. */

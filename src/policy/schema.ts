@@ -12,6 +12,8 @@ const targets = z.strictObject({
   tools: patterns.optional(),
   prompts: patterns.optional(),
   resources: patterns.optional(),
+  /** Event types of the events extension (docs/events.md), by `params.name`. */
+  events: patterns.optional(),
   /** Methods a server lists under `extraMethods` (the protocol's own methods are not targets). */
   methods: patterns.optional(),
 })

@@ -29,7 +29,8 @@ export class Route {
   matches(t: McpTarget): boolean {
     if (t.kind === 'tool') return this.tool?.(t.name) === true
     if (t.kind === 'prompt') return this.prompt?.(t.name) === true
-    if (t.kind === 'method') return false
+    // Event types are served by the server's main pool (docs/events.md).
+    if (t.kind === 'method' || t.kind === 'event') return false
     return this.resource?.(t.uri) === true
   }
 }

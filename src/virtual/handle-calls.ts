@@ -11,7 +11,10 @@ import { routeResource } from './resources.js'
 import { allowed, forwardTo, limited } from './route.js'
 import type { NamedKind } from './state.js'
 
-/** tools/call and prompts/get: the member that serves the exposed name, with its own name. */
+/**
+ * tools/call, prompts/get and the events extension's requests (docs/events.md): the member that
+ * serves the exposed name, with its own name.
+ */
 export async function callByName(
   r: VirtualRequest,
   kind: NamedKind,
@@ -20,7 +23,7 @@ export async function callByName(
   const exposed = valueAt(r.message.params, path)
   if (typeof exposed !== 'string')
     throw new GatewayError('invalid_params', `params.${path.join('.')} is required`)
-  const targetKind = kind === 'tools' ? 'tool' : 'prompt'
+  const targetKind = kind === 'tools' ? 'tool' : kind === 'prompts' ? 'prompt' : 'event'
   // A known name costs no await (a microtask turn per call on the hot path).
   const route = r.v.state.table(kind).routes.get(exposed) ?? (await routeName(r, kind, exposed))
   // An unknown name is answered as the server answers one (in band, no gateway marker).
@@ -29,8 +32,9 @@ export async function callByName(
   const member = r.v.members[route.member] as MemberServer
   // The prefix is off; the member's curation and pins are undone next, as on its own endpoint.
   const maxBytes = r.ctx.limits.maxInspectBytes
+  // A catalog curates tools and prompts only; event types keep the member's names.
   const own =
-    member.catalog === undefined
+    member.catalog === undefined || kind === 'events'
       ? route.name
       : await memberBackendName(member, kind, route.name, maxBytes)
   if (own === undefined)
@@ -45,7 +49,11 @@ export async function callByName(
     text = rewritten
   }
   // Mcp-Name names the tool or prompt for tools/call and prompts/get (SEP-2243); not for completions.
-  const name = r.method === 'completion/complete' ? undefined : own
+  // The events extension defines none; one a client sent anyway names the member's own type.
+  const name =
+    r.method === 'completion/complete' || (kind === 'events' && r.call.head.name === undefined)
+      ? undefined
+      : own
   // Only a call that can create a task has its answer read for task ids (docs/virtual-servers.md
   // "Tasks"); a plain tools/call streams untouched.
   const tasks =

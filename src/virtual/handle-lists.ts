@@ -140,7 +140,7 @@ async function listed(
 ): Promise<Answer> {
   const { v } = r
   // A first page of a list some member paginates: names are decided on the whole of it.
-  const named = spec.kind === 'tools' || spec.kind === 'prompts'
+  const named = spec.kind === 'tools' || spec.kind === 'prompts' || spec.kind === 'events'
   if (named && pending === undefined && page.next.length > 0 && !v.state.isFresh(spec.kind))
     await learnRest(r, spec, page.next, page.ttlMs, deadline)
   const pages: MemberPage[] = page.results.map(([member, result]) => {
@@ -383,6 +383,7 @@ export async function routeName(
 const LIST_OF: Readonly<Record<NamedKind | UriKind, string>> = {
   tools: 'tools/list',
   prompts: 'prompts/list',
+  events: 'events/list',
   resources: 'resources/list',
   resourceTemplates: 'resources/templates/list',
 }

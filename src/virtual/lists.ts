@@ -41,7 +41,7 @@ export interface MemberPage {
 }
 
 /**
- * The items of a merged page, in member order: tool and prompt names as the name table exposes
+ * The items of a merged page, in member order: tool, prompt and event names as the name table exposes
  * them (an item without an exposed name, unreachable by collision or length, is left out); a URI
  * or template two members serve is listed once, from the member `resources:` routes it to, or not
  * at all (ambiguous, returned so the caller can report it).
@@ -54,7 +54,7 @@ export function mergeItems(
 ): { items: Record<string, unknown>[]; ambiguous: string[] } {
   const items: Record<string, unknown>[] = []
   const ambiguous: string[] = []
-  if (spec.kind === 'tools' || spec.kind === 'prompts') {
+  if (spec.kind === 'tools' || spec.kind === 'prompts' || spec.kind === 'events') {
     const table = state.table(spec.kind)
     for (const p of pages) {
       const exposed = table.exposed[p.member]

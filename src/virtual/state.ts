@@ -5,8 +5,11 @@ const MIN_FRESH_MS = 1000
 /** Shortest time between the end of one routing refresh of a kind and the start of the next. */
 const MIN_REFRESH_INTERVAL_MS = 1000
 
-/** Named kinds a virtual server renames: tools and prompts (resource URIs are never renamed). */
-export type NamedKind = 'tools' | 'prompts'
+/**
+ * Named kinds a virtual server renames: tools, prompts and event types (docs/events.md; resource
+ * URIs are never renamed).
+ */
+export type NamedKind = 'tools' | 'prompts' | 'events'
 /** URI kinds: resource URIs and resource templates, routed by who serves them. */
 export type UriKind = 'resources' | 'resourceTemplates'
 
@@ -38,7 +41,11 @@ export class VirtualState {
     // A refresh is followed by a pause at least as long as one may last, so even a member that
     // never answers spends at most half its time on one virtual server's refreshes.
     this.refreshIntervalMs = Math.max(MIN_REFRESH_INTERVAL_MS, fanOutTimeoutMs)
-    this.owned = { tools: members.map(() => new Set()), prompts: members.map(() => new Set()) }
+    this.owned = {
+      tools: members.map(() => new Set()),
+      prompts: members.map(() => new Set()),
+      events: members.map(() => new Set()),
+    }
     this.uris = { resources: new Map(), resourceTemplates: new Map() }
   }
 
@@ -49,7 +56,7 @@ export class VirtualState {
     values: readonly string[],
     first: boolean,
   ): void {
-    if (kind === 'tools' || kind === 'prompts') {
+    if (kind === 'tools' || kind === 'prompts' || kind === 'events') {
       const set = this.owned[kind][member]
       if (set === undefined) return
       if (first) set.clear()
@@ -122,7 +129,7 @@ export class VirtualState {
   /** Forgets what a kind's lists said (a member's list_changed; docs/virtual-servers.md §Cache). */
   invalidate(kind?: NamedKind | UriKind): void {
     for (const k of kind === undefined
-      ? (['tools', 'prompts', 'resources', 'resourceTemplates'] as const)
+      ? (['tools', 'prompts', 'events', 'resources', 'resourceTemplates'] as const)
       : [kind])
       delete this.freshUntil[k]
   }
@@ -139,7 +146,7 @@ export class VirtualState {
   /** What /readyz shows: names unreachable because of a collision. */
   problems(): string[] {
     const out: string[] = []
-    for (const kind of ['tools', 'prompts'] as const) {
+    for (const kind of ['tools', 'prompts', 'events'] as const) {
       const t = this.tables[kind]
       if (t === undefined) continue
       for (const c of t.collisions)

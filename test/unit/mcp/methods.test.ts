@@ -83,6 +83,7 @@ describe('the method table', () => {
       'prompts/list': { key: 'prompts', field: 'name' },
       'resources/list': { key: 'resources', field: 'uri' },
       'resources/templates/list': { key: 'resourceTemplates', field: 'uriTemplate' },
+      'events/list': { key: 'events', field: 'name' },
     })
     expect(LIST_METHODS['constructor']).toBeUndefined()
     expect({ ...RESULT_ARRAYS }).toEqual({
@@ -108,11 +109,21 @@ describe('the method table', () => {
       'tools/list',
     ])
     expect([...RETRY_SAFE_METHODS].sort()).toEqual(
-      [...CACHEABLE_METHODS, 'completion/complete', 'prompts/get', 'tasks/get'].sort(),
+      [
+        ...CACHEABLE_METHODS,
+        'completion/complete',
+        'prompts/get',
+        'tasks/get',
+        'events/list',
+      ].sort(),
     )
     expect(RETRY_SAFE_METHODS.has('tools/call')).toBe(false)
     expect([...BODY_TARGET_METHODS].sort()).toEqual([
       'completion/complete',
+      'events/poll',
+      'events/stream',
+      'events/subscribe',
+      'events/unsubscribe',
       'resources/subscribe',
       'subscriptions/listen',
     ])
