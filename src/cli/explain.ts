@@ -7,6 +7,8 @@ import { isRecord } from '../mcp/jsonrpc.js'
 import { memberTargets, type MemberTarget } from '../virtual/explain-target.js'
 import type { PolicyCaller } from '../match/claims.js'
 import type { Decision, PolicySet } from '../policy/policy.js'
+import { deadlineOf } from '../upstream/deadlines.js'
+import type { GatewayConfig } from '../config/schema.js'
 
 /** Exit codes of `mcp-edge explain`. */
 const EXPLAIN_EXIT = { allow: 0, invalidConfig: 1, usage: 2, deny: 3 } as const
@@ -80,16 +82,27 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     opts.target.kind === 'method'
       ? opts
       : { ...opts, target: { kind: opts.target.kind, name: catalog.backend } }
+  // The deadline keys on the backend's name, as policy does (docs/balancing.md "Deadlines").
+  const deadline = explainDeadline(loaded.config, judged.server, judged.target)
   const policy = loaded.policy
   if (policy === undefined) {
-    const json = JSON.stringify({ decision: 'allow', policies: false, ...catalogJson })
-    io.out(opts.json ? `${json}\n` : `decision: allow\nreason: no policies configured\n${extra}`)
+    const json = JSON.stringify({
+      decision: 'allow',
+      policies: false,
+      ...catalogJson,
+      deadline: deadline.json,
+    })
+    io.out(
+      opts.json
+        ? `${json}\n`
+        : `decision: allow\nreason: no policies configured\n${extra}${deadline.line}\n`,
+    )
     return EXPLAIN_EXIT.allow
   }
   const decision = policy.check(judged.caller, judged.server, judged.target)
   const text = opts.json
-    ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...catalogJson })}\n`
-    : describe(decision, judged, policy) + extra
+    ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...catalogJson, deadline: deadline.json })}\n`
+    : `${describe(decision, judged, policy)}${extra}${deadline.line}\n`
   io.out(text)
   return decision.allow ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
 }
@@ -156,6 +169,8 @@ function explainVirtual(
         : c.via === 'resources'
           ? 'its resources: route names it'
           : "if it serves the name (the members' lists decide at run time)") + names
+    // A member's request keeps the member's own deadline (docs/virtual-servers.md).
+    const deadline = explainDeadline(loaded.config, c.member, c.target)
     if (policy === undefined) {
       allowed = true
       if (opts.json)
@@ -165,20 +180,27 @@ function explainVirtual(
           exposed: c.exposed,
           decision: 'allow',
           policies: false,
+          deadline: deadline.json,
         })
       else
         io.out(
-          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n\n`,
+          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n${deadline.line}\n\n`,
         )
       continue
     }
     const d = policy.check(opts.caller, c.member, c.target)
     if (d.allow) allowed = true
     if (opts.json)
-      json.push({ member: c.member, via: c.via, exposed: c.exposed, ...toJson(d, member, policy) })
+      json.push({
+        member: c.member,
+        via: c.via,
+        exposed: c.exposed,
+        ...toJson(d, member, policy),
+        deadline: deadline.json,
+      })
     else
       io.out(
-        `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\n${describe(d, member, policy)}\n`,
+        `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\n${describe(d, member, policy)}${deadline.line}\n\n`,
       )
   }
   if (opts.json)
@@ -298,6 +320,32 @@ function limitsFor(policy: PolicySet, o: ExplainOptions): CompiledLimit[] {
   return policy.limits.filter(
     (l) => l.servers(o.server) && limitApplies(l, o.caller, method, targets),
   )
+}
+
+/** The deadline a request for the target gets on `server` (docs/balancing.md "Deadlines"). */
+function explainDeadline(
+  config: GatewayConfig,
+  server: string,
+  t: McpTarget,
+): { readonly line: string; readonly json: Record<string, unknown> } {
+  const timeouts = config.servers[server]?.timeouts
+  if (timeouts === undefined) return { line: 'deadline: (unknown server)', json: {} }
+  const method = t.kind === 'method' ? t.name : METHOD_OF[t.kind]
+  const d = deadlineOf(timeouts, method, t.kind === 'method' ? [] : [t])
+  if (d.kind === 'stream')
+    return {
+      line: `deadline: none (a long-lived stream; at most timeouts.streamIdleMs ${timeouts.streamIdleMs} ms between events)`,
+      json: { ms: null, source: 'stream' },
+    }
+  if (d.kind === 'server')
+    return {
+      line: `deadline: ${d.ms} ms to the response head (timeouts.responseHeadersMs; a streamed answer: timeouts.streamIdleMs ${timeouts.streamIdleMs} ms between events)`,
+      json: { ms: d.ms, source: 'timeouts.responseHeadersMs', covers: 'head' },
+    }
+  return {
+    line: `deadline: ${d.ms} ms to the response head and for a streamed answer whole (${d.source})`,
+    json: { ms: d.ms, source: d.source, covers: 'answer' },
+  }
 }
 
 function keyText(l: CompiledLimit): string {

@@ -18,11 +18,22 @@ const upstream = z.strictObject({
   weight: z.int().min(1).max(1000).default(1),
 })
 
+/** Milliseconds per name or pattern (`*` matches any run of characters). */
+const deadlines = z.record(z.string().min(1), positiveMs)
+
 const timeouts = z.strictObject({
   connectMs: positiveMs.default(2000),
   responseHeadersMs: positiveMs.default(30_000),
   /** Longest silence between two chunks of a response body (SSE keep-alives reset it); 0 = none. */
   streamIdleMs: nonNegativeMs.default(300_000),
+  /**
+   * Deadlines per method, tool and prompt (names or `*` patterns; the most specific wins): each
+   * replaces responseHeadersMs for its requests and also bounds a streamed (SSE) answer whole
+   * (docs/balancing.md "Deadlines"). Long-lived streams (listen, 2025-era GET) have none.
+   */
+  methods: deadlines.optional(),
+  tools: deadlines.optional(),
+  prompts: deadlines.optional(),
 })
 
 const healthCheck = z.strictObject({

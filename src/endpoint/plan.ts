@@ -19,6 +19,7 @@ import { refuseCallback } from '../policy/event-callbacks.js'
 import { bodyWithTraceContext } from '../telemetry/propagate.js'
 import type { AttemptPlan } from '../upstream/attempts.js'
 import type { ServerBalancing } from '../upstream/balancing.js'
+import type { ServerDeadlines } from '../upstream/deadlines.js'
 import type { ForwardResult } from '../upstream/forward-types.js'
 import type { HandleOwner, SessionCodec } from '../upstream/sessions.js'
 import type { Upstream } from '../upstream/upstream.js'
@@ -33,6 +34,8 @@ export interface PlanServer {
   readonly classify: { readonly maxDepth: number }
   /** `events.callbacks`: where webhooks may go (docs/events.md); none given refuses every one. */
   readonly config?: { readonly events?: { readonly callbacks: readonly string[] } }
+  /** Per-method, per-tool and per-prompt deadlines (`timeouts:`); undefined when none is set. */
+  readonly deadlines?: ServerDeadlines | undefined
 }
 
 /**
@@ -164,6 +167,16 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
     ? b.lifecycle.openStream(callerKey(call.principal, call.peer), opts.maxStreams)
     : undefined
   const expected = method === 'POST' ? expectedId(mcp, body) : undefined
+  // A request's own deadline (docs/balancing.md "Deadlines"), from the method and name the
+  // request already carries; a long-lived stream and a notification have none.
+  const deadlines = server.deadlines
+  const deadline =
+    deadlines === undefined ||
+    stop !== undefined ||
+    mcp.method === undefined ||
+    mcp.kind === 'notification'
+      ? undefined
+      : deadlines.forRequest(mcp.method, mcp.targets, owner)
   const plan: AttemptPlan = {
     pool: b.poolFor(mcp.targets),
     pinned,
@@ -177,6 +190,7 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
     transform: transformOf(opts, mcp.method, tasks, expected),
     expected,
     stop,
+    deadline,
     upstream: undefined,
     onHeaders: opts.onHeaders,
     onAttempt: opts.onAttempt,

@@ -124,6 +124,42 @@ export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
   }
 }
 
+/** A request cut at its own deadline (docs/balancing.md "Deadlines"). */
+export interface DeadlineEntry {
+  readonly caller: { readonly subject: string; readonly issuer: string } | undefined
+  readonly server: string
+  readonly method: string
+  /** The tool or prompt named, when the deadline was its own. */
+  readonly name: string | undefined
+  readonly deadlineMs: number
+  /** The config key that set it: `timeouts.tools["slow_*"]`. */
+  readonly rule: string
+  readonly phase: 'head' | 'stream'
+}
+
+/**
+ * The audit line of a request cut at its deadline, one per request (the drift lines' logger: a
+ * child with `audit: true`, at `info` whatever `log.level` says but `silent`).
+ */
+export function createDeadlineAudit(log: Logger): (entry: DeadlineEntry) => void {
+  const audit = log.child({ audit: true }, { level: log.level === 'silent' ? 'silent' : 'info' })
+  return ({ caller, server, method, name, deadlineMs, rule, phase }) =>
+    audit.info(
+      {
+        sub: orNull(caller?.subject),
+        iss: orNull(caller?.issuer),
+        server,
+        method: bounded(method),
+        ...(name === undefined ? {} : named(name)),
+        decision: 'deadline_exceeded',
+        deadlineMs,
+        rule,
+        phase,
+      },
+      'request deadline exceeded, upstream request cancelled',
+    )
+}
+
 /** A client-derived value as a JSON string (bounded), or `null`. */
 function nullable(value: string | undefined): string {
   return value === undefined ? 'null' : quote(bounded(value))

@@ -34,6 +34,12 @@ export interface GatewayMetrics {
   readonly virtualPartial: Counter<'server'>
   /** Definitions seen with another digest than their pin (docs/catalog.md §Run-time pinning). */
   readonly catalogDrift: Counter<'server' | 'kind'>
+  /**
+   * Requests cut at their own deadline (`timeouts.methods`, `.tools`, `.prompts`); `tool` is a
+   * listed name or `other` (ToolCatalog), `none` for a method without one; `phase` is `head` or
+   * `stream`.
+   */
+  readonly deadlineExceeded: Counter<'server' | 'method' | 'tool' | 'phase'>
 }
 
 /** Maps a method to a bounded label value. */
@@ -74,6 +80,12 @@ export function createMetrics(defaults = true): GatewayMetrics {
       name: 'mcp_edge_catalog_drift_total',
       help: 'Tool and prompt definitions seen with another digest than their pin',
       labelNames: ['server', 'kind'],
+      registers,
+    }),
+    deadlineExceeded: new Counter({
+      name: 'mcp_edge_deadline_exceeded_total',
+      help: 'Requests cut at their per-method, per-tool or per-prompt deadline',
+      labelNames: ['server', 'method', 'tool', 'phase'],
       registers,
     }),
     policyDecisions: new Counter({

@@ -14,9 +14,15 @@ import { BODY_TARGET_METHODS, CACHEABLE_METHODS, CURATED_NAME_METHODS } from '..
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
-import { createAuditLog } from '../observability/audit.js'
-import type { GatewayMetrics } from '../observability/metrics.js'
+import { createAuditLog, createDeadlineAudit } from '../observability/audit.js'
+import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
+import {
+  compileDeadlines,
+  ruleText,
+  type DeadlineReporter,
+  type ServerDeadlines,
+} from '../upstream/deadlines.js'
 import type { ReplicaOut } from '../upstream/health.js'
 import type { HealthShare } from '../upstream/health-share.js'
 import type { Lifecycle } from '../upstream/lifecycle.js'
@@ -39,6 +45,8 @@ export interface ServerRuntime {
   readonly origins: ReadonlySet<string>
   /** Curation and pins (docs/catalog.md); undefined when the server has neither. */
   readonly catalog?: ServerCatalog | undefined
+  /** `timeouts.methods`, `.tools` and `.prompts` compiled; undefined when none is set. */
+  readonly deadlines?: ServerDeadlines | undefined
 }
 
 /**
@@ -117,6 +125,32 @@ function driftReporter(log: Logger, metrics: GatewayMetrics | undefined): DriftR
   }
 }
 
+/** A request cut at its deadline goes to the audit log and a counter (docs/balancing.md "Deadlines"). */
+function deadlineReporter(log: Logger, metrics: GatewayMetrics | undefined): DeadlineReporter {
+  const audit = createDeadlineAudit(log)
+  return (e) => {
+    audit({
+      caller: e.caller,
+      server: e.server,
+      method: e.method,
+      name: e.name,
+      deadlineMs: e.rule.ms,
+      rule: ruleText(e.rule),
+      phase: e.phase,
+    })
+    const tool =
+      e.method === 'tools/call' && e.name !== undefined
+        ? (metrics?.tools.label(e.server, e.name) ?? 'other')
+        : 'none'
+    metrics?.deadlineExceeded.inc({
+      server: e.server,
+      method: methodLabel(e.method),
+      tool,
+      phase: e.phase,
+    })
+  }
+}
+
 /** What outlives a config reload: the drain state and the metrics registry of one gateway. */
 export interface RuntimeShared {
   readonly lifecycle: Lifecycle
@@ -159,6 +193,7 @@ export function createRuntime(
     health: shared.health,
   }
   const drift = driftReporter(log, shared.metrics)
+  const deadlines = deadlineReporter(log, shared.metrics)
   for (const [name, cfg] of Object.entries(config.servers)) {
     const catalog = compileCatalog(name, cfg, config, drift)
     const upstreamHeaders: string[] = []
@@ -180,6 +215,7 @@ export function createRuntime(
       headerRules: compileHeaderRules(Object.keys(cfg.headers), hashHeader),
       origins: new Set(cfg.origins ?? config.origins),
       catalog,
+      deadlines: compileDeadlines(name, cfg.timeouts, deadlines),
     })
   }
   const virtualServers = new Map<string, VirtualRuntime>()

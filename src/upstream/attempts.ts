@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import { GatewayError } from '../errors.js'
 import type { ServerBalancing } from './balancing.js'
+import type { RequestDeadline } from './deadlines.js'
 import { UpstreamFailure } from './failure.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import type { ExpectedId } from '../mcp/answer-scan.js'
@@ -33,6 +34,12 @@ export interface AttemptPlan {
   /** The id the answer must carry (ForwardRequest.expected). */
   readonly expected: ExpectedId
   readonly stop: StreamStop | undefined
+  /**
+   * The request's own deadline (`timeouts.methods`, `.tools`, `.prompts`): in place of the
+   * server's responseHeadersMs for the head of every try, and for a streamed answer the end of
+   * it (docs/balancing.md "Deadlines"). Undefined for most requests: they carry nothing for it.
+   */
+  readonly deadline?: RequestDeadline | undefined
   /**
    * Replaces the response-header hook (a virtual server's 2025-only member: its session id must
    * not reach the client, whatever the status); default: balancing's, or the session rewriter.
@@ -77,8 +84,15 @@ export async function sendWithRetries(
   plan: AttemptPlan,
 ): Promise<ForwardResult | StreamHead> {
   const { budget, retry } = b
-  const total = b.headersTimeoutMs
+  // One deadline for every try (docs/design/retries.md §Bounds): the request's own when it has
+  // one, else the server's response-head timeout.
+  const own = plan.deadline
+  const total = own === undefined ? b.headersTimeoutMs : own.ms
   const deadline = performance.now() + total
+  if (own !== undefined) own.at = deadline
+  // A per-try cap leaves room for another try; a deadline-bound call that is never retried once
+  // sent gets all of its deadline.
+  const perTry = own === undefined || plan.safe ? (retry.perTryTimeoutMs ?? total) : total
   let tried: Upstream[] | undefined
   let retries = 0
   let holding = false
@@ -95,6 +109,7 @@ export async function sendWithRetries(
       plan.upstream = upstream
       plan.onAttempt?.(upstream.id, retries)
       const left = deadline - performance.now()
+      const headersTimeoutMs = Math.max(1, Math.min(perTry, left))
       // A long-lived stream counts against the replica's stream budget (maxStreams) for exactly
       // as long as it runs, however it ends: given back below, or by HeldStream once it ends.
       if (stream) upstream.streams++
@@ -108,7 +123,7 @@ export async function sendWithRetries(
           method: plan.method,
           headers: plan.headers,
           body: plan.body,
-          headersTimeoutMs: Math.max(1, Math.min(retry.perTryTimeoutMs ?? total, left)),
+          headersTimeoutMs,
           // Idle time between chunks, not total time: SSE keep-alive comments (every 15 s in the
           // SDK) keep subscriptions/listen and long tool calls open while both sides are alive.
           bodyTimeoutMs: b.streamIdleMs,
@@ -118,6 +133,7 @@ export async function sendWithRetries(
             plan.onHeaders ??
             (plan.legacy ? sessionRewriter(b, upstream, plan.owner) : b.onHeaders),
           stop: plan.stop,
+          deadline: own,
           onStreamEnd: held?.end,
         })
         if (result.kind === 'streaming') return result // HeldStream closes the books
@@ -127,6 +143,14 @@ export async function sendWithRetries(
       } catch (err) {
         if (stream) upstream.streams--
         if (!(err instanceof UpstreamFailure)) throw err
+        if (own !== undefined && left <= perTry && isHeadTimeout(err)) {
+          // The request's own deadline passed before the head: undici has already destroyed the
+          // connection, so the backend sees the request cancelled, and nothing is retried.
+          const passed = deadlineFailure(err)
+          b.failed(upstream, passed)
+          own.expired('head')
+          throw passed
+        }
         if (err.sent) lastSent = err
         b.failed(upstream, err)
         if (holding) {
@@ -181,6 +205,30 @@ class HeldStream {
     this.b.settled(this.upstream, result)
     this.then(result)
   }
+}
+
+/** undici gave up waiting for the response head (UND_ERR_HEADERS_TIMEOUT, upstream/failure.ts). */
+function isHeadTimeout(f: UpstreamFailure): boolean {
+  return (
+    f.code === 'upstream_timeout' &&
+    f.status === undefined &&
+    causeCode(f) === 'UND_ERR_HEADERS_TIMEOUT'
+  )
+}
+
+function causeCode(f: UpstreamFailure): unknown {
+  const cause: unknown = f.cause
+  return typeof cause === 'object' && cause !== null
+    ? (cause as { code?: unknown }).code
+    : undefined
+}
+
+/**
+ * A request's own deadline passed: `deadline_exceeded`, not the replica's fault (a slow tool is
+ * no unhealthy replica; its health is judged by the requests without one).
+ */
+function deadlineFailure(f: UpstreamFailure): UpstreamFailure {
+  return new UpstreamFailure('deadline_exceeded', { sent: true, cause: f.cause })
 }
 
 /** A failure worth another replica: the replica's own fault, and not a 500 it meant to send. */

@@ -4,6 +4,7 @@
  */
 import type { ExpectedId } from '../mcp/answer-scan.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
+import type { RequestDeadline } from './deadlines.js'
 import type { StreamStop } from './lifecycle.js'
 import type { Upstream } from './upstream.js'
 
@@ -28,6 +29,11 @@ export interface ForwardRequest {
   /** For long-lived streams: ends the response at the next event boundary on drain. */
   readonly stop?: StreamStop | undefined
   /**
+   * The request's own deadline (AttemptPlan.deadline): a streamed answer still running at it is
+   * ended at an event boundary with an in-band `deadline_exceeded` error, and the request aborted.
+   */
+  readonly deadline?: RequestDeadline | undefined
+  /**
    * For long-lived streams: once a streamed answer's head is written, forward() resolves with a
    * StreamHead and the end is reported here, once, instead. Nothing is retried after the head, so
    * the attempt is over; a held stream then carries only this handler (docs/design/hot-path.md
@@ -48,6 +54,8 @@ export type ForwardResult =
     }
   /** A stream that ended cleanly after its last complete event because the gateway is draining. */
   | { readonly kind: 'drained'; readonly status: number; readonly bytes: number }
+  /** A streamed answer ended at the request's deadline with an in-band error (AttemptPlan.deadline). */
+  | { readonly kind: 'deadline_exceeded'; readonly status: number; readonly bytes: number }
 
 /**
  * A long-lived stream whose head is written, when the caller asked to hear of its end separately

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { Dispatcher } from 'undici'
-import { GatewayError } from '../errors.js'
+import { GatewayError, renderError } from '../errors.js'
+import type { RequestDeadline } from './deadlines.js'
 import { classifyFailure, UpstreamFailure } from './failure.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import type { ForwardRequest, ForwardResult, StreamHead } from './forward-types.js'
@@ -18,6 +19,9 @@ class ClientClosed extends Error {
 }
 class Drained extends Error {
   override readonly name = 'Drained'
+}
+class DeadlinePassed extends Error {
+  override readonly name = 'DeadlinePassed'
 }
 
 /** undici dispatch handler writing one upstream answer straight into Node's response. */
@@ -53,6 +57,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (!this.res.writableFinished) this.controller?.abort(new ClientClosed('client closed'))
   }
   private onDrain: (() => void) | undefined
+  /** Ends a streamed answer at the request's own deadline; set only for such a request. */
+  private deadlineTimer: NodeJS.Timeout | undefined
   private readonly upstream: Upstream
   private readonly expected: ExpectedId
   /** The request, until a stream's head is out; the fields needed after it are copied above. */
@@ -154,6 +160,7 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     if (!this.untyped && (transform === undefined || transform.streaming)) this.writeHead(streaming)
     if (transform?.streaming === true) {
       req.stop?.onStop(() => this.stopAtBoundary())
+      if (req.deadline !== undefined && this.headWritten) this.armDeadline(req.deadline)
       if (this.headWritten && req.onStreamEnd !== undefined) this.streamHead(req.onStreamEnd)
     }
   }
@@ -187,6 +194,32 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.res.end()
     this.done({ kind: 'drained', status: this.status ?? 0, bytes: this.bytes })
     this.controller?.abort(new Drained('gateway draining'))
+  }
+
+  /**
+   * A request's own deadline covers its whole streamed answer (docs/balancing.md "Deadlines"):
+   * armed when the head is out, in a scope of its own so the timer holds only this handler.
+   */
+  private armDeadline(deadline: RequestDeadline): void {
+    const left = Math.max(0, deadline.at - performance.now())
+    this.deadlineTimer = setTimeout(() => this.deadlinePassed(deadline), left)
+  }
+
+  /**
+   * The deadline passed mid-stream: everything written so far is whole events (the SSE reader),
+   * so the stream ends here with the request's error event, as a drain ends one, and the upstream
+   * request is aborted (its connection closed: the backend sees the cancellation).
+   */
+  private deadlinePassed(deadline: RequestDeadline): void {
+    this.deadlineTimer = undefined
+    if (this.settled) return
+    const answered = this.transform?.answered !== false
+    this.finish()
+    this.res.end(answered ? undefined : deadlineEvent(this.expected))
+    const kind = answered ? 'done' : 'deadline_exceeded'
+    this.done({ kind, status: this.status ?? 0, bytes: this.bytes })
+    if (!answered) deadline.expired('stream')
+    this.controller?.abort(new DeadlinePassed('request deadline passed'))
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -383,5 +416,13 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
     this.upstream.inFlight--
     this.res.off('close', this.onClose)
     if (this.onDrain !== undefined) this.res.off('drain', this.onDrain)
+    if (this.deadlineTimer !== undefined) clearTimeout(this.deadlineTimer)
   }
+}
+
+/** The final error event of a streamed answer cut at its deadline; none for a request without id. */
+function deadlineEvent(expected: ExpectedId): string | undefined {
+  if (typeof expected !== 'string') return undefined
+  const body = renderError(new GatewayError('deadline_exceeded'), expected).body
+  return `event: message\ndata: ${body}\n\n`
 }
