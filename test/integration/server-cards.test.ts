@@ -1,6 +1,8 @@
 import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { request } from 'undici'
+import { stringify } from 'yaml'
+import { parseConfigText } from '../../src/runtime/load.js'
 import { connectClient, connectLegacyClient } from '../helpers/clients.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { closing } from '../helpers/lifecycle.js'
@@ -304,6 +306,50 @@ describe('Server Cards and the AI Catalog', () => {
       expect((await get(`${gw.url}/.well-known/ai-catalog.json`)).status).toBe(404)
       expect((await get(`${gw.url}/mcp/weather/server-card`)).status).toBe(404)
     }
+  })
+
+  it('a reload replaces the documents: new tags, a newly hidden endpoint gone', async () => {
+    const backend = await closing(startSdkServer())
+    const config = (listed: boolean) => ({
+      listen: { host: '127.0.0.1', port: 0 },
+      log: { level: 'silent' },
+      cards: { publicUrl: 'https://mcp.example.com' },
+      servers: {
+        a: { upstreams: [{ url: backend.url }] },
+        b: { upstreams: [{ url: backend.url }], card: { listed } },
+      },
+    })
+    const gw = await startTestGateway(config(true))
+    const catalogUrl = `${gw.url}/.well-known/ai-catalog.json`
+    const before = await get(catalogUrl)
+    expect(before.text).toContain('/mcp/b/server-card')
+    expect((await get(`${gw.url}/mcp/b/server-card`)).status).toBe(200)
+    const cardA = await get(`${gw.url}/mcp/a/server-card`)
+    await gw.reload(parseConfigText(stringify(config(false)), { dir: process.cwd(), env: {} }))
+    const after = await get(catalogUrl, { 'if-none-match': before.headers.etag as string })
+    expect(after.status).toBe(200)
+    expect(after.headers.etag).not.toBe(before.headers.etag)
+    expect(after.text).not.toContain('/mcp/b/')
+    expect((await get(`${gw.url}/mcp/b/server-card`)).status).toBe(404)
+    // An unchanged card keeps its tag across the reload: clients revalidate to 304.
+    const again = await get(`${gw.url}/mcp/a/server-card`, {
+      'if-none-match': cardA.headers.etag as string,
+    })
+    expect(again.status).toBe(304)
+  })
+
+  it('refuses a second public URL next to auth.publicUrl at startup', async () => {
+    const backend = await closing(startSdkServer())
+    await expect(
+      startTestGateway({
+        auth: {
+          publicUrl: 'https://a.example',
+          jwt: { issuer: 'https://idp.example', jwksUrl: 'https://idp.example/jwks' },
+        },
+        cards: { publicUrl: 'https://b.example' },
+        servers: { w: { upstreams: [{ url: backend.url }] } },
+      }),
+    ).rejects.toThrow(/cards\.publicUrl/)
   })
 
   it('names cards under the configured namespace and the public host otherwise', async () => {
