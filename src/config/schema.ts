@@ -460,5 +460,4 @@ export type AuthConfig = z.infer<typeof auth>
 export type CacheConfig = z.infer<typeof cache>
 export type PinningConfig = z.infer<typeof pinning>
 export type VirtualServerConfig = z.infer<typeof virtualServer>
-export type CardsConfig = z.infer<typeof cards>
 export type EndpointCardConfig = z.infer<typeof endpointCard>
