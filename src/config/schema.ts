@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseCidr } from './cidr.js'
+import { methodKeyProblem } from './deadline-keys.js'
 
 /**
  * The gateway's YAML config, strictly: unknown keys and wrong types are startup errors that name
@@ -20,6 +21,12 @@ const upstream = z.strictObject({
 
 /** Milliseconds per name or pattern (`*` matches any run of characters). */
 const deadlines = z.record(z.string().min(1), positiveMs)
+const methodDeadlines = deadlines.superRefine((entries, ctx) => {
+  for (const key of Object.keys(entries)) {
+    const problem = methodKeyProblem(key)
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem, path: [key] })
+  }
+})
 
 const timeouts = z.strictObject({
   connectMs: positiveMs.default(2000),
@@ -31,7 +38,7 @@ const timeouts = z.strictObject({
    * replaces responseHeadersMs for its requests and also bounds a streamed (SSE) answer whole
    * (docs/balancing.md "Deadlines"). Long-lived streams (listen, 2025-era GET) have none.
    */
-  methods: deadlines.optional(),
+  methods: methodDeadlines.optional(),
   tools: deadlines.optional(),
   prompts: deadlines.optional(),
 })

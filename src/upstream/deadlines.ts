@@ -1,5 +1,6 @@
 import { compilePattern, type Matcher } from '../match/pattern.js'
 import type { McpTarget } from '../mcp/classify.js'
+import { isStreamMethod } from '../mcp/methods.js'
 
 /** Where a deadline came from: `timeouts.methods`, `timeouts.tools` or `timeouts.prompts`. */
 export type DeadlineTable = 'methods' | 'tools' | 'prompts'
@@ -196,7 +197,7 @@ export function deadlineOf(
   method: string,
   targets: readonly McpTarget[],
 ): ExplainedDeadline {
-  if (method === 'subscriptions/listen') return { kind: 'stream' }
+  if (isStreamMethod(method)) return { kind: 'stream' }
   const rule = compileDeadlines('', timeouts, ignore)?.rule(method, targets)
   if (rule === undefined) return { kind: 'server', ms: timeouts.responseHeadersMs }
   return { kind: 'own', ms: rule.ms, source: ruleText(rule) }
