@@ -541,7 +541,7 @@ type RecordedHandler = (
 ) => void | Promise<void>
 
 /** Listens on 127.0.0.1:0, records each request with its full body, then hands it on. */
-async function startRecording(handle: RecordedHandler): Promise<Omit<TestServer, 'notify'>> {
+export async function startRecording(handle: RecordedHandler): Promise<Omit<TestServer, 'notify'>> {
   const requests: RecordedRequest[] = []
   const listening = await listen((req, res) => {
     void (async () => {
