@@ -17,6 +17,12 @@ export interface BodyTransform {
   readonly exact?: boolean
   /** SSE: whether the final response (or the gateway's error in its place) has gone out. */
   readonly answered?: boolean
+  /**
+   * The client reads slower than the backend writes, while hooks that others wait on (a cache's
+   * single flight: ResultHook.unseen) have not seen the final response: they are let go now,
+   * since reading the backend at this client's pace would hold them.
+   */
+  stalled?(): void
   push(chunk: Buffer): Buffer | undefined
   /** Final bytes; may throw GatewayError when the body turned out unusable (before any output). */
   end(): Buffer | undefined

@@ -31,6 +31,8 @@ export class SseAnswer implements BodyTransform {
   private relaying = false
   /** A gateway error event ended the answer: nothing more is relayed. */
   private closed = false
+  /** The hooks were told they will not see the response (a stalled client): they are not run. */
+  private unseen = false
   /** True once the final JSON-RPC response (or the gateway's error in its place) went out. */
   answered = false
 
@@ -77,6 +79,12 @@ export class SseAnswer implements BodyTransform {
     return out
   }
 
+  stalled(): void {
+    if (this.mode !== 'observe' || this.answered || this.relaying || this.unseen) return
+    this.unseen = true
+    notSeen(this.hooks)
+  }
+
   end(): Buffer | undefined {
     // An unterminated trailing event was never complete; it is dropped, not forwarded half-done.
     return undefined
@@ -111,6 +119,7 @@ export class SseAnswer implements BodyTransform {
       }
       return this.fail(err instanceof GatewayError ? err.code : 'upstream_unreadable')
     }
+    if (this.unseen) return undefined
     const out = applyHooks(message, this.hooks, true)
     if (out === undefined || this.mode === 'observe') return undefined
     return replaceData(event, serialize(out, data))

@@ -374,7 +374,9 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
   private write(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.bytes += chunk.length
     if (this.res.write(chunk)) return
-    // The client reads slower than the backend writes: stop reading upstream until it catches up.
+    // The client reads slower than the backend writes: stop reading upstream until it catches up,
+    // first letting go of anyone waiting on this answer (mcp/body-transform.ts `stalled`).
+    this.transform?.stalled?.()
     controller.pause()
     if (this.onDrain === undefined) {
       this.onDrain = () => this.controller?.resume()

@@ -80,6 +80,11 @@ export interface SdkServerOptions {
    * what the client can do (spec 2026-07-28: capabilities travel with every request).
    */
   readonly toolsByCapability?: boolean
+  /**
+   * tools/list sends this many 64 KiB log notifications on its answer's stream before the list
+   * (a backend that reports as it works; with responseMode 'sse').
+   */
+  readonly listNotes?: number
   /** Holds each request, once recorded, until the promise settles (a backend still at work). */
   readonly hold?: (request: RecordedRequest) => Promise<void> | undefined
   /** The server's `instructions`, read at every request (a backend that changes them). */
@@ -127,7 +132,10 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
         {
           cacheHints: options.cacheHints ?? EMPTY_HINTS,
           // without subscribe:true, listen streams drop resourceSubscriptions from the filter
-          capabilities: { resources: { subscribe: true } },
+          capabilities: {
+            resources: { subscribe: true },
+            ...(options.listNotes !== undefined && { logging: {} }),
+          },
           ...withInstructions(options.instructions?.()),
         },
       )
@@ -143,8 +151,18 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
         tools[tool]?.update({ description })
       registerDocsResources(server)
       registerDocsPrompts(server)
-      if (options.toolsPageSize !== undefined || options.toolsByCapability === true)
-        listTools(server, tools, options.toolsPageSize, options.toolsByCapability === true)
+      if (
+        options.toolsPageSize !== undefined ||
+        options.toolsByCapability === true ||
+        options.listNotes !== undefined
+      )
+        listTools(
+          server,
+          tools,
+          options.toolsPageSize,
+          options.toolsByCapability === true,
+          options.listNotes ?? 0,
+        )
       return server
     },
     { legacy: options.legacy ?? 'stateless', responseMode: options.responseMode ?? 'auto' },
@@ -188,8 +206,14 @@ function listTools(
   tools: Record<string, RegisteredTool>,
   size: number | undefined,
   byCapability: boolean,
+  notes: number,
 ): void {
-  server.server.setRequestHandler('tools/list', (request) => {
+  server.server.setRequestHandler('tools/list', async (request, ctx) => {
+    for (let i = 0; i < notes; i++)
+      await ctx.mcpReq.notify({
+        method: 'notifications/message',
+        params: { level: 'info', data: 'n'.repeat(64 * 1024) },
+      })
     const elicits = server.server.getClientCapabilities()?.elicitation !== undefined
     const all = Object.entries(tools)
       .filter(

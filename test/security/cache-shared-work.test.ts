@@ -148,3 +148,48 @@ describe('shared work: a client that never reads holds up nobody else', () => {
     expect(await cacheEvents(s.gw, 'wait_timeout')).toBe(0)
   })
 })
+
+describe('shared work: notifications before the answer do not hold the waiters either', () => {
+  it('lets the waiters go when a stalled leader stops reading before the SSE answer came', async () => {
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let lists = 0
+    const backend = await closing(
+      startSdkServer({
+        cacheHints: { 'tools/list': PUBLIC_60S },
+        responseMode: 'sse',
+        // 4 MiB of log notifications on the answer's stream, then a small list the cache keeps
+        listNotes: 64,
+        hold: (req) => (req.rpcMethod === 'tools/list' && ++lists === 1 ? gate : undefined),
+      }),
+    )
+    const key = await generateTestKey('ES256')
+    const jwks = await closing(startJwks([key]))
+    const gw = await cacheGateway(
+      backend.url,
+      {},
+      {
+        auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, jwksUrl: jwks.url } },
+      },
+    )
+    const aud = `${PUBLIC}/mcp/app`
+    const tokens = await Promise.all(
+      ['p0', 'p1', 'p2', 'p3'].map((sub) => mintToken(claimsFor(ISS, aud, { sub }), { key })),
+    )
+    await expect.poll(() => gw.cache?.invalidator.isConnected('app')).toBe(true)
+    const answers = await within(
+      Promise.all(await waitersOf({ backend, gw, release, tokens })),
+      10_000,
+      'the waiters',
+    )
+    for (const [i, res] of answers.entries()) {
+      expect(res.status).toBe(200)
+      expect(res.response().id, res.text.slice(-400)).toBe(i + 1)
+      expect(res.response().error, res.text.slice(-400)).toBeUndefined()
+      const tools = (res.response().result as { tools: { name: string }[] }).tools
+      expect(tools.map((t) => t.name)).toContain('get_forecast')
+    }
+    expect(await cacheEvents(gw, 'wait_timeout')).toBe(0)
+    expect(gw.cache?.cache.stats.waiters).toBe(0)
+  })
+})
