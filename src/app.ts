@@ -18,7 +18,7 @@ import { edgeCache } from './pipeline/edge-cache.js'
 import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
 import { rateLimit } from './pipeline/rate-limit.js'
-import { createAuditLog } from './observability/audit.js'
+import { createAuditLog, type AuditLog } from './observability/audit.js'
 import { readRequest } from './pipeline/read-request.js'
 import { virtualStage } from './pipeline/virtual.js'
 import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
@@ -33,8 +33,7 @@ import {
   serverCard,
 } from './pipeline/server-card.js'
 import type { RuntimeRef } from './runtime/ref.js'
-import type { ReplicaOut } from './upstream/health.js'
-import { catalogWarnings, type GatewayRuntime } from './runtime/runtime.js'
+import type { GatewayRuntime } from './runtime/runtime.js'
 
 /** What the app needs from the process around it. */
 export interface GatewayDeps {
@@ -43,10 +42,11 @@ export interface GatewayDeps {
   readonly metrics: GatewayMetrics
   /** Access-log line writer (observability/access-line.ts). */
   readonly access: AccessWriter
-  /** Things an operator must see that do not stop traffic (a rejected reload …). */
-  readonly warnings: () => readonly string[]
-  /** Replicas taking no traffic and why; listed by /readyz, not a readiness problem. */
-  readonly replicasOut?: () => readonly ReplicaOut[]
+  /**
+   * Wraps the audit log when the status page listens to its denial events (status/tap.ts);
+   * undefined without `admin:`.
+   */
+  readonly tapAudit?: ((audit: AuditLog) => AuditLog) | undefined
   /** The edge cache, when `cache:` is configured. */
   readonly cache?: EdgeCache | undefined
   /** OpenTelemetry tracer, when `telemetry:` is configured. */
@@ -65,20 +65,18 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   app.notFound((c) => respondWithError(c, new GatewayError('unknown_server'), deps.log))
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }))
+  // Readiness, and nothing else (docs/operations.md §Readiness): a rejected reload, replicas out,
+  // names a virtual server cannot expose and drifted definitions are not readiness problems
+  // (every gateway replica sees the same edit and the same backends; failing on them would turn
+  // one bad edit or one dead backend into a full outage) and are shown where only operators look:
+  // /readyz and the status page on the admin listener.
+  // SECURITY: this port answers anyone who can reach the gateway, unauthenticated; the details
+  // name hidden and admin-only tools, policy file paths and config keys (docs/security.md).
   app.get('/readyz', (c) => {
-    const problems = deps.ref.lifecycle.draining ? ['draining'] : []
-    // A rejected reload (the last good config keeps serving) and replicas that are out are
-    // reported, not fatal: every gateway replica sees the same edit and the same backends, so
-    // failing readiness on them would turn one bad edit or one dead backend into a full outage.
-    // Names a virtual server cannot expose (collisions under `prefix: never`; docs/virtual-
-    // servers.md §Names) are warnings too: the rest of it keeps serving.
-    // Definitions that differ from their pin (docs/catalog.md §Run-time pinning): names only.
-    const warnings = [...deps.warnings(), ...virtualProblems(runtime), ...catalogWarnings(runtime)]
-    const upstreamsOut = deps.replicasOut?.() ?? []
-    return c.json(
-      { ready: problems.length === 0, problems, warnings, upstreamsOut },
-      problems.length === 0 ? 200 : 503,
-    )
+    c.header('cache-control', 'no-store')
+    return deps.ref.lifecycle.draining
+      ? c.json({ ready: false, draining: true }, 503)
+      : c.json({ ready: true }, 200)
   })
   // RFC 9728 protected resource metadata, root and per server (spec 2026-07-28 §8)
   app.on('GET', [...PRM_ROUTES], protectedResourceMetadata(deps.ref))
@@ -94,7 +92,8 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   const tracing = deps.tracing
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
   // One audit log for every stage, so one request's lines reach the log in order.
-  const audit = createAuditLog(deps.log, deps.access.sink)
+  const logged = createAuditLog(deps.log, deps.access.sink)
+  const audit = deps.tapAudit === undefined ? logged : deps.tapAudit(logged)
   const judging = { audit, metrics: deps.metrics }
   const limiting = runtime.limiter && {
     limiter: runtime.limiter,
@@ -159,13 +158,6 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
 
 function present(stages: readonly (Stage | undefined | false)[]): Stage[] {
   return stages.filter((s): s is Stage => typeof s === 'function')
-}
-
-function virtualProblems(runtime: GatewayRuntime): string[] {
-  const out: string[] = []
-  for (const v of runtime.virtualServers.values())
-    for (const p of v.state.problems()) out.push(`virtualServers.${v.name}: ${p}`)
-  return out
 }
 
 /** The only place an error becomes a response. */

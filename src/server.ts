@@ -17,7 +17,6 @@ import type { RuntimeRef } from './runtime/ref.js'
 import {
   closeRuntime,
   createRuntime,
-  replicasOut,
   retireRuntime,
   type RuntimeShared,
   type GatewayRuntime,
@@ -79,14 +78,23 @@ export async function startGateway(
   // Several workers write to one stdout: each line says which one.
   const log = opts.worker === true ? root.child({ pid: process.pid }) : root
   const metrics = createMetrics()
-  const worker = opts.worker === true ? joinCluster(metrics) : undefined
+  const startedAt = Date.now()
+  // The status page's state (docs/operations.md §Status page), loaded only with `admin:` (with
+  // workers, the primary serves the page and every worker reports to it).
+  const statusModule = config.admin === undefined ? undefined : await import('./status/process.js')
+  const status = statusModule?.createProcessStatus(loaded, config.admin?.showSubjects === true)
+  const worker = opts.worker === true ? joinCluster(metrics, status?.health) : undefined
+  // A single process with a status page notes its own health checks (the "last health check").
+  const health =
+    worker?.health ??
+    (status === undefined ? undefined : statusModule?.recordingHealthShare(status.health))
   // Drain state and metrics outlive config reloads (docs/balancing.md §Graceful drain).
   const shared: RuntimeShared = {
     lifecycle: new Lifecycle(),
     listens: new SessionListens(),
     metrics,
     auth: new AuthCarryOver(opts.auth),
-    ...(worker === undefined ? {} : { health: worker.health }),
+    ...(health === undefined ? {} : { health }),
   }
   const ref: RuntimeRef = {
     current: createRuntime(config, log, loaded.dir, loaded.policy, shared),
@@ -110,10 +118,9 @@ export async function startGateway(
     log,
     metrics,
     access,
-    warnings: () => watcher?.warnings() ?? [],
-    replicasOut: () => replicasOut(ref.current),
     cache: cache?.cache,
     tracing,
+    ...(status !== undefined && { tapAudit: status.tapAudit }),
   }
   // One app per runtime, built on first use: a reload (or a policy swap, which makes a new runtime
   // object) gets a pipeline with exactly the stages its config needs.
@@ -176,19 +183,47 @@ export async function startGateway(
   const port = (server.address() as AddressInfo).port
   const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
   log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
+  // Runtimes a reload replaced, until their pools close: the page shows what they still carry.
+  const retiring = new Set<GatewayRuntime>()
+  const report = status?.reporter({
+    ref,
+    retiring: () => retiring,
+    watcherWarnings: () => watcher?.warnings() ?? [],
+    cache: cache?.cache,
+    startedAt,
+  })
+  if (worker !== undefined && report !== undefined) worker.serveStatus(report)
+  const source =
+    worker === undefined && report !== undefined
+      ? statusModule?.localSource(report, metrics.registry)
+      : undefined
+  const page =
+    config.admin === undefined || source === undefined
+      ? undefined
+      : (await import('./status/admin-page.js')).createStatusPage(source, {
+          admin: config.admin,
+          workers: 1,
+          startedAt,
+        })
+  for (const warning of page?.warnings ?? []) log.warn(warning)
   const admin =
     config.admin === undefined || worker !== undefined
       ? undefined
-      : await startAdmin(metrics.registry, config.admin.host, config.admin.port)
+      : await startAdmin(metrics.registry, config.admin.host, config.admin.port, page?.routes)
   if (admin !== undefined)
     log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
   const reload = async (next: LoadedConfig): Promise<void> => {
     const old = ref.current
     ref.current = createRuntime(next.config, log, next.dir, next.policy, shared)
+    status?.config.applied('config', next.config, next.policy)
     cache?.sync(ref.current.servers.values(), next.config.cache)
     retireRuntime(old)
+    retiring.add(old)
     // Let requests that started on the old runtime finish before its pools close.
-    setTimeout(() => void closeRuntime(old), next.config.shutdown.drainMs).unref()
+    setTimeout(() => {
+      retiring.delete(old)
+      void closeRuntime(old)
+    }, next.config.shutdown.drainMs).unref()
   }
   if (opts.watch !== false) {
     watcher = watchConfig({
@@ -196,7 +231,10 @@ export async function startGateway(
       log,
       applyConfig: reload,
       // Policies alone change: swap just them, so pools and open streams are untouched.
-      applyPolicy: (policy) => void (ref.current = { ...ref.current, policy }),
+      applyPolicy: (policy) => {
+        ref.current = { ...ref.current, policy }
+        status?.config.applied('policies', ref.current.config, policy)
+      },
     })
   }
 
@@ -225,6 +263,7 @@ export async function startGateway(
       await closed
       await cache?.close() // listen streams first: they hold upstream connections
       await closeRuntime(ref.current)
+      page?.close()
       await admin?.close()
       // Spans of the last requests are exported before the process goes.
       await tracing?.shutdown()

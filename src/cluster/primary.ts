@@ -6,6 +6,7 @@ import type { GatewayConfig } from '../config/schema.js'
 import { startAdmin } from '../observability/admin.js'
 import { createLogger } from '../observability/log.js'
 import { isHealthMessage, KEY_ENV, SLOT_ENV, type HealthMessage } from './messages.js'
+import { ClusterStatus } from './status.js'
 
 /** Restart backoff of a crashing worker: 100 ms doubling to 30 s, reset after 30 s of uptime. */
 const BACKOFF_MIN_MS = 100
@@ -20,7 +21,7 @@ export function workerCount(setting: GatewayConfig['workers']): number {
 /**
  * The primary of `workers` > 1 (docs/operations.md §Workers): forks the workers, which share the
  * listen port through node:cluster; restarts a crashed one with backoff; serves the admin
- * `/metrics` summed over all workers; relays the checker worker's health results; forwards
+ * `/metrics` summed over all workers, and the status page and /readyz (admin) over their reports; relays the checker worker's health results; forwards
  * SIGHUP (reload) and SIGTERM (drain) to every worker. Resolves with the exit code once the last
  * worker has exited after a signal: 0 when every worker that was serving drained, whatever was
  * starting or restarting at that moment; 1 when one failed its drain, or when a worker fails
@@ -29,6 +30,19 @@ export function workerCount(setting: GatewayConfig['workers']): number {
 export async function runPrimary(config: GatewayConfig, count: number): Promise<number> {
   const log = createLogger(config.log.level).child({ role: 'primary' })
   const aggregator = new AggregatorRegistry()
+  const slots: (Worker | undefined)[] = Array.from({ length: count }, () => undefined)
+  const live = (): Worker[] => slots.filter((w): w is Worker => w !== undefined)
+  // The status page and /readyz (admin) of the whole gateway: every worker's report, merged.
+  const status = config.admin === undefined ? undefined : new ClusterStatus(live)
+  const page =
+    config.admin === undefined || status === undefined
+      ? undefined
+      : (await import('../status/admin-page.js')).createStatusPage(status, {
+          admin: config.admin,
+          workers: count,
+          startedAt: Date.now(),
+        })
+  for (const warning of page?.warnings ?? []) log.warn(warning)
   const admin =
     config.admin === undefined
       ? undefined
@@ -36,11 +50,11 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
           { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() },
           config.admin.host,
           config.admin.port,
+          page?.routes,
         )
   if (admin !== undefined)
     log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
 
-  const slots: (Worker | undefined)[] = Array.from({ length: count }, () => undefined)
   const crashes: number[] = slots.map(() => 0)
   const restarts = new Set<NodeJS.Timeout>()
   const health = new Map<string, HealthMessage>()
@@ -56,12 +70,12 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   let finish: (code: number) => void = () => undefined
   const done = new Promise<number>((resolve) => (finish = resolve))
 
-  const live = (): Worker[] => slots.filter((w): w is Worker => w !== undefined)
   // The last worker is gone: the admin listener closes (it would keep the process alive), then
   // the exit code is known. Reached from the last exit and from a stop with no worker left alike.
   const settle = (): void => {
     if (settled || live().length > 0) return
     settled = true
+    page?.close()
     const close = admin?.close() ?? Promise.resolve()
     void close.then(() => finish(failed ? 1 : 0))
   }
@@ -110,6 +124,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
     // crash the primary (and with it every worker) over a health result nobody needs any more.
     w.on('error', (err: Error) => log.warn({ slot, err: err.message }, 'worker channel error'))
     w.on('message', (msg: unknown) => {
+      status?.onMessage(msg)
       if (!isHealthMessage(msg)) return
       health.set(`${msg.server} ${msg.url}`, msg)
       for (const other of live()) if (other !== w && other.isConnected()) other.send(msg)

@@ -424,9 +424,22 @@ export const configSchema = z.strictObject({
       level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
     })
     .default({ level: 'info' }),
-  /** Loopback-only listener for /metrics (Prometheus); never on the data-plane port. */
+  /**
+   * The admin listener (docs/operations.md §Status page): /metrics (Prometheus), /readyz with its
+   * details, the status page and status.json; never on the data-plane port.
+   */
   admin: z
-    .strictObject({ host: z.string().default('127.0.0.1'), port: z.int().min(0).max(65535) })
+    .strictObject({
+      host: z.string().default('127.0.0.1'),
+      port: z.int().min(0).max(65535),
+      /**
+       * Required, when set, for the status page, status.json and /readyz (admin), as a bearer
+       * token or the page's login cookie. Give it as an env reference (`${MCP_EDGE_ADMIN_TOKEN}`).
+       */
+      token: z.string().min(16, 'use at least 16 characters').optional(),
+      /** Show callers' issuer and subject on the status page instead of a short hash of them. */
+      showSubjects: z.boolean().default(false),
+    })
     .optional(),
   shutdown: z.strictObject({ drainMs: nonNegativeMs.default(30_000) }).default({ drainMs: 30_000 }),
   telemetry: telemetry.optional(),

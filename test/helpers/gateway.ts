@@ -23,14 +23,19 @@ export async function startTestGateway(
     autoClose?: boolean
     /** Drain time given to close() when the test ends (default 200 ms). */
     closeMs?: number
+    /** false: no admin listener (the default adds one on a free loopback port). */
+    admin?: false
     /** Passed to startGateway (clocks, watch); the log always goes to `logs`. */
     start?: Omit<StartOptions, 'logDestination'>
   } = {},
 ): Promise<TestGateway> {
   const logs: Record<string, unknown>[] = []
+  // An admin listener on a free loopback port unless the config names one (or `admin: false`):
+  // /readyz with its details and the status page are there (docs/operations.md §Status page).
   const text = stringify({
     listen: { host: '127.0.0.1', port: 0 },
     log: { level: 'info' },
+    ...(opts.admin !== false && ADMIN),
     ...config,
   })
   const loaded = parseConfigText(text, { dir: opts.dir ?? process.cwd(), env: opts.env ?? {} })
@@ -54,3 +59,15 @@ export function oneServer(
 ): Record<string, unknown> {
   return { servers: { [name]: { upstreams: [{ url }], ...server } } }
 }
+
+/**
+ * The admin listener of a gateway whose config sets `admin:` (port 0 is fine): /metrics, /readyz
+ * with its details, the status page (docs/operations.md §Status page).
+ */
+export function adminUrl(gw: RunningGateway): string {
+  if (gw.adminPort === undefined) throw new Error('this gateway has no admin listener (admin:)')
+  return `http://127.0.0.1:${gw.adminPort}`
+}
+
+/** Config that adds an admin listener on a free loopback port. */
+export const ADMIN = { admin: { host: '127.0.0.1', port: 0 } } as const

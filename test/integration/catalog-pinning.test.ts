@@ -15,7 +15,7 @@ import {
   mcpPost,
   type RawResponse,
 } from '../helpers/clients.js'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { ADMIN, adminUrl, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import { startSdkServer, type SdkTestServer } from '../helpers/sdk-servers.js'
 
@@ -66,7 +66,7 @@ async function toolNames(url: string): Promise<string[]> {
 }
 
 async function readyz(gw: TestGateway): Promise<{ warnings: string[] }> {
-  const res = await request(`${gw.url}/readyz`)
+  const res = await request(`${adminUrl(gw)}/readyz`)
   return (await res.body.json()) as { warnings: string[] }
 }
 
@@ -287,6 +287,7 @@ describe('run-time pinning', () => {
       file,
       stringify({
         listen: { host: '127.0.0.1', port: 0 },
+        ...ADMIN,
         log: { level: 'silent' },
         servers: { app: { upstreams: [{ url: backend.url }] } },
         pinning: { lockFile: 'catalog.lock.yaml' },
@@ -300,7 +301,7 @@ describe('run-time pinning', () => {
 
     writeFileSync(join(dir, 'catalog.lock.yaml'), 'version: 2\n')
     await gw.rereadConfig()
-    const { warnings } = (await (await request(`${gw.url}/readyz`)).body.json()) as {
+    const { warnings } = (await (await request(`${adminUrl(gw)}/readyz`)).body.json()) as {
       warnings: string[]
     }
     expect(

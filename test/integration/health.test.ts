@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { mcpPost, rawRequest } from '../helpers/clients.js'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { adminUrl, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import {
   poolConfig,
   runLoad,
@@ -17,7 +17,7 @@ interface Readyz {
 }
 
 async function readyz(gw: TestGateway): Promise<Readyz> {
-  return (await rawRequest('GET', `${gw.url}/readyz`)).json() as Readyz
+  return (await rawRequest('GET', `${adminUrl(gw)}/readyz`)).json() as Readyz
 }
 
 async function outIds(gw: TestGateway): Promise<string[]> {

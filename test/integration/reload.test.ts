@@ -20,7 +20,7 @@ const allowing = (...tools: string[]) =>
   `rules:\n  - name: allowed\n    servers: ["*"]\n    allow: { tools: [${tools.map((t) => JSON.stringify(t)).join(', ')}] }\n`
 
 const configFor = (backend: string, extra = '') =>
-  `listen: { host: 127.0.0.1, port: 0 }\npolicies: ./policies\n${extra}servers:\n  app:\n    upstreams: [{ url: "${backend}" }]\n`
+  `listen: { host: 127.0.0.1, port: 0 }\nadmin: { host: 127.0.0.1, port: 0 }\npolicies: ./policies\n${extra}servers:\n  app:\n    upstreams: [{ url: "${backend}" }]\n`
 
 interface Setup {
   readonly dir: string
@@ -63,9 +63,12 @@ async function backend(): Promise<TestServer> {
   return b
 }
 
-/** /readyz: a rejected reload is a warning; the gateway stays ready on its last good config. */
+/**
+ * /readyz (admin listener): a rejected reload is a warning; the gateway stays ready on its last
+ * good config.
+ */
 async function readyz(gw: RunningGateway): Promise<{ status: number; problems: string[] }> {
-  const res = await rawRequest('GET', `${gw.url}/readyz`)
+  const res = await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/readyz`)
   expect(res.status).toBe(200)
   return { status: res.status, problems: (res.json() as { warnings: string[] }).warnings }
 }

@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { startDocsServer } from '../../deploy/demo/docs-server.js'
 import { forecastFor, startWeatherServer } from '../../deploy/demo/weather-server.js'
 import { connectClient, mcpPost, rawRequest } from '../helpers/clients.js'
-import { startTestGateway } from '../helpers/gateway.js'
+import { adminUrl, startTestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
 
@@ -181,7 +181,7 @@ describe('names across members', () => {
     })
     expect(m.tickets.calls('tools/call')).toHaveLength(0)
     expect(gw.logs.some((l) => l.level === 50 && l.name === 'get_forecast')).toBe(true)
-    const ready = (await rawRequest('GET', `${gw.url}/readyz`)).json() as {
+    const ready = (await rawRequest('GET', `${adminUrl(gw)}/readyz`)).json() as {
       ready: boolean
       warnings: string[]
     }
@@ -228,7 +228,9 @@ describe('names across members', () => {
       (c) => (c.json() as { params: { name: string } }).params.name,
     )
     expect(seen).toContain(huge)
-    const ready = (await rawRequest('GET', `${gw.url}/readyz`)).json() as { warnings: string[] }
+    const ready = (await rawRequest('GET', `${adminUrl(gw)}/readyz`)).json() as {
+      warnings: string[]
+    }
     expect(ready.warnings.join('\n')).not.toContain('unreachable')
   })
 })

@@ -180,6 +180,36 @@ describe('workers: 2 (mcp-edge serve as a cluster)', () => {
         ...text.matchAll(/^mcp_edge_requests_total\{[^}]*server="app"[^}]*\} (\d+)$/gm),
       ]
       expect(served.reduce((n, m) => n + Number(m[1]), 0)).toBe(10)
+      // The status model sums the workers the same way; both report; the checker's results
+      // reached both (the last health check); the data plane's /readyz says ready, no more.
+      const status = (await request(gw.admin.replace('/metrics', '/status.json')).then((r) =>
+        r.body.json(),
+      )) as {
+        gateway: { workers: { configured: number; reporting: number; pids: number[] } }
+        servers: {
+          name: string
+          traffic: { '1m': { requests: number } }
+          replicas: { lastCheck: unknown }[]
+        }[]
+      }
+      expect(status.gateway.workers).toMatchObject({ configured: 2, reporting: 2 })
+      expect(status.gateway.workers.pids.sort()).toEqual(workerPids(gw.lines).sort())
+      const app = status.servers.find((x) => x.name === 'app')
+      expect(app?.traffic['1m'].requests).toBe(10)
+      const lastChecks = async (): Promise<unknown[]> => {
+        const doc = (await request(gw.admin.replace('/metrics', '/status.json')).then((r) =>
+          r.body.json(),
+        )) as typeof status
+        return doc.servers.flatMap((x) => x.replicas.map((r) => r.lastCheck))
+      }
+      await expect.poll(lastChecks).toEqual([expect.objectContaining({ ok: true })])
+      await expect
+        .poll(async () => {
+          const r = await request(gw.admin.replace('/metrics', '/readyz'))
+          return r.body.json()
+        })
+        .toMatchObject({ ready: true, workers: { configured: 2, reporting: 2 } })
+      expect(await request(`${gw.base}/readyz`).then((r) => r.body.text())).toBe('{"ready":true}')
 
       // One checker: probes never come closer than the interval (two checkers would interleave).
       await expect.poll(() => backend.probes.length, { timeout: 15_000 }).toBeGreaterThanOrEqual(6)

@@ -15,7 +15,7 @@ import {
   rawPost,
   type RawResponse,
 } from '../helpers/clients.js'
-import { oneServer, startTestGateway } from '../helpers/gateway.js'
+import { adminUrl, oneServer, startTestGateway } from '../helpers/gateway.js'
 import { closing } from '../helpers/lifecycle.js'
 import { closeServer, listenOn, startTrap } from '../helpers/tokens.js'
 
@@ -184,7 +184,9 @@ describe('redirects', () => {
       expect([200, 502]).toContain(res.status)
     }
     expect(be.requests.length).toBe(2)
-    const ready = (await (await fetch(`${gw.url}/readyz`)).json()) as { upstreamsOut: unknown[] }
+    const ready = (await (await fetch(`${adminUrl(gw)}/readyz`)).json()) as {
+      upstreamsOut: unknown[]
+    }
     expect(ready.upstreamsOut).toEqual([])
     expect(trap.hits).toBe(0)
   })

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { mcpPost, rawRequest, type RawResponse } from '../helpers/clients.js'
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { adminUrl, startTestGateway, type TestGateway } from '../helpers/gateway.js'
 import { poolConfig, startReplicas, type MockReplica } from '../helpers/replicas.js'
 
 /**
@@ -79,7 +79,7 @@ const received = (rs: readonly MockReplica[], method?: string): number =>
   rs.reduce((n, r) => n + r.count(method), 0)
 
 async function ejected(gw: TestGateway): Promise<string[]> {
-  const res = await rawRequest('GET', `${gw.url}/readyz`)
+  const res = await rawRequest('GET', `${adminUrl(gw)}/readyz`)
   const out = (res.json() as { upstreamsOut: { upstream: string; state: string }[] }).upstreamsOut
   return out.filter((o) => o.state === 'ejected').map((o) => o.upstream)
 }

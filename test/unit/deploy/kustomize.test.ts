@@ -77,7 +77,8 @@ describe.skipIf(skip)(
         writeFileSync(join(dir, 'gateway.yaml'), text)
         // Exactly the variables the pod has: a ${VAR} it lacks fails the check.
         const env: Record<string, string> = { PATH: process.env['PATH'] ?? '' }
-        for (const e of container['env'] as Obj[]) env[e['name'] as string] = 'secret-value'
+        for (const e of container['env'] as Obj[])
+          env[e['name'] as string] = 'secret-value-of-the-check'
         // The compiled binary when there is one (CI builds it in npm ci), else the source.
         const cli = existsSync('dist/cli.js') ? ['dist/cli.js'] : ['--import', 'tsx', 'src/cli.ts']
         const out = spawnSync(
