@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import * as z from 'zod'
-import { connectClient, connectLegacyClient, mcpPost } from '../helpers/clients.js'
+import { connectClient, connectLegacyClient, mcpPost, rawRequest } from '../helpers/clients.js'
 import {
   EVENTS_EXTENSION,
   startEventsServer,
@@ -185,6 +185,69 @@ describe('events through a server endpoint (v2 client, 2026-07-28)', () => {
   })
 })
 
+describe('events/stream lifetime', () => {
+  it('is not cut as idle while the server sends heartbeats', async () => {
+    const { backend, gw } = await setup({}, { timeouts: { streamIdleMs: 300 } })
+    const res = mcpPost(
+      gw.mcpUrl('app'),
+      'events/stream',
+      { name: 'ci.failed' },
+      { timeoutMs: 1200 },
+    )
+    await expect.poll(() => backend.openStreams).toBe(1)
+    const read = await res
+    // read until the client gave up: four idle periods, the stream still open and beating
+    expect(read.truncated).toBe(true)
+    const beats = read.messages().filter((m) => m.method === 'notifications/events/heartbeat')
+    expect(beats.length).toBeGreaterThan(4)
+    await expect.poll(() => backend.abortedStreams).toBe(1)
+  })
+
+  it('ends with the gateway’s drain, cancelling the upstream request', async () => {
+    const backend = await closing(startEventsServer({ heartbeatMs: 50 }))
+    const gw = await startTestGateway(oneServer(backend.url), { autoClose: false })
+    const res = mcpPost(
+      gw.mcpUrl('app'),
+      'events/stream',
+      { name: 'ci.failed' },
+      { timeoutMs: 10_000 },
+    )
+    await expect.poll(() => backend.openStreams).toBe(1)
+    await gw.close(100)
+    const read = await res
+    expect(read.truncated).toBe(false)
+    await expect.poll(() => backend.abortedStreams).toBe(1)
+  })
+})
+
+describe('rate limits and metrics on events', () => {
+  it('counts event types under events: in limits, and events methods in the request metrics', async () => {
+    const backend = await closing(startEventsServer())
+    const dir = policyDir(`${POLICY}
+limits:
+  - name: polls
+    servers: ["*"]
+    events: ["ci.*"]
+    key: ip
+    rate: 1/minute
+`)
+    const gw = await startTestGateway(
+      { ...oneServer(backend.url), policies: '.', admin: { host: '127.0.0.1', port: 0 } },
+      { dir },
+    )
+    const first = await mcpPost(gw.mcpUrl('app'), 'events/poll', { name: 'ci.failed' })
+    expect(first.status).toBe(200)
+    const second = await mcpPost(gw.mcpUrl('app'), 'events/poll', { name: 'ci.failed' })
+    expect(second.status).toBe(429)
+    expect(backend.calls('events/poll')).toHaveLength(1)
+    // another method without an event type is not counted
+    expect((await mcpPost(gw.mcpUrl('app'), 'events/list')).status).toBe(200)
+    const text = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
+    expect(text).toMatch(/mcp_method_name="events\/poll"/)
+    expect(text).toMatch(/mcp_method_name="events\/list"/)
+  })
+})
+
 describe('webhook callbacks (events/subscribe)', () => {
   it('refuses every callback when events.callbacks is not set, nothing forwarded', async () => {
     const { backend, gw } = await setup()
@@ -329,5 +392,28 @@ rules:
       client.request({ method: 'events/poll', params: { name: secret } }, Empty),
     ).rejects.toMatchObject({ code: -32602 })
     expect(asked(ops, 'events/poll')).toEqual(['shared'])
+
+    // discovery advertises the extension because the members do
+    const discovered = await mcpPost(gw.mcpUrl('work'), 'server/discover')
+    const caps = (discovered.response().result as { capabilities: { extensions?: object } })
+      .capabilities
+    expect(caps.extensions).toHaveProperty([EVENTS_EXTENSION])
+
+    // a push stream routed to its member, with the member's own name
+    const stream = mcpPost(
+      gw.mcpUrl('work'),
+      'events/stream',
+      { name: opsShared },
+      { timeoutMs: 1500 },
+    )
+    await expect.poll(() => ops.openStreams).toBe(1)
+    await ops.emit('shared', { pushed: true })
+    const read = await stream
+    const pushed = read.messages().filter((m) => m.method === 'notifications/events/event')
+    expect(pushed.map((m) => (m.params as { event: { data: unknown } }).event.data)).toEqual([
+      { pushed: true },
+    ])
+    expect(asked(ops, 'events/stream')).toEqual(['shared'])
+    await expect.poll(() => ops.abortedStreams).toBe(1)
   })
 })
