@@ -1,4 +1,5 @@
 import { createServer } from 'node:net'
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import { describe, expect, it } from 'vitest'
 import { request } from 'undici'
 import { stringify } from 'yaml'
@@ -88,6 +89,13 @@ async function setup(extra: Record<string, unknown> = {}) {
   return { gw, base, backends: [a, b] as const }
 }
 
+/** The official v2 client with its default negotiation (none: a 2025-11-25 `initialize`). */
+async function connectV2Legacy(url: string): Promise<Client> {
+  const client = new Client({ name: 'card-reader', version: '1.0.0' }, { capabilities: {} })
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)))
+  return client
+}
+
 function expectNoBackendIn(text: string, backends: readonly SdkTestServer[]): void {
   for (const backend of backends) {
     const u = new URL(backend.url)
@@ -131,9 +139,14 @@ describe('Server Cards and the AI Catalog', () => {
       expect(modern.getProtocolEra()).toBe('modern')
       expect((await modern.listTools()).tools.map((t) => t.name)).toEqual([...SDK_SERVER_TOOLS])
       if (remote.supportedProtocolVersions.includes('2025-11-25')) {
-        const legacy = await closing(connectLegacyClient(remote.url))
-        expect((await legacy.listTools()).tools.map((t) => t.name)).toEqual([...SDK_SERVER_TOOLS])
+        const v2 = await closing(connectV2Legacy(remote.url))
+        expect(v2.getProtocolEra()).toBe('legacy')
+        expect((await v2.listTools()).tools.map((t) => t.name)).toEqual([...SDK_SERVER_TOOLS])
+        const v1 = await closing(connectLegacyClient(remote.url))
+        expect((await v1.listTools()).tools.map((t) => t.name)).toEqual([...SDK_SERVER_TOOLS])
       } else {
+        // The card says what the endpoint does: a 2025-era client is refused there.
+        await expect(connectV2Legacy(remote.url)).rejects.toThrow()
         await expect(connectLegacyClient(remote.url)).rejects.toThrow()
       }
     }
