@@ -153,8 +153,13 @@ const endpointCard = z.strictObject({
   listed: z.boolean().default(true),
   title: z.string().min(1).max(100).optional(),
   description: z.string().min(1).max(100).optional(),
-  /** The card's `version` (default: the gateway's own). */
-  version: z.string().min(1).max(255).optional(),
+  /** The card's `version` (default: the gateway's own); the card schema refuses ranges. */
+  version: z
+    .string()
+    .min(1)
+    .max(255)
+    .refine((v) => !/^[\^~<>=]|(^|\.)[xX*](\.|$)/.test(v), 'a version, not a range (1.2.3)')
+    .optional(),
   websiteUrl: url.optional(),
 })
 

@@ -124,6 +124,13 @@ describe('compileCards', () => {
     expect(cardsProblems(q)).toEqual(['cards.publicUrl: no query, fragment or userinfo allowed'])
   })
 
+  it.each(['^1.2.3', '~1.2', '>=1.0.0', '1.x', '1.*'])('refuses the version range %s', (v) => {
+    const r = configSchema.safeParse({
+      servers: { w: { upstreams: [{ url: BACKEND }], card: { version: v } } },
+    })
+    expect(r.success).toBe(false)
+  })
+
   it('answers 304 for its own tag and 200 otherwise; strong tags differ per document', () => {
     const set = compileCards(config({ cards: { publicUrl: 'https://gw.example' } }), undefined)
     const first = cardAnswer(set, 'w', undefined)
