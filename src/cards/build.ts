@@ -63,10 +63,10 @@ export function compileCards(
   if (!config.cards.enabled) return undefined
   const problems = cardsProblems(config)
   if (problems.length > 0) throw new Error(problems.join('; '))
-  const publicUrl = config.auth?.publicUrl ?? config.cards.publicUrl
   // SECURITY: the card URLs come from configuration only, never from the request's Host: the
   // documents are served with `Cache-Control: public`, and a Host-built URL would let one request
   // poison every shared cache with a card pointing clients at another server.
+  const publicUrl = config.auth?.publicUrl ?? config.cards.publicUrl
   if (publicUrl === undefined) return undefined
   const base = publicBase(publicUrl)
   const host = new URL(publicUrl).hostname
@@ -88,7 +88,8 @@ export function compileCards(
   const entries: Record<string, unknown>[] = []
   for (const e of endpoints) {
     const cardName = `${namespace}/${e.name}`
-    // SECURITY: hidden endpoints get no card and no entry, so neither document names them.
+    // SECURITY: hidden endpoints get no card and no entry, so neither document names them. A
+    // name past the card schema's bound has no valid card, so it is not published either.
     if (!e.card.listed || cardName.length > MAX_NAME) continue
     const card = cardFor(e, cardName, base, auth)
     cards.set(e.name, documentOf(card))
@@ -114,7 +115,7 @@ export function compileCards(
 export function cardsProblems(config: GatewayConfig): string[] {
   const own = config.cards.publicUrl
   if (own === undefined) return []
-  if (config.auth !== undefined && own !== config.auth.publicUrl)
+  if (config.auth !== undefined)
     return ['cards.publicUrl: leave it out with auth: (the cards use auth.publicUrl)']
   const u = new URL(own)
   if (u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '')
