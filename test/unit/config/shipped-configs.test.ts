@@ -39,7 +39,7 @@ describe('shipped configs', () => {
         '/etc/mcp-edge/policies',
         policies,
       )
-      const env = { WEATHER_TOKEN: 't', REDIS_PASSWORD: 'p' }
+      const env = { WEATHER_TOKEN: 't', REDIS_PASSWORD: 'p', MCP_EDGE_ADMIN_TOKEN: 'a'.repeat(32) }
       expect(() => parseConfigText(text, { dir: resolve('deploy'), env })).not.toThrow()
     },
   )
