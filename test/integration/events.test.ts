@@ -417,3 +417,25 @@ rules:
     await expect.poll(() => ops.abortedStreams).toBe(1)
   })
 })
+
+describe('events on a virtual server for a 2025-11-25 client (SDK v1)', () => {
+  it('advertises the extension at initialize, merges the lists and routes a poll', async () => {
+    const ci = await closing(startEventsServer({ name: 'ci', events: ['build.done'] }))
+    const ops = await closing(startEventsServer({ name: 'ops', events: ['page.sent'] }))
+    const gw = await startTestGateway({
+      servers: { ci: { upstreams: [{ url: ci.url }] }, ops: { upstreams: [{ url: ops.url }] } },
+      virtualServers: { work: { members: ['ci', 'ops'], prefix: 'never' } },
+    })
+    const client = await closing(connectLegacyClient(gw.mcpUrl('work')))
+    expect(client.getServerCapabilities()).toMatchObject({ extensions: { [EVENTS_EXTENSION]: {} } })
+    const listed = await client.request({ method: 'events/list', params: {} }, ListResult)
+    expect(listed.events.map((e) => e.name)).toEqual(['build.done', 'page.sent'])
+    await ops.emit('page.sent', { to: 'oncall' })
+    const polled = await client.request(
+      { method: 'events/poll', params: { name: 'page.sent' } },
+      PollResult,
+    )
+    expect(polled.events.map((e) => e.data)).toEqual([{ to: 'oncall' }])
+    expect(ci.calls('events/poll')).toEqual([])
+  })
+})
