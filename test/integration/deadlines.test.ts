@@ -122,6 +122,26 @@ describe('a per-tool deadline before the response head', () => {
   })
 })
 
+describe('what a deadline keys on', () => {
+  it('the Mcp-Name header where the body is forwarded unread (a server that checks headers itself)', async () => {
+    const server = await closing(startSdkServer({ responseMode: 'json' }))
+    // trustHeaders: classification takes Mcp-Method and Mcp-Name and forwards the body unread.
+    const gw = await startTestGateway(
+      oneServer(server.url, {
+        trustHeaders: true,
+        timeouts: { tools: { 'slow_*': DEADLINE_MS } },
+      }),
+    )
+    const res = await slowCall(gw.mcpUrl('app'), 'trusted-1', 40, false)
+    expect(res.statusCode).toBe(504)
+    expect(await res.body.json()).toMatchObject({
+      id: 'trusted-1',
+      error: { code: -31504, data: { reason: 'deadline_exceeded' } },
+    })
+    await server.waitForAborts(1, DEADLINE_MS + 1000)
+  })
+})
+
 describe('a per-tool deadline over a streamed answer', () => {
   it('ends the SSE answer at the deadline with a final error event for the request, after its progress', async () => {
     const server = await closing(startSdkServer({ responseMode: 'sse' }))
