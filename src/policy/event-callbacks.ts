@@ -55,9 +55,15 @@ export function refuseCallback(
   patterns: readonly string[] | undefined,
   message: JsonRpcMessage | undefined,
 ): void {
-  const delivery = message?.params?.delivery
+  const params = message?.params
+  // SECURITY: a backend whose JSON reader matches keys by case (Go's encoding/json) or stops at NUL
+  // would POST to `Delivery.URL` where the check read `delivery.url` (docs/policy.md §What is
+  // refused before any decision).
+  refuseVariants(params, 'delivery')
+  const delivery = params?.delivery
   // Without a delivery there is nothing to POST to; the backend answers what it makes of that.
   if (delivery === undefined) return
+  if (isRecord(delivery)) refuseVariants(delivery, 'url')
   const url = isRecord(delivery) ? delivery.url : undefined
   if (typeof url !== 'string')
     throw new GatewayError(
@@ -100,6 +106,25 @@ export function callbackProblem(raw: string, patterns: readonly string[]): strin
   if (family !== 0 ? INTERNAL.check(host, type) : internalName(host))
     return 'an internal address is allowed only where a pattern names the origin'
   return undefined
+}
+
+/** Refuses a key of `object` that is not `key` but reads as it to a case-folding or C reader. */
+function refuseVariants(object: Readonly<Record<string, unknown>> | undefined, key: string): void {
+  if (object === undefined) return
+  for (const k of Object.keys(object)) {
+    if (k !== key && readsAs(k) === key)
+      throw new GatewayError('case_variant_key', `key ${JSON.stringify(k)} reads as "${key}"`)
+  }
+}
+
+/** A key as a reader that folds case like Go's encoding/json, or stops at NUL, reads it. */
+function readsAs(k: string): string {
+  const cut = k.indexOf('\u0000')
+  return (cut === -1 ? k : k.slice(0, cut))
+    .replace(/\u017f/g, 's')
+    .replace(/\u212a/g, 'k')
+    .replace(/[\u0130\u0131]/g, 'i')
+    .replace(/[A-Z]/g, (c) => c.toLowerCase())
 }
 
 function matcherOf(patterns: readonly string[]): Matcher {

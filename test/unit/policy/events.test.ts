@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.js'
 import type { McpTarget } from '../../../src/mcp/classify.js'
-import type { JsonRpcMessage } from '../../../src/mcp/jsonrpc.js'
+import { parseMessage, type JsonRpcMessage } from '../../../src/mcp/jsonrpc.js'
 import { renderDenial } from '../../../src/policy/denial.js'
 import { callbackProblem, refuseCallback } from '../../../src/policy/event-callbacks.js'
 import { compileLimit, limitApplies } from '../../../src/limits/rules.js'
@@ -73,6 +73,11 @@ rules:
 })
 
 describe('event callbacks (events.callbacks)', () => {
+  it('a duplicate url key never reaches the check (strict JSON)', () => {
+    const text = `{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"name":"n","delivery":{"url":"https://hooks.example.com/a","url":"http://169.254.169.254/"}}}`
+    expect(() => parseMessage(Buffer.from(text), 64)).toThrow(GatewayError)
+  })
+
   const hooks = ['https://hooks.example.com/*', 'http://127.0.0.1:8080/hook']
 
   it.each([
@@ -131,6 +136,17 @@ describe('event callbacks (events.callbacks)', () => {
       'invalid_params',
     )
     expect(refused(hooks, { mode: 'webhook' })).toBe('invalid_params')
+    // what a case-folding (Go encoding/json) or NUL-stopping reader would take for the URL
+    const ok = 'https://hooks.example.com/a'
+    expect(refused(hooks, { url: ok, URL: 'http://169.254.169.254/' })).toBe('case_variant_key')
+    expect(refused(hooks, { url: ok, 'url\u0000x': 'http://10.0.0.1/' })).toBe('case_variant_key')
+    const variant: JsonRpcMessage = {
+      kind: 'request',
+      method: 'events/subscribe',
+      rawId: '1',
+      params: { name: 'n', delivery: { url: ok }, Delivery: { url: 'http://10.0.0.1/' } },
+    }
+    expect(() => refuseCallback(hooks, variant)).toThrow(GatewayError)
     expect(refused(hooks, 'https://hooks.example.com/a')).toBe('invalid_params')
   })
 })
