@@ -3,6 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
+import { cardsProblems } from '../cards/build.js'
 import { curationProblems, loadLockFor } from '../catalog/config.js'
 import { checkVirtualServers } from '../config/virtual-check.js'
 import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
@@ -144,6 +145,7 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
     problems.push('rateLimits.redis: "cache" needs cache.redis to be set')
   problems.push(...checkVirtualServers(c)) // members exist, no name shared with a server
   problems.push(...curationProblems(c)) // one shown name per definition, readable backend names
+  problems.push(...cardsProblems(c)) // one public URL for Server Cards, never one built from requests
   for (const [name, s] of Object.entries(c.servers)) {
     problems.push(...upstreamHeaderProblems(name, s.headers)) // names the gateway owns, case twins
     if (s.requiredScopes.length > 0 && c.auth === undefined) {
