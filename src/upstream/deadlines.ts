@@ -3,7 +3,7 @@ import type { McpTarget } from '../mcp/classify.js'
 import { isStreamMethod } from '../mcp/methods.js'
 
 /** Where a deadline came from: `timeouts.methods`, `timeouts.tools` or `timeouts.prompts`. */
-export type DeadlineTable = 'methods' | 'tools' | 'prompts'
+type DeadlineTable = 'methods' | 'tools' | 'prompts'
 
 /** One configured deadline: its milliseconds and the key that set it (for explain, audit). */
 export interface DeadlineRule {
