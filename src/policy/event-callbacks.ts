@@ -1,7 +1,7 @@
 import { BlockList, isIP } from 'node:net'
 import { GatewayError } from '../errors.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
-import { compilePattern, compilePatterns, type Matcher } from '../match/pattern.js'
+import { compilePattern, type Matcher } from '../match/pattern.js'
 
 /**
  * Where a backend may be told to POST events (`events/subscribe`, SEP-3415 webhook delivery). The
@@ -45,7 +45,7 @@ INTERNAL.addSubnet('2001:db8::', 32, 'ipv6') // documentation
 const INTERNAL_SUFFIXES = ['.localhost', '.local', '.internal', '.home.arpa'] as const
 
 /** Compiled `events.callbacks` per server config (the array is replaced whenever the config is). */
-const compiled = new WeakMap<readonly string[], Matcher>()
+const compiled = new WeakMap<readonly string[], readonly CallbackPattern[]>()
 
 /**
  * Refuses an `events/subscribe` whose webhook callback the server's `events.callbacks` does not
@@ -91,17 +91,15 @@ export function callbackProblem(raw: string, patterns: readonly string[]): strin
   if (url.href !== raw) return `not in canonical form (${JSON.stringify(url.href)})`
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'not an http(s) URL'
   if (url.username !== '' || url.password !== '') return 'carries credentials'
-  if (!matcherOf(patterns)(raw)) return 'no events.callbacks pattern allows it'
+  const path = url.href.slice(url.origin.length)
+  const allowing = compiledOf(patterns).filter((c) => c.origin(url.origin) && c.path(path))
+  if (allowing.length === 0) return 'no events.callbacks pattern allows it'
   const host = bareHost(url.hostname)
   const family = isIP(host)
   const type = family === 6 ? 'ipv6' : 'ipv4'
   if (family !== 0 && NEVER.check(host, type))
     return 'link-local, unspecified and multicast addresses are never allowed'
-  // A pattern names the origin literally when no `*` stands before its path.
-  const named = patterns.some(
-    (p) => (p === url.origin || p.startsWith(`${url.origin}/`)) && compilePattern(p)(raw),
-  )
-  if (named) return undefined
+  if (allowing.some((c) => c.literal === url.origin)) return undefined
   if (url.protocol === 'http:') return 'plain http is allowed only where a pattern names the origin'
   if (family !== 0 ? INTERNAL.check(host, type) : internalName(host))
     return 'an internal address is allowed only where a pattern names the origin'
@@ -127,13 +125,34 @@ function readsAs(k: string): string {
     .replace(/[A-Z]/g, (c) => c.toLowerCase())
 }
 
-function matcherOf(patterns: readonly string[]): Matcher {
-  let m = compiled.get(patterns)
-  if (m === undefined) {
-    m = compilePatterns(patterns)
-    compiled.set(patterns, m)
+/**
+ * One `events.callbacks` pattern: its origin part (scheme, host, port) and its path part are
+ * matched apart, so a `*` in the host never reaches into the path (`https://*.example.com/*` does
+ * not allow `https://evil.test/.example.com/`). Without a path part every path is allowed.
+ */
+interface CallbackPattern {
+  readonly origin: Matcher
+  readonly path: Matcher
+  /** The origin when the pattern names it without `*`: plain http and internal hosts need one. */
+  readonly literal: string | undefined
+}
+
+function compiledOf(patterns: readonly string[]): readonly CallbackPattern[] {
+  let c = compiled.get(patterns)
+  if (c === undefined) {
+    c = patterns.map((p) => {
+      const scheme = p.indexOf('://')
+      const slash = scheme === -1 ? -1 : p.indexOf('/', scheme + 3)
+      const origin = slash === -1 ? p : p.slice(0, slash)
+      return {
+        origin: compilePattern(origin),
+        path: compilePattern(slash === -1 ? '*' : p.slice(slash)),
+        literal: origin.includes('*') ? undefined : origin,
+      }
+    })
+    compiled.set(patterns, c)
   }
-  return m
+  return c
 }
 
 /** `[::1]` → `::1`; a trailing dot (`localhost.`) names the same host. */

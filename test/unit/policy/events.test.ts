@@ -78,11 +78,16 @@ describe('event callbacks (events.callbacks)', () => {
     expect(() => parseMessage(Buffer.from(text), 64)).toThrow(GatewayError)
   })
 
-  const hooks = ['https://hooks.example.com/*', 'http://127.0.0.1:8080/hook']
+  const hooks = [
+    'https://hooks.example.com/*',
+    'http://127.0.0.1:8080/hook',
+    'https://*.example.com/*',
+  ]
 
   it.each([
     ['https://hooks.example.com/mcp/1', undefined],
     ['http://127.0.0.1:8080/hook', undefined],
+    ['https://a.example.com/x?y=1', undefined],
   ])('%s is allowed', (url, problem) => {
     expect(callbackProblem(url, hooks)).toBe(problem)
   })
@@ -109,6 +114,13 @@ describe('event callbacks (events.callbacks)', () => {
     ['http://hooks.example.com/x', ['*'], /plain http/],
     ['ftp://hooks.example.com/x', ['*'], /http\(s\)/],
     ['not a url', ['*'], /not a URL/],
+    [
+      'https://evil.test/.example.com/x',
+      ['https://*.example.com/*'],
+      /no events.callbacks pattern/,
+    ],
+    ['https://a.example.com:8443/x', ['https://*.example.com/*'], /no events.callbacks pattern/],
+    ['https://hooks.example.com.evil.test/x', ['https://hooks.example.com'], /no events/],
   ])('%s is refused', (url, patterns, problem) => {
     expect(callbackProblem(url, patterns)).toMatch(problem)
   })
