@@ -137,6 +137,7 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
   } else if (mcp.method === 'subscriptions/listen') {
     refuseTaskSubscriptions(mcp.message ?? parseMessage(body, server.classify.maxDepth))
   } else if (mcp.method === 'events/subscribe') {
+    // SECURITY: the backend POSTs to the callback; only where `events.callbacks` allows (SSRF).
     const message = mcp.message ?? parseMessage(body, server.classify.maxDepth)
     refuseCallback(server.config?.events?.callbacks, message)
   }
