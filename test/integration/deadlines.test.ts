@@ -9,7 +9,7 @@ import {
 } from '../helpers/clients.js'
 import { adminUrl, oneServer, startTestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
-import { startSdkServer } from '../helpers/sdk-servers.js'
+import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
 
 /**
  * Deadlines per method, per tool and per prompt (docs/balancing.md "Deadlines"): in front of the
@@ -248,6 +248,36 @@ describe('deadlines on a virtual server and for 2025-era clients', () => {
       arguments: { city: 'Oslo', steps: 10 },
     })
     expect(textOf(done)).toContain('Forecast for Oslo')
+  })
+
+  it("cuts a 2025-only member's call (the gateway's own session toward it) at the member's deadline", async () => {
+    // A 2025-era member (SDK v1, sessions): `progress` sends one progress event, then waits 5 s.
+    const old = await closing(startLegacyV1Server({ progress: true }))
+    const docs = await closing(startSdkServer({ name: 'docs' }))
+    const gw = await startTestGateway({
+      servers: {
+        old: { upstreams: [{ url: old.url }], timeouts: { tools: { progress: DEADLINE_MS } } },
+        docs: { upstreams: [{ url: docs.url }] },
+      },
+      virtualServers: { workspace: { members: ['old', 'docs'] } },
+    })
+    const client = await closing(connectClient(gw.mcpUrl('workspace')))
+    const t0 = performance.now()
+    const steps: number[] = []
+    await expect(
+      client.callTool(
+        { name: 'progress', arguments: {} },
+        { onprogress: (p) => void steps.push(p.progress), timeout: 20_000 },
+      ),
+    ).rejects.toMatchObject({ code: -31504 })
+    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + 1000)
+    expect(steps).toEqual([1])
+    await expect
+      .poll(() => gw.logs.find((l) => l.decision === 'deadline_exceeded'))
+      .toMatchObject({ server: 'old', method: 'tools/call', target: 'progress', phase: 'stream' })
+    // The member's session is still good for the next call.
+    const echoed = await client.callTool({ name: 'echo', arguments: { text: 'hi' } })
+    expect(textOf(echoed)).toBe('echo: hi')
   })
 
   it('gives a 2025-11-25 client (SDK v1) the error for its call and cancels it at the backend', async () => {
