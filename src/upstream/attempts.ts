@@ -228,6 +228,8 @@ function causeCode(f: UpstreamFailure): unknown {
  * no unhealthy replica; its health is judged by the requests without one).
  */
 function deadlineFailure(f: UpstreamFailure): UpstreamFailure {
+  // SECURITY: replicaFault stays false: a caller that keeps calling a slow tool under a short
+  // deadline must not get the replica ejected for everyone (docs/balancing.md "Health").
   return new UpstreamFailure('deadline_exceeded', { sent: true, cause: f.cause })
 }
 
