@@ -23,9 +23,6 @@
 /** What `Mcp-Name` designates for a method (spec 2026-07-28 streamable-http §Standard Headers). */
 export type NamedKind = 'tool' | 'prompt' | 'resource'
 
-/** The events extension's identifier, under which servers advertise it (SEP-3415). */
-export const EVENTS_EXTENSION = 'io.modelcontextprotocol/events'
-
 /** One method, as the gateway treats it. */
 interface MethodSpec {
   /** The revisions whose clients may send it. */

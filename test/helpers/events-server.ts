@@ -15,7 +15,7 @@ import { startRecording, type TestServer } from './sdk-servers.js'
 export const EVENTS_EXTENSION = 'io.modelcontextprotocol/events'
 
 /** One webhook POST the server sent, and how the receiver answered. */
-export interface Delivery {
+interface Delivery {
   readonly url: string
   readonly status: number | 'failed'
 }
