@@ -19,6 +19,7 @@ const STALE_ON: ReadonlySet<ErrorCode> = new Set([
   'upstream_unavailable',
   'upstream_bad_response',
   'upstream_timeout',
+  'deadline_exceeded',
   'no_upstream',
   'overloaded',
 ])
