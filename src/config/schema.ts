@@ -170,7 +170,16 @@ const serverEvents = z.strictObject({
    * webhooks); none: every callback is refused. Plain http and internal addresses pass only where
    * a pattern names the origin literally; link-local addresses never.
    */
-  callbacks: patterns.default([]),
+  callbacks: z
+    .array(
+      z
+        .string()
+        .regex(
+          /^(\*$|https?:\/\/)/,
+          'expected "*" or a URL pattern starting with https:// or http://',
+        ),
+    )
+    .default([]),
 })
 
 /** Backend names are the keys: non-empty (the load-time checks refuse invisible characters). */

@@ -6,6 +6,7 @@ import { renderDenial } from '../../../src/policy/denial.js'
 import { callbackProblem, refuseCallback } from '../../../src/policy/event-callbacks.js'
 import { compileLimit, limitApplies } from '../../../src/limits/rules.js'
 import { limitSchema } from '../../../src/limits/schema.js'
+import { parseConfigText } from '../../../src/runtime/load.js'
 import { policyOf } from './fixtures.js'
 
 const event = (name: string): McpTarget => ({ kind: 'event', name })
@@ -161,4 +162,27 @@ describe('event callbacks (events.callbacks)', () => {
     expect(() => refuseCallback(hooks, variant)).toThrow(GatewayError)
     expect(refused(hooks, 'https://hooks.example.com/a')).toBe('invalid_params')
   })
+})
+
+describe('events.callbacks in the config', () => {
+  const config = (callbacks: string) =>
+    `servers:\n  ci:\n    upstreams: [{ url: "http://127.0.0.1:1/mcp" }]\n    events: { callbacks: ${callbacks} }\n`
+  it('defaults to none and takes URL patterns', () => {
+    const none = parseConfigText(
+      'servers:\n  ci:\n    upstreams: [{ url: "http://127.0.0.1:1/mcp" }]\n',
+      { dir: '.' },
+    )
+    expect(none.config.servers['ci']?.events.callbacks).toEqual([])
+    const some = parseConfigText(config('["https://hooks.example.com/*", "*"]'), { dir: '.' })
+    expect(some.config.servers['ci']?.events.callbacks).toEqual([
+      'https://hooks.example.com/*',
+      '*',
+    ])
+  })
+  it.each(['["hooks.example.com/*"]', '["*.example.com"]', '[""]', '["ftp://x/"]'])(
+    'refuses %s',
+    (callbacks) => {
+      expect(() => parseConfigText(config(callbacks), { dir: '.' })).toThrow(/callbacks/)
+    },
+  )
 })
