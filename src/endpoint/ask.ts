@@ -29,6 +29,11 @@ export interface ServerAnswer {
 /** How a read is planned (endpoint/plan.ts), and when it stops waiting. */
 export type AskOptions = Omit<PlanOptions, 'tasks' | 'maxStreams' | 'anyStatus' | 'onStreamEnd'> & {
   readonly tasks?: PlanOptions['tasks'] | undefined
+  /**
+   * A stream streamed to a client (endpoint/era.ts streamInEra) counts against that caller's
+   * stream budget; a read the gateway makes for itself has none.
+   */
+  readonly maxStreams?: number | undefined
   /** Stops waiting (a fan-out deadline): the request is aborted as on a client close. */
   readonly signal?: AbortSignal | undefined
 }

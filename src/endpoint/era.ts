@@ -321,7 +321,8 @@ export async function streamInEra(
         ...req.opts,
         rewriters,
         tasks: tasks ?? 'none',
-        maxStreams: Infinity,
+        // SECURITY: a client's stream through a 2025-only member holds that caller's budget too.
+        maxStreams: req.opts.maxStreams ?? Infinity,
         session: heldSession(session, session.pin),
         onHeaders: (status, h) => {
           member.balancing.onHeaders(status, h)

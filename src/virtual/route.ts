@@ -204,6 +204,7 @@ export async function forwardTo(
       propagation: propagationOf(call),
       changes: memberChanges(undefined, name),
       maxInspectBytes: runtime.limits.maxInspectBytes,
+      maxStreams: runtime.limits.maxStreamsPerPrincipal,
       onAttempt: attemptEvents(call),
     }
     const era = await streamInEra(res, r.v.eras, member, { call, opts }, eraCaller(r), tasks)
