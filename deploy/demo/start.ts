@@ -26,7 +26,11 @@ async function main(): Promise<void> {
   process.stderr.write(
     `\nmcp-edge demo is up:\n  ${gw.url}/mcp/weather  (demo-weather at ${demo.weather.url})\n` +
       `  ${gw.url}/mcp/docs     (demo-docs at ${demo.docs.url})\n` +
-      `  ${gw.url}/mcp/workspace (virtual server: weather + docs)\nPress Ctrl-C to stop.\n\n`,
+      `  ${gw.url}/mcp/workspace (virtual server: weather + docs)\n` +
+      (gw.adminPort === undefined
+        ? ''
+        : `  http://${adminHost(loaded.config.admin?.host)}:${gw.adminPort}/ (status page; also /status.json, /readyz, /metrics)\n`) +
+      'Press Ctrl-C to stop.\n\n',
   )
   let stopping = false
   const stop = (): void => {
@@ -39,6 +43,12 @@ async function main(): Promise<void> {
   }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
+}
+
+/** The admin host as a browser would type it (an IPv6 address in brackets). */
+function adminHost(host: string | undefined): string {
+  if (host === undefined || host === '0.0.0.0' || host === '::') return '127.0.0.1'
+  return host.includes(':') ? `[${host}]` : host
 }
 
 void main()

@@ -55,7 +55,10 @@ header h1 { font-size: 1.25rem; margin: 0; }
 .live { margin-left: auto; padding: .1rem .6rem; border-radius: 1rem; border: 1px solid var(--line); color: var(--muted); }
 .live.on { color: var(--good); border-color: var(--good); }
 .live.off { color: var(--warn); border-color: var(--warn); }
-main { padding: 0 1.25rem 2rem; max-width: 1400px; }
+main { padding: 0 1.25rem 2rem; max-width: 1600px; display: grid; gap: 0 1.25rem;
+  grid-template-columns: repeat(auto-fit, minmax(min(100%, 34rem), 1fr)); align-items: start; }
+#gateway, #charts, #servers, #virtual-servers, #policy, #catalog, .footnote { grid-column: 1 / -1; }
+#servers > article { margin-bottom: .5rem; }
 section { margin-top: 1.25rem; padding: .75rem 1rem; background: var(--card); border: 1px solid var(--line); border-radius: 6px; }
 h2 { font-size: 1.1rem; margin: 0 0 .5rem; }
 h3 { font-size: 1rem; margin: .75rem 0 .35rem; }
@@ -65,7 +68,8 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1re
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; margin: .35rem 0; }
-th, td { text-align: left; padding: .2rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
+th, td { text-align: left; padding: .2rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: break-word; }
+td code { overflow-wrap: anywhere; }
 th { color: var(--muted); font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { font-family: ui-monospace, monospace; font-size: .92em; }
@@ -97,3 +101,7 @@ ul.names { margin: .2rem 0 .4rem 1rem; padding: 0; }
 .login { max-width: 26rem; margin: 4rem auto; }
 .login input { width: 100%; padding: .4rem; margin: .4rem 0; box-sizing: border-box; }
 `
+
+/** The page's icon (browsers ask for one; without it each load logs a 404). */
+export const FAVICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2f6fde"/><path d="M3 11h2V7H3zm4 0h2V4H7zm4 0h2V8h-2z" fill="#fff"/></svg>\n'

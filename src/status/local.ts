@@ -23,7 +23,7 @@ const MAX_NAMES = 500
 const MAX_NAME = 256
 
 /** What the status page reads of the edge cache (cache/edge-cache.ts EdgeCache). */
-export interface CacheView {
+interface CacheView {
   readonly stats: { readonly bytes: number; readonly entries: number }
   /** Whether the shared (Redis) tier is in use; undefined without `cache.redis`. */
   sharedTier?(): SharedTierReport | undefined

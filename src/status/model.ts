@@ -15,6 +15,7 @@ import {
   WINDOWS,
   hitRatio,
   history,
+  round,
   trafficBetween,
   type HistoryPoint,
   type ReadingRing,
@@ -23,7 +24,7 @@ import {
 } from './windows.js'
 
 /** Version of status.json's shape: a field is never renamed or removed without a new one. */
-export const STATUS_SCHEMA = 1
+const STATUS_SCHEMA = 1
 
 /** status.json (docs/operations.md §status.json lists every field). */
 export interface StatusDocument {
@@ -169,7 +170,9 @@ function cacheSection(
       hits: counts.hits,
       misses: counts.misses,
       hitRatio:
-        counts.hits + counts.misses > 0 ? counts.hits / (counts.hits + counts.misses) : null,
+        counts.hits + counts.misses > 0
+          ? round(counts.hits / (counts.hits + counts.misses), 4)
+          : null,
     })),
   )
   return {

@@ -17,6 +17,7 @@ export function renderPage(doc: StatusDocument): Html {
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="referrer" content="no-referrer" />
         <title>mcp-edge status</title>
+        <link rel="icon" href="favicon.svg" type="image/svg+xml" />
         <link rel="stylesheet" href="status.css" />
         <script src="status.js" defer></script>
       </head>
@@ -40,7 +41,7 @@ export function renderPage(doc: StatusDocument): Html {
 export function renderMain(doc: StatusDocument): Html {
   return html`<main id="status" data-generated="${doc.generatedAt}">
     ${gateway(doc)} ${charts(doc)} ${servers(doc)} ${virtualServers(doc)} ${cache(doc)}
-    ${policy(doc)} ${rateLimits(doc)} ${catalog(doc)}
+    ${rateLimits(doc)} ${policy(doc)} ${catalog(doc)}
     <p class="footnote">
       Generated ${doc.generatedAt}. The same data: <a href="status.json">status.json</a>.
     </p>

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { STATUS_CSS, STATUS_JS } from './assets.js'
+import { FAVICON_SVG, STATUS_CSS, STATUS_JS } from './assets.js'
 import type { AdminAuth } from './auth.js'
 import { html } from './html.js'
 import { renderMain, renderPage } from './page.js'
@@ -46,6 +46,7 @@ export function statusRoutes(
     const path = (req.url ?? '/').split('?')[0]
     const known = [
       '/',
+      '/favicon.svg',
       '/status.json',
       '/status/events',
       '/status.css',
@@ -61,6 +62,7 @@ export function statusRoutes(
       return true
     }
     if (path === '/status.css') return sendAsset(req, res, 'text/css; charset=utf-8', STATUS_CSS)
+    if (path === '/favicon.svg') return sendAsset(req, res, 'image/svg+xml', FAVICON_SVG)
     if (path === '/status.js')
       return sendAsset(req, res, 'text/javascript; charset=utf-8', STATUS_JS)
     if (path === '/login') {
@@ -206,6 +208,7 @@ function loginPage(message: string): string {
       <head>
         <meta charset="utf-8" />
         <title>mcp-edge status: sign in</title>
+        <link rel="icon" href="favicon.svg" type="image/svg+xml" />
         <link rel="stylesheet" href="status.css" />
       </head>
       <body>
@@ -232,6 +235,7 @@ function errorPage(why: string): string {
       <head>
         <meta charset="utf-8" />
         <title>mcp-edge status</title>
+        <link rel="icon" href="favicon.svg" type="image/svg+xml" />
         <link rel="stylesheet" href="status.css" />
       </head>
       <body>

@@ -75,17 +75,17 @@ export function trafficBetween(then: Reading, now: Reading, server: string): Tra
   const outcomes = new Map<string, number>()
   for (const [outcome, n] of b?.outcomes ?? []) {
     const d = delta(n, a?.outcomes.get(outcome))
-    if (outcome !== 'ok' && d > 0 && requests > 0) outcomes.set(outcome, d / requests)
+    if (outcome !== 'ok' && d > 0 && requests > 0) outcomes.set(outcome, round(d / requests, 4))
   }
   const latency = latencyDelta(b, a, now.bounds, then.bounds)
   return {
     seconds: Math.round(seconds),
     requests,
-    rps: seconds > 0 ? requests / seconds : 0,
-    errorShare: requests > 0 ? delta(b?.errors, a?.errors) / requests : null,
+    rps: seconds > 0 ? round(requests / seconds, 3) : 0,
+    errorShare: requests > 0 ? round(delta(b?.errors, a?.errors) / requests, 4) : null,
     outcomes: Object.fromEntries(outcomes),
-    p50Ms: quantileMs(latency, now.bounds, 0.5),
-    p95Ms: quantileMs(latency, now.bounds, 0.95),
+    p50Ms: roundOrNull(quantileMs(latency, now.bounds, 0.5), 2),
+    p95Ms: roundOrNull(quantileMs(latency, now.bounds, 0.95), 2),
   }
 }
 
@@ -100,7 +100,7 @@ export function history(readings: readonly Reading[], server: string): HistoryPo
     const requests = delta(b.servers.get(server)?.requests, a.servers.get(server)?.requests)
     out.push({
       at: new Date(b.at).toISOString(),
-      rps: requests / seconds,
+      rps: round(requests / seconds, 3),
       hitRatio: hitRatio(a, b, server),
     })
   }
@@ -119,7 +119,17 @@ export function hitRatio(then: Reading, now: Reading, server?: string): number |
       misses += delta(c.misses, before?.misses)
     }
   }
-  return hits + misses > 0 ? hits / (hits + misses) : null
+  return hits + misses > 0 ? round(hits / (hits + misses), 4) : null
+}
+
+/** Figures in status.json carry the digits that mean something. */
+export function round(v: number, digits: number): number {
+  const f = 10 ** digits
+  return Math.round(v * f) / f
+}
+
+function roundOrNull(v: number | null, digits: number): number | null {
+  return v === null ? null : round(v, digits)
 }
 
 /**

@@ -248,7 +248,8 @@ describe('run-time pinning', () => {
     config.servers.weather.upstreams = [{ url: demo.weather.url }]
     config.servers.docs.upstreams = [{ url: demo.docs.url }]
     const gw = await startTestGateway(
-      { ...config, listen: { host: '127.0.0.1', port: 0 } },
+      // Free ports for both listeners: the demo's own are 8080 and 9090.
+      { ...config, listen: { host: '127.0.0.1', port: 0 }, ...ADMIN },
       { dir: resolve('deploy'), start: { watch: false } },
     )
     for (const server of ['weather', 'docs']) {
