@@ -112,11 +112,20 @@ export class PinState {
     return seen === pin.digest ? 'yes' : 'no'
   }
 
-  /** Definitions whose last listed digest is not their pin, for /readyz (names only, never text). */
+  /** Definitions whose last listed digest is not their pin, for the admin /readyz (names only, never text). */
   driftedNames(): { readonly kind: PinnedKind; readonly name: string }[] {
     const out: { kind: PinnedKind; name: string }[] = []
     for (const kind of ['instructions', 'tools', 'prompts'] as const)
       for (const name of this.drifted[kind].keys()) out.push({ kind, name })
+    return out
+  }
+
+  /** Names a list showed that the lock does not pin (new since review), for the status page. */
+  unpinnedNames(): { readonly kind: CatalogKind; readonly name: string }[] {
+    const out: { kind: CatalogKind; name: string }[] = []
+    for (const kind of ['tools', 'prompts'] as const)
+      for (const name of this.seen[kind].keys())
+        if (!this.lock[kind].has(name)) out.push({ kind, name })
     return out
   }
 
