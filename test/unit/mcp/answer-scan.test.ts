@@ -47,8 +47,7 @@ describe('AnswerScan', () => {
       fc.property(answer, fc.array(fc.nat(), { maxLength: 6 }), fc.boolean(), (a, cuts, pad) => {
         const { id: rawId, ...rest } = a
         const inner = JSON.stringify(rest, null, pad ? 1 : undefined)
-        const text =
-          inner === '{}' ? `{"id":${rawId}}` : `{${inner.slice(1, -1)},"id":${rawId}}`
+        const text = inner === '{}' ? `{"id":${rawId}}` : `{${inner.slice(1, -1)},"id":${rawId}}`
         const bytes = Buffer.from(pad ? ` ${text}\n` : text)
         const at = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((x, y) => x - y)
         const chunks: Buffer[] = []
