@@ -32,8 +32,10 @@ export class CursorCodec {
     const dot = cursor.indexOf('.')
     if (dot <= 0) return undefined
     const body = cursor.slice(0, dot)
-    const tag = Buffer.from(cursor.slice(dot + 1), 'base64url')
-    const want = Buffer.from(this.tag(server, method, body), 'base64url')
+    // Compared as written, not decoded: base64url decoding ignores a last character's spare bits,
+    // so several spellings decode to one tag; only the one this gateway wrote opens.
+    const tag = Buffer.from(cursor.slice(dot + 1), 'latin1')
+    const want = Buffer.from(this.tag(server, method, body), 'latin1')
     // SECURITY: constant-time comparison; only a cursor this key signed for this list opens.
     if (tag.length !== want.length || !timingSafeEqual(tag, want)) return undefined
     let value: unknown

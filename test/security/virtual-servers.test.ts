@@ -54,7 +54,15 @@ describe('virtual server cursors', () => {
     // The payload names member 0 with its cursor; pointing it at another offset breaks the seal.
     const [body, tag] = cursor.split('.') as [string, string]
     const forged = Buffer.from(JSON.stringify([[0, '0']])).toString('base64url')
-    for (const bad of [`${forged}.${tag}`, `${body}.${tag.slice(0, -2)}AA`, `${body}x.${tag}`]) {
+    // The tag's last character carries spare bits: a spelling that decodes alike is refused too.
+    const last = tag.at(-1) === 'A' ? 'B' : 'A'
+    const altered = `${tag[0] === 'A' ? 'B' : 'A'}${tag.slice(1)}`
+    for (const bad of [
+      `${forged}.${tag}`,
+      `${body}.${altered}`,
+      `${body}.${tag.slice(0, -1)}${last}`,
+      `${body}x.${tag}`,
+    ]) {
       const res = await mcpPost(url, 'tools/list', { cursor: bad }, { id: 9 })
       expect(res.status).toBe(400)
       expect(res.response()).toMatchObject({ id: 9, error: { code: -32602 } })
