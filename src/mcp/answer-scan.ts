@@ -154,21 +154,8 @@ export class AnswerScan {
         while (i < n) {
           const d = b[i++] as number
           if (d === QUOTE) {
-            // A string below the top level, crossed here while it lies in this chunk.
-            let e = 0
-            while (i < n) {
-              e = b[i++] as number
-              if (e === QUOTE) break
-              if (e === BACKSLASH) i++
-            }
-            if (e === QUOTE) continue
-            // The chunk ended inside it: the string loop above takes it up (an escape that the
-            // chunk cut is carried over).
+            // A string below the top level: crossed by the string path above.
             inString = true
-            if (e === BACKSLASH) {
-              escaped = i > n
-              i = n
-            }
             break
           }
           if (d === 0x3a) members++
@@ -288,8 +275,9 @@ export class AnswerScan {
     }
     const len = end - start
     if (len === 2) return b[start] === 0x69 && b[start + 1] === 0x64 ? K.Id : K.Other
-    if (len < 5 || len > 6) return K.Other
-    return keyOf(b.toString('latin1', start, end))
+    if (len === 5) return bytesAre(b, start, ERROR) ? K.Error : K.Other
+    if (len !== 6) return K.Other
+    return bytesAre(b, start, RESULT) ? K.Result : bytesAre(b, start, METHOD) ? K.Method : K.Other
   }
 
   private startValue(): void {
@@ -311,6 +299,16 @@ export class AnswerScan {
     if (this.idBytes > MAX_ID_BYTES) this.idParts = undefined
     else this.idParts.push(b.subarray(from, to))
   }
+}
+
+const ERROR = [0x65, 0x72, 0x72, 0x6f, 0x72] as const
+const RESULT = [0x72, 0x65, 0x73, 0x75, 0x6c, 0x74] as const
+const METHOD = [0x6d, 0x65, 0x74, 0x68, 0x6f, 0x64] as const
+
+/** Whether the bytes at `at` are `word` (no string made for a key compared per answer). */
+function bytesAre(b: Buffer, at: number, word: readonly number[]): boolean {
+  for (let k = 0; k < word.length; k++) if (b[at + k] !== word[k]) return false
+  return true
 }
 
 function keyOf(key: string): K {
