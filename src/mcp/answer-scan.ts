@@ -154,7 +154,19 @@ export class AnswerScan {
         while (i < n) {
           const d = b[i++] as number
           if (d === QUOTE) {
-            // A string below the top level: crossed by the string path above.
+            // A string below the top level: its first bytes here (most are short keys and
+            // words), the rest, or an escape, by the string path above.
+            const near = i + 16 < n ? i + 16 : n
+            let e = 0
+            while (i < near) {
+              e = b[i] as number
+              if (e === QUOTE || e === BACKSLASH) break
+              i++
+            }
+            if (i < near && e === QUOTE) {
+              i++
+              continue
+            }
             inString = true
             break
           }
