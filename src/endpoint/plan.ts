@@ -253,14 +253,7 @@ function passFor(
 ): (status: number, h: HeaderMap) => BodyTransform | undefined {
   return (status, h) =>
     status < 500
-      ? resultTransform(
-          String(h['content-type'] ?? ''),
-          maxEventBytes,
-          NONE,
-          'pass',
-          expected,
-          status,
-        )
+      ? resultTransform(h['content-type'], maxEventBytes, NONE, 'pass', expected, status)
       : undefined
 }
 
@@ -288,9 +281,9 @@ function transformFor(
 
 const NONE: readonly ResultHook[] = Object.freeze([])
 
-function contentTypeOf(h: HeaderMap, anyStatus: boolean): string {
+function contentTypeOf(h: HeaderMap, anyStatus: boolean): string | string[] | undefined {
   const type = h['content-type']
-  return type === undefined && anyStatus ? 'application/json' : String(type ?? '')
+  return type === undefined && anyStatus ? 'application/json' : type
 }
 
 function taskSealer(codec: SessionCodec, owner: HandleOwner | undefined): TaskIdSealer {

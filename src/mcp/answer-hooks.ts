@@ -1,7 +1,6 @@
 import { GatewayError } from '../errors.js'
 import type { AnswerShape } from './answer-scan.js'
 import { isRecord } from './jsonrpc.js'
-import { findTopLevelId } from './raw-id.js'
 
 /**
  * Sees the final JSON-RPC response of an upstream answer (JSON body or the response event of an
@@ -109,11 +108,11 @@ function members(v: unknown): number {
 }
 
 /**
- * Serialises a rewritten message with the id exactly as the upstream wrote it: JSON.parse turns
- * 12345678901234567890 into 12345678901234567000, and the client must get its own id back.
+ * Serialises a rewritten message with the id exactly as the upstream wrote it (`rawId`, as the
+ * scan read it): JSON.parse turns 12345678901234567890 into 12345678901234567000, and the client
+ * must get its own id back.
  */
-export function serialize(message: Record<string, unknown>, originalText: string): string {
-  const rawId = findTopLevelId(originalText)
+export function serialize(message: Record<string, unknown>, rawId: string | undefined): string {
   if (rawId === undefined) return JSON.stringify(message)
   const { id: _id, ...rest } = message
   const body = JSON.stringify(rest)

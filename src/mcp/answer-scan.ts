@@ -45,7 +45,6 @@ const enum K {
   Id,
   Result,
   Error,
-  Method,
 }
 
 /** What the scan found. */
@@ -289,7 +288,7 @@ export class AnswerScan {
     if (len === 2) return b[start] === 0x69 && b[start + 1] === 0x64 ? K.Id : K.Other
     if (len === 5) return bytesAre(b, start, ERROR) ? K.Error : K.Other
     if (len !== 6) return K.Other
-    return bytesAre(b, start, RESULT) ? K.Result : bytesAre(b, start, METHOD) ? K.Method : K.Other
+    return bytesAre(b, start, RESULT) ? K.Result : K.Other
   }
 
   private startValue(): void {
@@ -315,7 +314,6 @@ export class AnswerScan {
 
 const ERROR = [0x65, 0x72, 0x72, 0x6f, 0x72] as const
 const RESULT = [0x72, 0x65, 0x73, 0x75, 0x6c, 0x74] as const
-const METHOD = [0x6d, 0x65, 0x74, 0x68, 0x6f, 0x64] as const
 
 /** Whether the bytes at `at` are `word` (no string made for a key compared per answer). */
 function bytesAre(b: Buffer, at: number, word: readonly number[]): boolean {
@@ -331,8 +329,6 @@ function keyOf(key: string): K {
       return K.Result
     case 'error':
       return K.Error
-    case 'method':
-      return K.Method
     default:
       return K.Other
   }

@@ -30,3 +30,20 @@ export interface BodyTransform {
 
 /** Response headers as undici reports them (lower-case names) and Node writes them. */
 export type HeaderMap = Record<string, string | string[] | undefined>
+
+/**
+ * What a response body is, by its Content-Type (type and subtype case-insensitive, parameters
+ * allowed): the one reading of it, for the dispatch and the answer readers alike.
+ */
+export function bodyKind(
+  contentType: string | string[] | undefined,
+): 'json' | 'sse' | 'none' | 'other' {
+  if (contentType === undefined) return 'none'
+  // Repeated Content-Type headers: no single answer to what the body is.
+  if (typeof contentType !== 'string') return 'other'
+  if (contentType === 'application/json') return 'json'
+  if (contentType === 'text/event-stream') return 'sse'
+  const semi = contentType.indexOf(';')
+  const type = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
+  return type === 'application/json' ? 'json' : type === 'text/event-stream' ? 'sse' : 'other'
+}

@@ -128,6 +128,6 @@ export class JsonResult implements BodyTransform {
     const raw = Buffer.concat(this.chunks, this.size)
     const text = raw.toString('utf8')
     const out = applyHooks(readJudged(text, shape), this.hooks, false)
-    return out === undefined ? raw : Buffer.from(serialize(out, text))
+    return out === undefined ? raw : Buffer.from(serialize(out, shape.rawId))
   }
 }

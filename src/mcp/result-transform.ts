@@ -1,6 +1,6 @@
 import type { HookMode, ResultHook } from './answer-hooks.js'
 import type { ExpectedId } from './answer-scan.js'
-import type { BodyTransform } from './body-transform.js'
+import { bodyKind, type BodyTransform } from './body-transform.js'
 import { JsonPass, JsonResult, JsonTee } from './json-answer.js'
 import { SseAnswer } from './sse-answer.js'
 
@@ -14,21 +14,21 @@ export type { HookMode, ResultHook } from './answer-hooks.js'
  * `maxBytes` bounds what is held: a JSON answer read by hooks, and one SSE event.
  */
 export function resultTransform(
-  contentType: string,
+  contentType: string | string[] | undefined,
   maxBytes: number,
   hooks: readonly ResultHook[],
   mode: HookMode,
   expected: ExpectedId,
   status: number,
 ): BodyTransform | undefined {
-  const type = contentType.split(';')[0]?.trim().toLowerCase()
-  if (type === 'application/json') {
+  const kind = bodyKind(contentType)
+  if (kind === 'json') {
     if (mode === 'pass' || hooks.length === 0) return new JsonPass(expected, status)
     return mode === 'rewrite'
       ? new JsonResult(maxBytes, hooks, expected, status)
       : new JsonTee(maxBytes, hooks, expected, status)
   }
-  if (type === 'text/event-stream')
+  if (kind === 'sse')
     return new SseAnswer(maxBytes, hooks, hooks.length === 0 ? 'pass' : mode, expected)
   return undefined
 }

@@ -122,7 +122,7 @@ export class SseAnswer implements BodyTransform {
     if (this.unseen) return undefined
     const out = applyHooks(message, this.hooks, true)
     if (out === undefined || this.mode === 'observe') return undefined
-    return replaceData(event, serialize(out, data))
+    return replaceData(event, serialize(out, shape.rawId))
   }
 
   /** The in-band error answer that ends this stream. */

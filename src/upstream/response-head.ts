@@ -47,17 +47,3 @@ function nominatedBy(connection: string | string[]): ReadonlySet<string> | undef
   }
   return names
 }
-
-/** What a response body is, by its Content-Type (type and subtype case-insensitive, parameters allowed). */
-export function bodyKind(
-  contentType: string | string[] | undefined,
-): 'json' | 'sse' | 'none' | 'other' {
-  if (contentType === undefined) return 'none'
-  // Repeated Content-Type headers: no single answer to what the body is.
-  if (typeof contentType !== 'string') return 'other'
-  if (contentType === 'application/json') return 'json'
-  if (contentType === 'text/event-stream') return 'sse'
-  const semi = contentType.indexOf(';')
-  const type = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
-  return type === 'application/json' ? 'json' : type === 'text/event-stream' ? 'sse' : 'other'
-}

@@ -42,7 +42,8 @@ const HOT: readonly { file: string; fns: readonly string[]; allow?: readonly str
     file: 'src/upstream/proxy-handler.ts',
     fns: ['onRequestStart', 'onResponseStart', 'onResponseData', 'onResponseEnd', 'write'],
   },
-  { file: 'src/upstream/response-head.ts', fns: ['relayedHeaders', 'bodyKind'] },
+  { file: 'src/upstream/response-head.ts', fns: ['relayedHeaders'] },
+  { file: 'src/mcp/body-transform.ts', fns: ['bodyKind'] },
 ]
 
 /** hono's Context methods that build a web Response. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { bodyKind, relayedHeaders } from '../../../src/upstream/response-head.js'
+import { bodyKind } from '../../../src/mcp/body-transform.js'
+import { relayedHeaders } from '../../../src/upstream/response-head.js'
 
 describe('relayedHeaders', () => {
   it('drops hop-by-hop, auth-bearing and Alt-Svc headers, keeps the rest', () => {
