@@ -28,6 +28,8 @@ interface AuditEntry {
   readonly server: string
   readonly method: string | undefined
   readonly target: McpTarget
+  /** The call's arguments as parsed (endpoint/judge.ts argumentsOf); undefined when none. */
+  readonly args?: unknown
   readonly decision: Decision
   /** Id of the policy set that decided (changes on every reload that changes a rule). */
   readonly policy: string

@@ -6,7 +6,7 @@ import { peekRawId } from '../mcp/jsonrpc.js'
 import { chainFilters } from '../mcp/list-filter.js'
 import { LIST_METHODS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
-import { judge, type JudgeDeps } from '../endpoint/judge.js'
+import { argumentsOf, judge, type JudgeDeps } from '../endpoint/judge.js'
 import { renderDenial } from '../policy/denial.js'
 import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { PolicySet } from '../policy/policy.js'
@@ -55,8 +55,9 @@ export const authorize = (policy: PolicySet, deps: JudgeDeps): Stage => {
     }
     // Targets come only from a verified body or a trusted backend's header (classify stage).
     let denied: McpTarget | undefined
+    const args = argumentsOf(mcp.message)
     for (const target of targets) {
-      if (!judge(policy, deps, principal, server, method, target).allow) denied ??= target
+      if (!judge(policy, deps, principal, server, method, target, args).allow) denied ??= target
     }
     if (denied === undefined) return next()
     if (denied.kind === 'method') return methodNotFound(c, mcp, 'policy_denied')

@@ -6,7 +6,7 @@ import { attemptEvents, propagationOf, type EndpointCall } from '../endpoint/cal
 import { askInEra, streamInEra } from '../endpoint/era.js'
 import { exchangeFor, exchanges } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
-import { judge } from '../endpoint/judge.js'
+import { argumentsOf, judge } from '../endpoint/judge.js'
 import type { LimitDeps } from '../endpoint/limit.js'
 import { planAttempt } from '../endpoint/plan.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
@@ -161,7 +161,16 @@ async function limitedBy(
 export function allowed(r: VirtualRequest, member: MemberServer, target: McpTarget): boolean {
   const policy = r.ctx.policy
   if (policy === undefined) return true
-  const allow = judge(policy, r.deps.judging, r.principal, member.name, r.method, target).allow
+  const args = argumentsOf(r.message)
+  const allow = judge(
+    policy,
+    r.deps.judging,
+    r.principal,
+    member.name,
+    r.method,
+    target,
+    args,
+  ).allow
   if (allow && r.deps.tracing) r.call.trace?.event(EVENT.policy, { decision: 'allow' })
   return allow
 }
