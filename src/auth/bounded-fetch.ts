@@ -11,20 +11,26 @@ export interface BoundedRequest {
   readonly maxBytes: number
 }
 
+/** A 200 answer: its body as text and the response headers (lower-case names). */
+export interface BoundedAnswer {
+  readonly text: string
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>
+}
+
 /** Why a bounded fetch gave up; `message` is short fixed text. */
 export class BoundedFetchFailure extends Error {
   override readonly name = 'BoundedFetchFailure'
 }
 
 /**
- * Fetches `url` and returns the body of a 200 answer as text. Everything else fails: a network
+ * Fetches `url` and returns the body of a 200 answer as text, with its headers. Everything else fails: a network
  * error, the deadline, a redirect (never followed: a 3xx could point the gateway, and for the
  * token endpoint the caller's token and the client secret, anywhere), any other status, a declared
  * or actual body larger than `maxBytes`. A body is read chunk by chunk and the connection dropped
  * the moment the cap is passed, so a hostile or broken endpoint costs at most `maxBytes` of memory
  * (docs/auth.md, Key fetching and Token exchange: an unbounded read is a memory DoS).
  */
-export async function fetchBounded(url: string, req: BoundedRequest): Promise<string> {
+export async function fetchBounded(url: string, req: BoundedRequest): Promise<BoundedAnswer> {
   // SECURITY: one deadline for the whole exchange, body included: a slow-drip answer cannot
   // hold the fetch (and every request coalesced onto it) past timeoutMs.
   const signal = AbortSignal.timeout(req.timeoutMs)
@@ -72,7 +78,7 @@ export async function fetchBounded(url: string, req: BoundedRequest): Promise<st
     if (err instanceof BoundedFetchFailure) throw err
     throw new BoundedFetchFailure(signal.aborted ? 'timed out' : 'body read failed', { cause: err })
   }
-  return Buffer.concat(chunks, size).toString('utf8')
+  return { text: Buffer.concat(chunks, size).toString('utf8'), headers: res.headers }
 }
 
 function ignore(): void {}

@@ -33,16 +33,20 @@ export interface RemoteJwksOptions {
 interface Loaded {
   readonly resolve: ReturnType<typeof createLocalJWKSet>
   readonly thumbprints: ReadonlySet<string>
-  readonly at: number
+  /** Clock time until which the set is used without asking again (see `lifetimeMs`). */
+  readonly until: number
 }
 
 /**
- * jose's createRemoteJWKSet, re-implemented over a bounded fetch and an injectable clock, with
- * the same semantics: keys are used for `cacheMaxAgeMs`, then refetched before use; an unknown
- * `kid` refetches at most once per `cooldownMs`; concurrent refetches share one request (so
- * fetches never overlap and a set is never replaced by an older answer). Added: after a failed
- * fetch the endpoint is not asked again for 1 s (or the cooldown, if shorter), so an outage does
- * not turn every request into a fetch. Key selection stays jose's (createLocalJWKSet).
+ * jose's createRemoteJWKSet, re-implemented over a bounded fetch and an injectable clock. Keys
+ * are used for as long as the endpoint's `Cache-Control` says, within bounds (`lifetimeMs`), then
+ * refetched before use. A token whose `kid` the set lacks refetches at once, unless a refetch
+ * for an unknown `kid` was made within `cooldownMs` (its own timer: a set fetched at start or by
+ * age does not delay it, so a key the authorization server just rotated in is found on its first
+ * token). Concurrent refetches share one request, so fetches never overlap and a set is never
+ * replaced by an older answer. After a failed fetch the endpoint is not asked again for 1 s (or
+ * the cooldown, if shorter), so an outage does not turn every request into a fetch. Key selection
+ * stays jose's (createLocalJWKSet).
  */
 export class RemoteJwks {
   readonly #url: string
@@ -51,6 +55,8 @@ export class RemoteJwks {
   #loaded: Loaded | undefined
   #pending: Promise<void> | undefined
   #failedUntil = 0
+  /** When the last refetch for an unknown `kid` started. */
+  #missAt = -Infinity
   /** Thumbprints of the keys jose imported, computed once per key object. */
   readonly #ids = new WeakMap<object, Promise<string>>()
 
@@ -70,17 +76,24 @@ export class RemoteJwks {
     try {
       return await loaded.resolve(header, token)
     } catch (err) {
-      // jose: an unknown kid refetches, unless the set is younger than the cooldown.
-      if (!(err instanceof errors.JWKSNoMatchingKey) || this.#within(this.#opts.cooldownMs)) {
-        throw err
+      if (!(err instanceof errors.JWKSNoMatchingKey)) throw err
+      // A newer set arrived while this token waited: judge by it, without asking again.
+      const newer = this.#loaded
+      if (newer !== undefined && newer !== loaded) return newer.resolve(header, token)
+      // A refetch under way (for this miss or any other reason) is joined, never refused.
+      if (this.#pending === undefined) {
+        // SECURITY: one refetch per cooldown for unknown kids, however many a caller invents.
+        if (this.#opts.now() < this.#missAt + this.#opts.cooldownMs) throw err
+        this.#missAt = this.#opts.now()
       }
       return (await this.#reload()).resolve(header, token)
     }
   }
 
-  /** True while a set is loaded and younger than `cacheMaxAgeMs`. */
+  /** True while a set is loaded and within its lifetime (`lifetimeMs`). */
   fresh(): boolean {
-    return this.#within(this.#opts.cacheMaxAgeMs)
+    const loaded = this.#loaded
+    return loaded !== undefined && this.#opts.now() < loaded.until
   }
 
   /** Seconds until the next fetch attempt is allowed, at least 1. */
@@ -103,11 +116,6 @@ export class RemoteJwks {
     return id
   }
 
-  #within(ms: number): boolean {
-    const loaded = this.#loaded
-    return loaded !== undefined && this.#opts.now() < loaded.at + ms
-  }
-
   async #reload(): Promise<Loaded> {
     // Coalescing: one request in flight, whoever asks.
     this.#pending ??= this.#fetch().finally(() => (this.#pending = undefined))
@@ -121,8 +129,9 @@ export class RemoteJwks {
     if (now() < this.#failedUntil) throw new JwksUnavailable('JWKS endpoint failing; backing off')
     let resolve: Loaded['resolve']
     let thumbprints: Loaded['thumbprints']
+    let lifetime: number
     try {
-      const text = await fetchBounded(this.#url, {
+      const { text, headers } = await fetchBounded(this.#url, {
         method: 'GET',
         headers: { accept: 'application/json, application/jwk-set+json' },
         timeoutMs: this.#opts.timeoutMs,
@@ -132,6 +141,7 @@ export class RemoteJwks {
       if (!isJwkSet(json)) throw new JwksUnavailable('JWKS endpoint sent no JWK Set')
       resolve = createLocalJWKSet(json)
       thumbprints = await thumbprintsOf(json)
+      lifetime = lifetimeMs(headers, this.#opts)
     } catch (err) {
       this.#failedUntil = now() + this.#backoffMs
       if (err instanceof JwksUnavailable) throw err
@@ -139,8 +149,49 @@ export class RemoteJwks {
       throw new JwksUnavailable(`JWKS fetch failed: ${reason}`, { cause: err })
     }
     // The set and its thumbprints switch together, so `serves` never judges by a mix.
-    this.#loaded = { resolve, thumbprints, at: now() }
+    this.#loaded = { resolve, thumbprints, until: now() + lifetime }
   }
+}
+
+/**
+ * How long a fetched set is used: the answer's freshness lifetime by `Cache-Control: max-age`
+ * minus `Age` (RFC 9111 §4.2.1, §4.2.3), so an identity provider that withdraws a key is heard
+ * within the time it announced. Bounded: never longer than `cacheMaxAgeMs`, and never shorter
+ * than the cooldown (at least 1 s), so `no-cache`, `no-store` or `max-age=0` cannot make every
+ * token a fetch. Without `max-age`, `cacheMaxAgeMs`.
+ */
+export function lifetimeMs(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  opts: Pick<RemoteJwksOptions, 'cooldownMs' | 'cacheMaxAgeMs'>,
+): number {
+  const floor = Math.min(opts.cacheMaxAgeMs, Math.max(opts.cooldownMs, 1000))
+  const said = maxAgeSec(headers['cache-control'])
+  if (said === undefined) return opts.cacheMaxAgeMs
+  const age = deltaSeconds(single(headers['age'])) ?? 0
+  return Math.min(opts.cacheMaxAgeMs, Math.max(floor, (said - age) * 1000))
+}
+
+/** `max-age` of a Cache-Control value; `no-cache` / `no-store` count as 0 (RFC 9111 §5.2.2). */
+function maxAgeSec(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return undefined
+  let maxAge: number | undefined
+  for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
+    const [rawName = '', rawArg] = part.split('=', 2)
+    const name = rawName.trim().toLowerCase()
+    if (name === 'no-cache' || name === 'no-store') return 0
+    if (name !== 'max-age' || maxAge !== undefined) continue
+    // RFC 9111 §1.2.2: delta-seconds; the quoted form is tolerated (§5.2).
+    maxAge = deltaSeconds(rawArg?.trim().replace(/^"(.*)"$/, '$1'))
+  }
+  return maxAge
+}
+
+function deltaSeconds(text: string | undefined): number | undefined {
+  return text !== undefined && /^\d{1,10}$/.test(text) ? Number(text) : undefined
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value
 }
 
 /**

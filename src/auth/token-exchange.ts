@@ -87,13 +87,13 @@ async function exchangeOnce(
   try {
     // SECURITY: bounded in time and size, and a redirect is a failure: following one would send
     // the caller's token and the client secret to wherever the Location points.
-    text = await fetchBounded(cfg.tokenUrl, {
+    ;({ text } = await fetchBounded(cfg.tokenUrl, {
       method: 'POST',
       headers,
       body: form.toString(),
       timeoutMs: cfg.timeoutMs,
       maxBytes: MAX_TOKEN_RESPONSE_BYTES,
-    })
+    }))
   } catch (err) {
     const why = err instanceof BoundedFetchFailure ? err.message : 'failed'
     throw new TokenExchangeFailure(`token endpoint ${why}`, { cause: err })

@@ -137,6 +137,8 @@ export interface JwksServer {
   setMode(mode: JwksMode): void
   /** Where the `redirect` mode points (default: /elsewhere.json on this server). */
   redirectTo(location: string): void
+  /** Extra headers on every good answer (e.g. Cache-Control, Age). */
+  setHeaders(headers: Readonly<Record<string, string>>): void
   close(): Promise<void>
 }
 
@@ -146,6 +148,7 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
   let mode: JwksMode = 'ok'
   let location = '/elsewhere.json'
   let hits = 0
+  let extra: Readonly<Record<string, string>> = {}
   let bytesSent = 0
   let abandoned = 0
   const paths: string[] = []
@@ -171,7 +174,7 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
       return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>')
     if (mode === 'garbage')
       return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"keys": 5}')
-    res.writeHead(200, { 'content-type': 'application/json' })
+    res.writeHead(200, { 'content-type': 'application/json', ...extra })
     res.end(JSON.stringify({ keys: current.map((k) => k.jwk) }))
   })
   return {
@@ -189,6 +192,7 @@ export async function startJwks(keys: readonly TestKey[]): Promise<JwksServer> {
     setKeys: (next) => void (current = next),
     setMode: (next) => void (mode = next),
     redirectTo: (next) => void (location = next),
+    setHeaders: (next) => void (extra = next),
     close: () => closeServer(server),
   }
 }

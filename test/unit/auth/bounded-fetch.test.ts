@@ -22,8 +22,8 @@ async function serve(handler: (res: ServerResponse) => void) {
   }
 }
 
-const get = (url: string, maxBytes = 1000, timeoutMs = 10_000) =>
-  fetchBounded(url, { method: 'GET', headers: {}, timeoutMs, maxBytes })
+const get = async (url: string, maxBytes = 1000, timeoutMs = 10_000) =>
+  (await fetchBounded(url, { method: 'GET', headers: {}, timeoutMs, maxBytes })).text
 
 describe('fetchBounded', () => {
   it('returns a 200 body of exactly maxBytes and refuses one byte more', async () => {

@@ -67,23 +67,84 @@ describe('remote JWK Set', () => {
     ])
     const { jwks, clock, remote } = await rig([k1], { cooldownMs: 5000 })
     await remote.resolve(header(k1), TOKEN)
-    // Within the cooldown an unknown kid is refused without asking the endpoint.
-    await expect(remote.resolve(header(k2), TOKEN)).rejects.toBeInstanceOf(errors.JWKSNoMatchingKey)
-    expect(jwks.hits).toBe(1)
-    clock.advance(5000)
+    // The first unknown kid asks at once: the fetch at start does not hold it back.
     const misses = await Promise.allSettled(
       Array.from({ length: 20 }, () => remote.resolve(header(k2), TOKEN)),
     )
     expect(misses.every((m) => m.status === 'rejected')).toBe(true)
     expect(jwks.hits).toBe(2)
-    // The refetch restarted the cooldown.
+    // Within the cooldown of that refetch, unknown kids are refused without asking.
+    clock.advance(4999)
     await expect(remote.resolve(header(k2), TOKEN)).rejects.toBeInstanceOf(errors.JWKSNoMatchingKey)
     expect(jwks.hits).toBe(2)
     // A key published meanwhile is found on the next refetch after the cooldown.
     jwks.setKeys([k1, k2])
-    clock.advance(5000)
+    clock.advance(1)
     await remote.resolve(header(k2), TOKEN)
     expect(jwks.hits).toBe(3)
+  })
+
+  it('finds a key rotated in right after a fetch by age (no lock-out for the cooldown)', async () => {
+    const [k1, k2] = await Promise.all([
+      generateTestKey('ES256', 'k1'),
+      generateTestKey('ES256', 'k2'),
+    ])
+    const { jwks, clock, remote } = await rig([k1], { cooldownMs: 30_000, cacheMaxAgeMs: 60_000 })
+    await remote.resolve(header(k1), TOKEN)
+    // The set ages out and is refetched for a k1 token...
+    clock.advance(60_000)
+    await remote.resolve(header(k1), TOKEN)
+    expect(jwks.hits).toBe(2)
+    // ...and one second later the authorization server replaces k1 with k2.
+    jwks.setKeys([k2])
+    clock.advance(1000)
+    await remote.resolve(header(k2), TOKEN)
+    expect(jwks.hits).toBe(3)
+  })
+
+  it('joins a refetch under way instead of refusing an unknown kid', async () => {
+    const [k1, k2] = await Promise.all([
+      generateTestKey('ES256', 'k1'),
+      generateTestKey('ES256', 'k2'),
+    ])
+    const { jwks, remote } = await rig([k1], { cooldownMs: 30_000 })
+    await remote.resolve(header(k1), TOKEN)
+    jwks.setKeys([k1, k2])
+    // A miss for a kid the server lacks starts the refetch; a k2 token arriving meanwhile joins it.
+    const k3 = { alg: 'ES256', kid: 'k3' }
+    const [first, second] = await Promise.allSettled([
+      remote.resolve(k3, TOKEN),
+      remote.resolve(header(k2), TOKEN),
+    ])
+    expect(first.status).toBe('rejected')
+    expect(second.status).toBe('fulfilled')
+    expect(jwks.hits).toBe(2)
+  })
+
+  it('uses a set for its Cache-Control max-age minus Age, within the bounds', async () => {
+    const k1 = await generateTestKey('ES256', 'k1')
+    const cases: [Record<string, string>, number][] = [
+      [{ 'cache-control': 'public, max-age=120' }, 120_000],
+      [{ 'cache-control': 'max-age=120', age: '100' }, 20_000],
+      // Never beyond cacheMaxAge, never below the cooldown.
+      [{ 'cache-control': 'max-age=86400' }, 600_000],
+      [{ 'cache-control': 'max-age=2' }, 5000],
+      [{ 'cache-control': 'no-cache' }, 5000],
+      [{ 'cache-control': 'no-store, max-age=300' }, 5000],
+      [{ 'cache-control': 'max-age=abc' }, 600_000],
+      [{}, 600_000],
+    ]
+    for (const [headers, lifetime] of cases) {
+      const { jwks, clock, remote } = await rig([k1], { cooldownMs: 5000 })
+      jwks.setHeaders(headers)
+      await remote.resolve(header(k1), TOKEN)
+      clock.advance(lifetime - 1)
+      expect(remote.fresh(), JSON.stringify(headers)).toBe(true)
+      clock.advance(1)
+      expect(remote.fresh(), JSON.stringify(headers)).toBe(false)
+      await remote.resolve(header(k1), TOKEN)
+      expect(jwks.hits).toBe(2)
+    }
   })
 
   it('backs off for 1 s after a failed fetch (the cooldown, if shorter)', async () => {
