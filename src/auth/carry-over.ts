@@ -1,6 +1,6 @@
 import type { AuthConfig, ServerConfig } from '../config/schema.js'
 import type { Clock } from './clock.js'
-import { createKeySource, type KeySource } from './key-source.js'
+import { createKeySource, isRemote, type KeySource } from './key-source.js'
 import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
 
 type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
@@ -30,9 +30,11 @@ export class AuthCarryOver {
 
   /** The remote key source for these settings, reused when unchanged; key files are re-read. */
   keySource(jwt: AuthConfig['jwt'], dir: string): KeySource {
-    if (jwt.jwksUrl === undefined) return createKeySource(jwt, dir, { now: this.now })
+    if (!isRemote(jwt)) return createKeySource(jwt, dir, { now: this.now })
     const { jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs } = jwt
-    const id = JSON.stringify([jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs])
+    // A discovered set is found from the issuer: the same issuer, the same set.
+    const where = jwksUrl ?? { discoveredFrom: jwt.issuer }
+    const id = JSON.stringify([where, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs])
     const source =
       this.#keys.get(id) ?? this.#nextKeys.get(id) ?? createKeySource(jwt, dir, { now: this.now })
     this.#nextKeys.set(id, source)

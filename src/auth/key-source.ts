@@ -4,6 +4,7 @@ import { isAbsolute, resolve } from 'node:path'
 import { createLocalJWKSet, type CryptoKey, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose'
 import type { AuthConfig } from '../config/schema.js'
 import type { Clock } from './clock.js'
+import { discoveredLocation, fixedLocation, type JwksLocation } from './discovery.js'
 import { isJwkSet, parseJson, RemoteJwks } from './remote-jwks.js'
 
 export { JwksUnavailable } from './remote-jwks.js'
@@ -32,13 +33,17 @@ export interface KeySourceOptions {
   readonly now?: Clock
 }
 
-/** Builds the key source the config names (exactly one of jwksUrl, jwksFile, publicKeyFile). */
+/**
+ * Builds the key source the config names: at most one of jwksUrl, jwksFile, publicKeyFile; with
+ * none, the remote set the (single) issuer's metadata names (docs/auth.md, Key fetching).
+ */
 export function createKeySource(
   jwt: JwtConfig,
   configDir: string,
   opts: KeySourceOptions = {},
 ): KeySource {
-  if (jwt.jwksUrl !== undefined) return remoteKeySource(new URL(jwt.jwksUrl), jwt, opts)
+  const location = remoteLocation(jwt)
+  if (location !== undefined) return remoteKeySource(location, jwt, opts)
   // Fixed keys change only with a reload, which builds a new verifier and forgets its memo.
   const always = { warm: () => true, retryAfterSec: () => 0, stillServes: () => true }
   if (jwt.jwksFile !== undefined) {
@@ -47,11 +52,28 @@ export function createKeySource(
   if (jwt.publicKeyFile !== undefined) {
     return { key: readPublicKey(pathIn(configDir, jwt.publicKeyFile)), ...always }
   }
-  throw new Error('auth.jwt: set exactly one of jwksUrl, jwksFile, publicKeyFile')
+  throw new Error('auth.jwt: set at most one of jwksUrl, jwksFile, publicKeyFile')
 }
 
-function remoteKeySource(url: URL, jwt: JwtConfig, opts: KeySourceOptions): KeySource {
-  const remote = new RemoteJwks(url, {
+/** Where the remote set is: `jwksUrl`, or discovered when no key source is configured. */
+function remoteLocation(jwt: JwtConfig): JwksLocation | undefined {
+  if (jwt.jwksUrl !== undefined) return fixedLocation(new URL(jwt.jwksUrl))
+  if (jwt.jwksFile !== undefined || jwt.publicKeyFile !== undefined) return undefined
+  if (typeof jwt.issuer !== 'string') throw new Error('auth.jwt: discovery needs a single issuer')
+  return discoveredLocation(jwt.issuer, jwt.jwksTimeoutMs)
+}
+
+/** True when the keys come from a remote set (configured or discovered), which can change. */
+export function isRemote(jwt: JwtConfig): boolean {
+  return jwt.jwksFile === undefined && jwt.publicKeyFile === undefined
+}
+
+function remoteKeySource(
+  location: JwksLocation,
+  jwt: JwtConfig,
+  opts: KeySourceOptions,
+): KeySource {
+  const remote = new RemoteJwks(location, {
     timeoutMs: jwt.jwksTimeoutMs,
     cooldownMs: jwt.jwksCooldownMs,
     cacheMaxAgeMs: jwt.jwksCacheMaxAgeMs,

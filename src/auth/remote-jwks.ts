@@ -11,6 +11,7 @@ import {
 } from 'jose'
 import { BoundedFetchFailure, fetchBounded } from './bounded-fetch.js'
 import type { Clock } from './clock.js'
+import { DiscoveryFailure, type JwksLocation } from './discovery.js'
 
 /** A JWK Set larger than this is refused while it streams in (real sets are a few KiB). */
 export const MAX_JWKS_BYTES = 256 * 1024
@@ -49,7 +50,7 @@ interface Loaded {
  * stays jose's (createLocalJWKSet).
  */
 export class RemoteJwks {
-  readonly #url: string
+  readonly #location: JwksLocation
   readonly #opts: Required<RemoteJwksOptions>
   readonly #backoffMs: number
   #loaded: Loaded | undefined
@@ -60,8 +61,8 @@ export class RemoteJwks {
   /** Thumbprints of the keys jose imported, computed once per key object. */
   readonly #ids = new WeakMap<object, Promise<string>>()
 
-  constructor(url: URL, opts: RemoteJwksOptions) {
-    this.#url = url.href
+  constructor(location: JwksLocation, opts: RemoteJwksOptions) {
+    this.#location = location
     this.#opts = { maxBytes: MAX_JWKS_BYTES, now: Date.now, ...opts }
     this.#backoffMs = Math.min(opts.cooldownMs, 1000)
   }
@@ -131,7 +132,8 @@ export class RemoteJwks {
     let thumbprints: Loaded['thumbprints']
     let lifetime: number
     try {
-      const { text, headers } = await fetchBounded(this.#url, {
+      const url = await this.#location.url()
+      const { text, headers } = await fetchBounded(url, {
         method: 'GET',
         headers: { accept: 'application/json, application/jwk-set+json' },
         timeoutMs: this.#opts.timeoutMs,
@@ -144,8 +146,12 @@ export class RemoteJwks {
       lifetime = lifetimeMs(headers, this.#opts)
     } catch (err) {
       this.#failedUntil = now() + this.#backoffMs
+      this.#location.forget()
       if (err instanceof JwksUnavailable) throw err
-      const reason = err instanceof BoundedFetchFailure ? err.message : 'not a JWK Set'
+      const reason =
+        err instanceof BoundedFetchFailure || err instanceof DiscoveryFailure
+          ? err.message
+          : 'not a JWK Set'
       throw new JwksUnavailable(`JWKS fetch failed: ${reason}`, { cause: err })
     }
     // The set and its thumbprints switch together, so `serves` never judges by a mix.

@@ -132,8 +132,11 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
   if (c.auth !== undefined) {
     const j = c.auth.jwt
     const sources = [j.jwksUrl, j.jwksFile, j.publicKeyFile].filter((s) => s !== undefined)
-    if (sources.length !== 1)
-      problems.push('auth.jwt: set exactly one of jwksUrl, jwksFile, publicKeyFile')
+    if (sources.length > 1)
+      problems.push('auth.jwt: set at most one of jwksUrl, jwksFile, publicKeyFile')
+    // Without one, keys come from the issuer's metadata, which names one issuer's keys.
+    if (sources.length === 0 && typeof j.issuer !== 'string')
+      problems.push('auth.jwt: with several issuers, set jwksUrl, jwksFile or publicKeyFile')
     for (const key of ['jwksFile', 'publicKeyFile'] as const) {
       const f = j[key]
       if (f !== undefined && !existsSync(resolvePath(dir, f)))

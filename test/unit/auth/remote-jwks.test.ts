@@ -1,5 +1,6 @@
 import { calculateJwkThumbprint, errors, type FlattenedJWSInput } from 'jose'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { fixedLocation } from '../../../src/auth/discovery.js'
 import { JwksUnavailable, RemoteJwks } from '../../../src/auth/remote-jwks.js'
 import { generateTestKey, manualClock, startJwks, type TestKey } from '../../helpers/tokens.js'
 
@@ -15,7 +16,7 @@ async function rig(keys: TestKey[], timing: { cooldownMs?: number; cacheMaxAgeMs
   const jwks = await startJwks(keys)
   onTestFinished(() => jwks.close())
   const clock = manualClock()
-  const remote = new RemoteJwks(new URL(jwks.url), {
+  const remote = new RemoteJwks(fixedLocation(new URL(jwks.url)), {
     timeoutMs: 2000,
     cooldownMs: timing.cooldownMs ?? 30_000,
     cacheMaxAgeMs: timing.cacheMaxAgeMs ?? 600_000,
