@@ -38,7 +38,18 @@ export const frontDoor = (ref: RuntimeRef, runtime: GatewayRuntime): Stage =>
       (method === 'GET' || method === 'DELETE') &&
       head.sessionId !== undefined &&
       server.config.legacyClients === 'allow'
-    if (method !== 'POST' && !legacySession) throw new GatewayError('method_not_allowed')
+    if (method !== 'POST' && !legacySession) {
+      // A protected resource answers a request without credentials with its challenge, whatever
+      // the method (RFC 6750 §3; spec 2026-07-28 basic/authorization): clients that probe with
+      // GET learn where to sign in instead of a 405 that ends discovery. With a token, 405.
+      const auth = runtime.auth?.servers.get(name)
+      if (auth !== undefined && head.authorization === undefined) {
+        throw new GatewayError('unauthenticated', {
+          headers: { 'www-authenticate': auth.challenges.missing },
+        })
+      }
+      throw new GatewayError('method_not_allowed')
+    }
     // SECURITY: DNS-rebinding guard for local deployments (a rebound name still carries its own
     // Host; spec 2026-07-28 basic/transports/streamable-http §Security Warning).
     if (runtime.allowedHosts !== undefined && !runtime.allowedHosts.has(head.host ?? '')) {

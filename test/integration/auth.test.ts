@@ -316,6 +316,28 @@ describe('protected resource metadata (RFC 9728)', () => {
     expect(unknown.status).toBe(404)
   })
 
+  it('challenges a request without a token whatever its method; with a token GET is 405', async () => {
+    const rsa = await generateTestKey('RS256')
+    const jwks = await jwksWith(rsa)
+    const backend = await closing(startNonValidatingBackend())
+    const gw = await gatewayFor(backend, { jwksUrl: jwks.url })
+    // Clients that probe with GET (or DELETE without a session) learn where to sign in.
+    for (const method of ['GET', 'DELETE', 'PUT'] as const) {
+      const probe = await rawRequest(method, `${gw.url}/mcp/weather`, {
+        headers: { accept: 'text/event-stream' },
+      })
+      expect(probe.status, method).toBe(401)
+      expect(probe.headers['www-authenticate']).toBe(`Bearer resource_metadata="${PRM}"`)
+      expect(probe.headers['x-mcp-gateway-error']).toBe('unauthenticated')
+    }
+    const signedIn = await rawRequest('GET', `${gw.url}/mcp/weather`, {
+      headers: { authorization: `Bearer ${await token(rsa)}`, accept: 'text/event-stream' },
+    })
+    expect(signedIn.status).toBe(405)
+    expect(signedIn.headers['allow']).toBe('POST')
+    expect(backend.requests.length).toBe(0)
+  })
+
   it('puts the well-known segment before a publicUrl path prefix and serves it with or without the prefix', async () => {
     const rsa = await generateTestKey('RS256')
     const jwks = await jwksWith(rsa)
