@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
-import { compileClaims, type PolicyCaller } from '../match/claims.js'
+import type { PolicyCaller } from '../match/claims.js'
 import { compilePatterns, type Matcher } from '../match/pattern.js'
+import { compileWhen } from '../match/when.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
@@ -29,13 +30,12 @@ export interface CompiledRule {
 /** Compiles one validated rule. */
 export function compileRule({ rule, source }: SourcedRule): CompiledRule {
   const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
-  const claims = rule.when?.claims
   return {
     id: `${rule.name}#${hash}`,
     name: rule.name,
     source,
     servers: compilePatterns(rule.servers),
-    when: claims === undefined ? undefined : compileClaims(claims),
+    when: rule.when === undefined ? undefined : compileWhen(rule.when),
     allow: compileTargets(rule.allow),
     deny: compileTargets(rule.deny),
     dryRun: rule.mode === 'dry-run',

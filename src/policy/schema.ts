@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { limitSchema } from '../limits/schema.js'
-import { pattern, patterns, when } from '../match/schema.js'
+import { pattern, patterns, ruleWhen } from '../match/schema.js'
 
 /**
  * The policy file format: YAML files in the `policies:` folder, each `{ rules: [...] }`. Strict:
@@ -24,7 +24,8 @@ const rule = z
     description: z.string().optional(),
     /** Server names or patterns (`"*"` = every server). */
     servers: z.array(pattern).min(1),
-    when: when.optional(),
+    /** Who the rule is for: claims and client applications (docs/policy.md). */
+    when: ruleWhen.optional(),
     allow: targets.optional(),
     deny: targets.optional(),
     /** `dry-run`: evaluated and audited as "would deny", never blocks. */
