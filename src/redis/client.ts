@@ -3,6 +3,9 @@ import type * as IORedis from 'ioredis'
 
 const require = createRequire(import.meta.url)
 
+/** How long each connection's setup commands (ioredis's INFO ready check) may take. */
+const SETUP_TIMEOUT_MS = 2000
+
 /**
  * A Redis connection that is never on the critical path (docs/cache.md §Shared tier,
  * docs/rate-limits.md §Redis): no offline queue, no per-request retries, a short command timeout,
@@ -14,11 +17,19 @@ const require = createRequire(import.meta.url)
  */
 export function connectRedis(url: string, commandTimeoutMs: number): IORedis.Redis {
   const { Redis } = require('ioredis') as typeof IORedis
-  return new Redis(url, {
+  const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    commandTimeout: commandTimeoutMs,
+    commandTimeout: SETUP_TIMEOUT_MS,
     connectTimeout: 2000,
     retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 6), 5000),
   })
+  // ioredis sends its ready check under `commandTimeout`: with the short timeout of requests, a
+  // Redis that takes longer than that to answer a new connection's first command (a cold start,
+  // a far region, a TLS proxy) would time out the check on every reconnect and never be used.
+  // The short timeout applies from `ready`, when our commands start; each new connection's
+  // setup gets the long one again. ioredis reads `options.commandTimeout` per command.
+  client.on('ready', () => void (client.options.commandTimeout = commandTimeoutMs))
+  client.on('close', () => void (client.options.commandTimeout = SETUP_TIMEOUT_MS))
+  return client
 }
