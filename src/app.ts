@@ -19,6 +19,8 @@ import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
 import { rateLimit } from './pipeline/rate-limit.js'
 import { createAuditLog, type AuditLog } from './observability/audit.js'
+import { compileClientGates } from './match/clients.js'
+import { ScopeGate } from './match/scopes.js'
 import { readRequest } from './pipeline/read-request.js'
 import { virtualStage } from './pipeline/virtual.js'
 import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
@@ -94,7 +96,9 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   // One audit log for every stage, so one request's lines reach the log in order.
   const logged = createAuditLog(deps.log, deps.access.sink)
   const audit = deps.tapAudit === undefined ? logged : deps.tapAudit(logged)
-  const judging = { audit, metrics: deps.metrics }
+  // Scopes per target and client allowlists (docs/auth.md), compiled once per config like the rest.
+  const scopes = ScopeGate.compile(runtime.config, runtime.auth)
+  const judging = { audit, metrics: deps.metrics, scopes }
   const limiting = runtime.limiter && {
     limiter: runtime.limiter,
     audit,
@@ -108,7 +112,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
     frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
-    runtime.auth && authenticate(runtime.auth), // bearer token → principal; 401/403 before any body is read
+    runtime.auth && authenticate(runtime.auth, compileClientGates(runtime.config)), // bearer token → principal; 401/403 before any body is read
     tracing && runtime.auth && traceMark(EVENT.auth, { result: 'ok' }),
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed
@@ -117,7 +121,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     present([
       ...front,
       catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
-      runtime.policy && authorize(runtime.policy, judging), // policy on named targets; list filters for lists
+      (runtime.policy !== undefined || scopes !== undefined) && authorize(runtime.policy, judging), // scopes, then policy, on named targets; list filters for lists
       tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
       limiting && rateLimit(limiting), // per-principal limits (docs/rate-limits.md); before the cache
       deps.cache && edgeCache(deps.cache, deps.log), // cacheable results served from the edge

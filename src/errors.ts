@@ -40,6 +40,13 @@ export const ERRORS = {
   unauthenticated: { status: 401, rpc: -31001, message: 'Authentication required' },
   invalid_token: { status: 401, rpc: -31001, message: 'Invalid access token' },
   insufficient_scope: { status: 403, rpc: -31003, message: 'Insufficient scope' },
+  // The token is valid, but was issued to a client application the server does not admit
+  // (docs/auth.md §Client applications); the message names neither the client nor the list.
+  client_not_allowed: {
+    status: 403,
+    rpc: -31003,
+    message: 'This client application may not use this server',
+  },
   auth_unavailable: { status: 503, rpc: -31503, message: 'Token verification unavailable' },
   token_in_query: {
     status: 401,

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
-import type { GatewayConfig } from '../config/schema.js'
+import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import { AuthCarryOver } from './carry-over.js'
 import { checkKeyFiles } from './key-source.js'
 import {
@@ -21,6 +21,8 @@ export interface ServerAuth {
   readonly audience: string | readonly string[]
   readonly requiredScopes: readonly string[]
   readonly challenges: Challenges
+  /** This endpoint's RFC 9728 document URL: what every challenge it sends names. */
+  readonly metadataUrl: string
   /** RFC 9728 document served at this server's well-known URL. */
   readonly metadata: ProtectedResourceMetadata
   /** RFC 8693 exchange for upstream credentials, when `tokenExchange` is configured. */
@@ -56,12 +58,14 @@ export function compileAuth(
   const servers = new Map<string, ServerAuth>()
   for (const [name, s] of Object.entries(config.servers)) {
     const resource = resourceUrl(base, name)
+    const prm = metadataUrl(base, name)
     servers.set(name, {
       audience: auth.jwt.audience ?? resource,
       requiredScopes: s.requiredScopes,
-      challenges: challengesFor(metadataUrl(base, name), s.requiredScopes),
-      // A required scope must be one a client can find out about and request.
-      metadata: metadataFor(resource, authServers, unique([...s.requiredScopes, ...advertised])),
+      challenges: challengesFor(prm, s.requiredScopes),
+      metadataUrl: prm,
+      // A scope a call may need must be one a client can find out about and request.
+      metadata: metadataFor(resource, authServers, unique([...scopesOf(s), ...advertised])),
       exchanger: s.tokenExchange === undefined ? undefined : carry.exchanger(name, s.tokenExchange),
     })
   }
@@ -69,16 +73,23 @@ export function compileAuth(
   // (docs/virtual-servers.md §Policy); members' own token exchange still applies per member.
   for (const [name, v] of Object.entries(config.virtualServers)) {
     const resource = resourceUrl(base, name)
-    const scopes = unique(v.members.flatMap((m) => config.servers[m]?.requiredScopes ?? []))
+    const members = v.members.flatMap((m) => config.servers[m] ?? [])
+    const scopes = unique(members.flatMap((m) => m.requiredScopes))
+    const prm = metadataUrl(base, name)
     servers.set(name, {
       audience: auth.jwt.audience ?? resource,
       requiredScopes: scopes,
-      challenges: challengesFor(metadataUrl(base, name), scopes),
-      metadata: metadataFor(resource, authServers, unique([...scopes, ...advertised])),
+      challenges: challengesFor(prm, scopes),
+      metadataUrl: prm,
+      metadata: metadataFor(
+        resource,
+        authServers,
+        unique([...members.flatMap(scopesOf), ...advertised]),
+      ),
       exchanger: undefined,
     })
   }
-  const allRequired = Object.values(config.servers).flatMap((s) => s.requiredScopes)
+  const allRequired = Object.values(config.servers).flatMap(scopesOf)
   const keys = carry.keySource(auth.jwt, configDir)
   carry.commit()
   return {
@@ -113,6 +124,13 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
     }
   }
   for (const [name, s] of Object.entries(config.servers)) {
+    // Scopes and client ids are read from a verified token; without auth there is none.
+    if (auth === undefined && Object.keys(s.scopes).length > 0) {
+      problems.push(`servers.${name}.scopes: needs auth to be configured`)
+    }
+    if (auth === undefined && s.clients !== undefined) {
+      problems.push(`servers.${name}.clients: needs auth to be configured`)
+    }
     if (s.tokenExchange === undefined) continue
     if (auth === undefined) {
       problems.push(`servers.${name}.tokenExchange: needs auth to be configured`)
@@ -122,6 +140,16 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
     }
   }
   return problems
+}
+
+/**
+ * Every scope a call to this server may need: `requiredScopes`, then those of `scopes:` in config
+ * order (docs/auth.md §Scopes per tool), for RFC 9728 `scopes_supported`.
+ */
+function scopesOf(s: ServerConfig): string[] {
+  const { tools, prompts, resources } = s.scopes
+  const perTarget = [tools, prompts, resources].flatMap((t) => Object.values(t ?? {}).flat())
+  return unique([...s.requiredScopes, ...perTarget])
 }
 
 function unique(xs: readonly string[]): string[] {

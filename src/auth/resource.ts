@@ -45,13 +45,28 @@ export interface Challenges {
 /** Builds the challenges; `scopes` are the server's required scopes (RFC 6750 §3 `scope`). */
 export function challengesFor(prmUrl: string, scopes: readonly string[]): Challenges {
   const meta = `resource_metadata="${prmUrl}"`
-  const scope = scopes.length === 0 ? '' : `scope="${scopes.join(' ')}", `
+  const scope = scopeParam(scopes)
   return {
     missing: `Bearer ${scope}${meta}`,
     invalid: `Bearer error="invalid_token", ${scope}${meta}`,
     invalidRequest: `Bearer error="invalid_request", ${meta}`,
-    insufficientScope: `Bearer error="insufficient_scope", ${scope}${meta}`,
+    insufficientScope: insufficientScope(prmUrl, scopes),
   }
+}
+
+/**
+ * The 403 of a token that lacks scopes: RFC 6750 §3.1 `insufficient_scope`, with every scope the
+ * operation needs in one `scope` (spec 2026-07-28 basic/authorization: insufficient scope SHOULD be
+ * a 403 naming them all), which a client adds to what it asks the authorization server for when
+ * it steps up.
+ * `scopes` are scope-tokens (config schema), so they sit in the quoted string as they are.
+ */
+export function insufficientScope(prmUrl: string, scopes: readonly string[]): string {
+  return `Bearer error="insufficient_scope", ${scopeParam(scopes)}resource_metadata="${prmUrl}"`
+}
+
+function scopeParam(scopes: readonly string[]): string {
+  return scopes.length === 0 ? '' : `scope="${scopes.join(' ')}", `
 }
 
 /** RFC 9728 §2 document; field names are the RFC's. */

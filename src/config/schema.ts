@@ -88,6 +88,15 @@ const scopeToken = z
   .string()
   .regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'invalid scope (RFC 6749 scope-token)')
 
+/** Target name pattern → the scopes a call of a matching target needs (non-empty). */
+const scopesByName = z.record(z.string().min(1), z.array(scopeToken).min(1))
+const targetScopes = z.strictObject({
+  tools: scopesByName.optional(),
+  prompts: scopesByName.optional(),
+  /** By resource URI (patterns), as policy's `resources:`. */
+  resources: scopesByName.optional(),
+})
+
 /** RFC 8693 token exchange: the caller's token is traded for one meant for this backend. */
 const tokenExchange = z.strictObject({
   tokenUrl: url,
@@ -238,6 +247,22 @@ const server = z.strictObject({
     .default({}),
   timeouts: timeouts.default(timeouts.parse({})),
   requiredScopes: z.array(scopeToken).default([]),
+  /**
+   * Scopes per target, by the backend's own names (patterns, `*` wildcard): a call needs
+   * `requiredScopes` plus the scopes of every pattern its target matches (docs/auth.md §Scopes
+   * per tool). Needs `auth:`.
+   */
+  scopes: targetScopes.default({}),
+  /**
+   * Lists under `scopes`: `hide` shows only what the token's scopes can call; `stepUp` lists what
+   * policy allows, so a client learns of a tool and steps up when it calls it.
+   */
+  scopesInLists: z.enum(['hide', 'stepUp']).default('hide'),
+  /**
+   * OAuth clients (the token's `azp`, else `client_id`; patterns) whose tokens may use this
+   * server at all; absent: any client (docs/auth.md §Client applications). Needs `auth:`.
+   */
+  clients: z.array(z.string().min(1)).min(1, 'name at least one client').optional(),
   origins: z.array(z.string().min(1)).optional(),
   balance: balance.default('least-request'),
   maxInFlight: z.int().min(1).default(256),

@@ -1,14 +1,74 @@
 import type { Principal } from '../auth/principal.js'
+import { GatewayError } from '../errors.js'
+import type { ScopeGate } from '../match/scopes.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { chainFilters, type ListFilter } from '../mcp/list-filter.js'
 import type { AuditLog } from '../observability/audit.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
+import { RuleListFilter } from '../policy/list-view.js'
 import type { Decision, PolicySet } from '../policy/policy.js'
 
 /** Where a decision is recorded: the app's one audit log and its metrics. */
 export interface JudgeDeps {
   readonly audit: AuditLog
   readonly metrics: GatewayMetrics
+  /** `servers.<name>.scopes`, compiled per config; undefined when no server has any. */
+  readonly scopes?: ScopeGate | undefined
+}
+
+/** Where a call came in and which server's target it names (the same for a direct request). */
+export interface JudgedAt {
+  /** The endpoint the client called: the server itself, or a virtual server. */
+  readonly endpoint: string
+  /** The server whose target it is, by its own names: the endpoint, or a virtual's member. */
+  readonly server: string
+}
+
+/**
+ * Whether a named target may go on, checked in the order of docs/design/check-order.md: the
+ * token's scopes for it (a 403 the client can step up on, thrown here), then policy (false: answer
+ * as an unknown target). The one check both the direct path (pipeline/authorize.ts) and a virtual
+ * server's members (virtual/route.ts) run, so a member's target needs the member's scopes through
+ * any endpoint, and the challenge names the endpoint the client can re-authorize for.
+ */
+export function admit(
+  policy: PolicySet | undefined,
+  deps: JudgeDeps,
+  principal: Principal | undefined,
+  at: JudgedAt,
+  method: string | undefined,
+  target: McpTarget,
+  args: unknown,
+): boolean {
+  const challenge = deps.scopes?.refusal(at.endpoint, at.server, principal?.scopes, target)
+  // SECURITY: a call its token has no scope for never reaches policy, the cache or a backend.
+  if (challenge !== undefined) {
+    throw new GatewayError('insufficient_scope', { headers: { 'www-authenticate': challenge } })
+  }
+  return (
+    policy === undefined || judge(policy, deps, principal, at.server, method, target, args).allow
+  )
+}
+
+/**
+ * The caller's view of `server`'s lists, consistent with admit(): policy's (on the server's own
+ * names), then, unless `scopesInLists: stepUp`, without what its scopes cannot call. The scope
+ * view depends on the token, so it is identity-dependent: a filtered answer is private and cached
+ * per scope set (mcp/list-filter.ts, cache/edge-cache.ts render).
+ */
+export function listView(
+  policy: PolicySet | undefined,
+  deps: JudgeDeps,
+  principal: Principal | undefined,
+  server: string,
+): ListFilter | undefined {
+  const byPolicy = policy?.listFilter(principal, server)
+  const byScopes = deps.scopes?.listView(server, principal?.scopes)
+  return chainFilters(
+    byPolicy,
+    byScopes && new RuleListFilter(byScopes.key, true, byScopes.visible),
+  )
 }
 
 /**

@@ -2,15 +2,20 @@ import type { MiddlewareHandler } from 'hono'
 import { hasQueryToken, readBearer } from '../auth/bearer.js'
 import type { AuthRuntime, ServerAuth } from '../auth/compile.js'
 import { AuthFailure } from '../auth/failure.js'
+import type { ClientGates } from '../match/clients.js'
 import type { GatewayEnv } from './env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 
 /**
  * Bearer token → Principal (spec 2026-07-28 §8; docs/design/check-order.md step 6). Runs after
  * the front door and before the body is read, so an unauthenticated caller costs no body read.
- * Mounted only with `auth:` configured (app.ts); without it every caller is anonymous.
+ * Mounted only with `auth:` configured (app.ts); without it every caller is anonymous. `clients`
+ * holds the endpoints' client allowlists (`servers.<name>.clients`, match/clients.ts).
  */
-export const authenticate = (auth: AuthRuntime): MiddlewareHandler<GatewayEnv> =>
+export const authenticate = (
+  auth: AuthRuntime,
+  clients: ClientGates,
+): MiddlewareHandler<GatewayEnv> =>
   async function authenticate(c, next) {
     const runtime = c.get('runtime')
     const server = auth.servers.get(c.get('server').name) as ServerAuth
@@ -45,6 +50,12 @@ export const authenticate = (auth: AuthRuntime): MiddlewareHandler<GatewayEnv> =
         throw new GatewayError('auth_unavailable', { cause: err, headers })
       }
       throw refuse('invalid_token', server.challenges.invalid, err.reason)
+    }
+    // SECURITY: only the client applications the server names may use it (docs/auth.md §Client
+    // applications); no challenge, since another token of the same client would not pass either.
+    const client = clients.get(c.get('server').name)
+    if (client !== undefined && !client(principal)) {
+      throw new GatewayError('client_not_allowed', { headers: close })
     }
     // Spec §8: 403 insufficient_scope, naming every scope the server needs in one challenge.
     if (server.requiredScopes.some((s) => !principal.scopes.has(s))) {

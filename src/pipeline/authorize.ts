@@ -6,20 +6,22 @@ import { peekRawId } from '../mcp/jsonrpc.js'
 import { chainFilters } from '../mcp/list-filter.js'
 import { LIST_METHODS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
-import { argumentsOf, judge, type JudgeDeps } from '../endpoint/judge.js'
+import { admit, argumentsOf, listView, type JudgeDeps } from '../endpoint/judge.js'
 import { renderDenial } from '../policy/denial.js'
 import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { PolicySet } from '../policy/policy.js'
 import type { Stage } from './chain.js'
 
 /**
- * Policy on named targets. Only methods the protocol defines (or the server's `extraMethods`)
- * pass; every target a request names is checked and audited; a denial is answered here, as an
- * unknown target, and the backend receives nothing. List methods get the caller's list filter,
- * which the proxy and the cache apply to the answer. Without `policies:` this stage is not mounted.
- * `policy` is the pipeline's runtime's: a policy reload makes a new runtime, and so a new pipeline.
+ * Scopes and policy on named targets (endpoint/judge.ts admit). Only methods the protocol defines
+ * (or the server's `extraMethods`) pass; every target a request names is checked and audited; a
+ * target the token has no scope for is a 403 the client can step up on; a denial is answered
+ * here, as an unknown target, and the backend receives nothing. List methods get the caller's
+ * list filter, which the proxy and the cache apply to the answer. Mounted when `policies:` or
+ * some server's `scopes:` are configured (app.ts). `policy` is the pipeline's runtime's: a policy
+ * reload makes a new runtime, and so a new pipeline.
  */
-export const authorize = (policy: PolicySet, deps: JudgeDeps): Stage => {
+export const authorize = (policy: PolicySet | undefined, deps: JudgeDeps): Stage => {
   return function authorize(c, next) {
     const mcp = c.get('mcp')
     const principal = c.get('principal')
@@ -42,11 +44,14 @@ export const authorize = (policy: PolicySet, deps: JudgeDeps): Stage => {
     }
     if (method !== undefined && LIST_METHODS[method] !== undefined) {
       // Policy judges the backend's names, so it filters before a catalog view renames them.
-      c.set('listFilter', chainFilters(policy.listFilter(principal, server), c.get('listFilter')))
+      c.set(
+        'listFilter',
+        chainFilters(listView(policy, deps, principal, server), c.get('listFilter')),
+      )
       return next()
     }
     // SECURITY: a URI with dot segments or encoded separators resolves elsewhere at the backend
-    // than the text a resource pattern matched (docs/policy.md §Resource URIs).
+    // than the text a resource pattern (policy's or `scopes:`) matched (docs/policy.md §Resource URIs).
     for (const target of targets) {
       if (target.kind !== 'resource') continue
       const problem = uriProblem(target.uri)
@@ -56,8 +61,9 @@ export const authorize = (policy: PolicySet, deps: JudgeDeps): Stage => {
     // Targets come only from a verified body or a trusted backend's header (classify stage).
     let denied: McpTarget | undefined
     const args = argumentsOf(mcp.message)
+    const at = { endpoint: server, server }
     for (const target of targets) {
-      if (!judge(policy, deps, principal, server, method, target, args).allow) denied ??= target
+      if (!admit(policy, deps, principal, at, method, target, args)) denied ??= target
     }
     if (denied === undefined) return next()
     if (denied.kind === 'method') return methodNotFound(c, mcp, 'policy_denied')

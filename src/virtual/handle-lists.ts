@@ -1,4 +1,5 @@
 import { memberListView } from '../catalog/member.js'
+import { listView } from '../endpoint/judge.js'
 import { GatewayError } from '../errors.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { chainFilters, type ListFilter } from '../mcp/list-filter.js'
@@ -106,9 +107,10 @@ export async function list(r: VirtualRequest): Promise<Answer> {
       throw new GatewayError('invalid_params', 'invalid cursor')
   }
   const policy = r.ctx.policy
-  // Each member's policy (on its own names), then its catalog view (docs/catalog.md §Curation).
+  // Each member's policy and scopes (on its own names, endpoint/judge.ts), then its catalog view
+  // (docs/catalog.md §Curation).
   const filters = v.members.map((m) =>
-    chainFilters(policy?.listFilter(r.principal, m.name), m.catalog),
+    chainFilters(listView(policy, r.deps.judging, r.principal, m.name), m.catalog),
   )
   const cacheKey = mergedKey(r, filters)
   const asked = pending === undefined ? v.members.map((_, i) => i) : pending.map(([m]) => m)

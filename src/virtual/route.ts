@@ -6,7 +6,7 @@ import { attemptEvents, propagationOf, type EndpointCall } from '../endpoint/cal
 import { askInEra, streamInEra } from '../endpoint/era.js'
 import { exchangeFor, exchanges } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
-import { argumentsOf, judge } from '../endpoint/judge.js'
+import { admit, argumentsOf } from '../endpoint/judge.js'
 import type { LimitDeps } from '../endpoint/limit.js'
 import { planAttempt } from '../endpoint/plan.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
@@ -155,22 +155,17 @@ async function limitedBy(
 }
 
 /**
- * The member's own policy decides (docs/virtual-servers.md §Policy): exactly what its endpoint
- * would allow, checked on its own name, audited under its own server name (endpoint/judge.ts).
+ * The member's own scopes and policy decide (docs/virtual-servers.md §Policy): exactly what its
+ * endpoint would allow, checked on its own name, audited under its own server name; a target the
+ * token has no scope for throws the 403 (endpoint/judge.ts admit).
  */
 export function allowed(r: VirtualRequest, member: MemberServer, target: McpTarget): boolean {
   const policy = r.ctx.policy
-  if (policy === undefined) return true
-  const args = argumentsOf(r.message)
-  const allow = judge(
-    policy,
-    r.deps.judging,
-    r.principal,
-    member.name,
-    r.method,
-    target,
-    args,
-  ).allow
+  const deps = r.deps.judging
+  if (policy === undefined && deps.scopes === undefined) return true
+  const at = { endpoint: r.v.name, server: member.name }
+  // The member's scopes, then its policy; a 403 names this virtual endpoint (endpoint/judge.ts).
+  const allow = admit(policy, deps, r.principal, at, r.method, target, argumentsOf(r.message))
   if (allow && r.deps.tracing) r.call.trace?.event(EVENT.policy, { decision: 'allow' })
   return allow
 }
