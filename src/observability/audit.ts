@@ -5,6 +5,7 @@ import type { Decision } from '../policy/policy.js'
 import type { LimitRefusal } from '../limits/limiter.js'
 import { bounded, MAX_EXPORTED_CHARS } from './bound.js'
 import { quote, type LineSink } from './line-sink.js'
+import type { ArgumentsView, ShownArguments } from './redact.js'
 
 const ALLOWED = 'policy allowed'
 
@@ -25,6 +26,8 @@ export interface DriftEvent {
 /** One policy decision on a named target, as the audit log records it. */
 interface AuditEntry {
   readonly caller: PolicyCaller | undefined
+  /** The request's id, on its access-log line and span too (docs/operations.md "Request ids"). */
+  readonly requestId?: string | undefined
   readonly server: string
   readonly method: string | undefined
   readonly target: McpTarget
@@ -61,30 +64,36 @@ export interface AuditLog {
  * higher (an audit trail that a log level can switch off is not one), but stays quiet under
  * `silent`. SECURITY: only `sub` and `iss` of the caller are written, never the token or claims
  * (a log is read by more people than may hold credentials; RFC 6750 §5.3). Every value a client
- * chose or a token carries is cut to the one bound (observability/bound.ts).
+ * chose or a token carries is cut to the one bound (observability/bound.ts). Call arguments are
+ * written only with `audit.arguments` (`view`), as its mode and byte cap say (redact.ts).
  */
-export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
+export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsView): AuditLog {
   const audit = log.child({ audit: true }, { level: log.level === 'silent' ? 'silent' : 'info' })
   // One line per decision is one per request under a policy: serialised by hand, as pino would.
   const lines = log.level === 'silent' ? undefined : sink
   return {
-    record({ caller, server, method, target, decision, policy }) {
+    record({ caller, requestId, server, method, target, args, decision, policy }) {
       const denied = !decision.allow || decision.dryRun
+      // SECURITY: arguments only through the view: redacted, or full where configured, and capped.
+      const shown = view === undefined || args === undefined ? undefined : view(args, method)
       if (lines !== undefined) {
-        const shown = named(target.kind === 'resource' ? target.uri : target.name)
+        const name = named(target.kind === 'resource' ? target.uri : target.name)
         const rule = decision.rule?.name
         lines.emit(
-          `${lines.head()},"audit":true,"sub":${nullable(caller?.subject)},"iss":${nullable(caller?.issuer)}` +
+          `${lines.head()},"audit":true,"requestId":${nullable(requestId)}` +
+            `,"sub":${nullable(caller?.subject)},"iss":${nullable(caller?.issuer)}` +
             `,"server":${quote(server)},"method":${nullable(method)},"kind":"${target.kind}"` +
-            `,"target":${quote(shown.target)}${shown.truncated ? ',"truncated":true' : ''}` +
+            `,"target":${quote(name.target)}${name.truncated ? ',"truncated":true' : ''}` +
             `,"decision":"${denied ? 'deny' : 'allow'}","rule":${nullable(rule)}` +
             `,"reason":${quote(decision.reason)},"dryRun":${decision.dryRun},"policy":${quote(policy)}` +
+            (shown === undefined ? '' : argumentsJson(shown)) +
             `,"msg":"${decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED}"}\n`,
         )
         return
       }
       audit.info(
         {
+          requestId: orNull(requestId),
           sub: orNull(caller?.subject),
           iss: orNull(caller?.issuer),
           server,
@@ -96,6 +105,7 @@ export function createAuditLog(log: Logger, sink?: LineSink): AuditLog {
           reason: decision.reason,
           dryRun: decision.dryRun,
           policy,
+          ...(shown === undefined ? {} : argumentsFields(shown)),
         },
         decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED,
       )
@@ -160,6 +170,20 @@ export function createDeadlineAudit(log: Logger): (entry: DeadlineEntry) => void
       },
       'request deadline exceeded, upstream request cancelled',
     )
+}
+
+/** `arguments`, and `argumentsTruncated` / `argumentsBytes` when cut (docs/operations.md). */
+function argumentsFields(shown: ShownArguments): Record<string, unknown> {
+  if (shown.bytes === undefined) return { arguments: shown.value }
+  return { arguments: shown.value, argumentsTruncated: true, argumentsBytes: shown.bytes }
+}
+
+/** The same fields as JSON members, each with its leading comma. */
+function argumentsJson(shown: ShownArguments): string {
+  // JSON.stringify of plain data: well-formed (lone surrogates escaped), within the view's cap.
+  const value = `,"arguments":${JSON.stringify(shown.value)}`
+  if (shown.bytes === undefined) return value
+  return `${value},"argumentsTruncated":true,"argumentsBytes":${shown.bytes}`
 }
 
 /** A client-derived value as a JSON string (bounded), or `null`. */

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { createAuditLog } from '../../../src/observability/audit.js'
 import { MAX_EXPORTED_CHARS } from '../../../src/observability/bound.js'
 import { createLineSink } from '../../../src/observability/line-sink.js'
+import { compileArgumentsView, type ArgumentsView } from '../../../src/observability/redact.js'
 import { caller, policyOf } from '../policy/fixtures.js'
 
 /** The two ways a decision is written: pino's serialiser, and by hand through the line sink. */
@@ -11,7 +12,18 @@ const WAYS = [
   ['serialised by hand', true],
 ] as const
 
-function captureWith(level: string, bySink: boolean) {
+const VIEWS = {
+  redacted: compileArgumentsView(
+    { arguments: 'redacted', maxArgumentBytes: 200, redaction: { paths: [], keys: [] } },
+    Buffer.from('audit-test-key'),
+  ),
+  full: compileArgumentsView(
+    { arguments: 'full', maxArgumentBytes: 200, redaction: { paths: [], keys: [] } },
+    Buffer.from('audit-test-key'),
+  ),
+}
+
+function captureWith(level: string, bySink: boolean, view?: ArgumentsView) {
   const lines: Record<string, unknown>[] = []
   const log = pino(
     { level },
@@ -19,7 +31,7 @@ function captureWith(level: string, bySink: boolean) {
   )
   const sink = bySink ? createLineSink(log, { batch: false }) : undefined
   if (bySink && sink === undefined) throw new Error('pino exposes no destination')
-  return { audit: createAuditLog(log, sink), lines }
+  return { audit: createAuditLog(log, sink, view), lines }
 }
 
 const policy = policyOf(`
@@ -39,16 +51,20 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
     const target = { kind: 'tool', name: 'delete_station' } as const
     audit.record({
       caller: who,
+      requestId: 'req-1',
       server: 'weather',
       method: 'tools/call',
       target,
+      args: { station: 'x', password: 'secret-pw' },
       decision: policy.check(who, 'weather', target),
       policy: policy.id,
     })
     expect(lines).toHaveLength(1)
     const { level: _l, time: _t, pid: _p, hostname: _h, svc: _s, ...line } = lines[0]!
+    // No `audit.arguments`: no arguments, whatever the call carried.
     expect(line).toEqual({
       audit: true,
+      requestId: 'req-1',
       sub: 'alice',
       iss: 'https://idp.test',
       server: 'weather',
@@ -63,6 +79,29 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
       msg: 'policy denied',
     })
     expect(JSON.stringify(lines)).not.toMatch(/secret|eng|alice@example/)
+  })
+
+  it('writes the arguments as the view shows them: redacted, or full, and cut to its cap', () => {
+    const target = { kind: 'tool', name: 'get_forecast' } as const
+    const decision = policy.check(undefined, 'weather', target)
+    const entry = { caller: undefined, requestId: 'r', server: 'weather', target, decision }
+    const args = { city: 'Paris', password: 'hunter2' }
+    const redacted = captureWith('info', bySink, VIEWS.redacted)
+    redacted.audit.record({ ...entry, method: 'tools/call', args, policy: 'p' })
+    expect(redacted.lines[0]?.arguments).toEqual({
+      city: 'Paris',
+      password: expect.stringMatching(/^\[redacted:[0-9a-f]{16}\]$/),
+    })
+    expect(redacted.lines[0]).not.toHaveProperty('argumentsTruncated')
+    const full = captureWith('info', bySink, VIEWS.full)
+    full.audit.record({ ...entry, method: 'tools/call', args, policy: 'p' })
+    expect(full.lines[0]?.arguments).toEqual(args)
+    const long = { text: 'z'.repeat(1000) }
+    full.audit.record({ ...entry, method: 'tools/call', args: long, policy: 'p' })
+    expect(full.lines[1]).toMatchObject({ argumentsTruncated: true, argumentsBytes: 1011 })
+    // A method that carries no arguments has no field.
+    full.audit.record({ ...entry, method: 'resources/read', args: undefined, policy: 'p' })
+    expect(full.lines[2]).not.toHaveProperty('arguments')
   })
 
   it('records anonymous callers as null and dry-run denials as "would deny"', () => {
@@ -150,14 +189,19 @@ describe('audit lines serialised by hand', () => {
       { caller: who, target: { kind: 'method', name: 'vendor/x' }, p: policy },
     ] as const
     for (const { caller: c, target, p } of cases) {
-      const byPino = captureWith('info', false)
-      const byHand = captureWith('info', true)
+      const byPino = captureWith('info', false, VIEWS.redacted)
+      const byHand = captureWith('info', true, VIEWS.redacted)
       for (const { audit } of [byPino, byHand])
         audit.record({
           caller: c,
+          requestId: 'a "quoted" id',
           server: 'weather',
           method: undefined,
           target,
+          args: {
+            note: 'ghp_16C7e42F292c6912E7710c838347Ae178B4a \u2028',
+            list: ['x'.repeat(300)],
+          },
           decision: p.check(c, 'weather', target),
           policy: p.id,
         })
