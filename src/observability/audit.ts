@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../match/claims.js'
+import { clientIdOf } from '../match/clients.js'
 import type { Decision } from '../policy/policy.js'
 import type { LimitRefusal } from '../limits/limiter.js'
 import { bounded, MAX_EXPORTED_CHARS } from './bound.js'
@@ -62,7 +63,8 @@ export interface AuditLog {
 /**
  * A child of the process logger with `audit: true`. It writes at `info` even when `log.level` is
  * higher (an audit trail that a log level can switch off is not one), but stays quiet under
- * `silent`. SECURITY: only `sub` and `iss` of the caller are written, never the token or claims
+ * `silent`. SECURITY: only `sub`, `iss` and the client application (`azp`, else `client_id`:
+ * match/clients.ts) of the caller are written, never the token or other claims
  * (a log is read by more people than may hold credentials; RFC 6750 §5.3). Every value a client
  * chose or a token carries is cut to the one bound (observability/bound.ts). Call arguments are
  * written only with `audit.arguments` (`view`), as its mode and byte cap say (redact.ts).
@@ -82,6 +84,7 @@ export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsVie
         lines.emit(
           `${lines.head()},"audit":true,"requestId":${nullable(requestId)}` +
             `,"sub":${nullable(caller?.subject)},"iss":${nullable(caller?.issuer)}` +
+            `,"client":${nullable(clientIdOf(caller))}` +
             `,"server":${quote(server)},"method":${nullable(method)},"kind":"${target.kind}"` +
             `,"target":${quote(name.target)}${name.truncated ? ',"truncated":true' : ''}` +
             `,"decision":"${denied ? 'deny' : 'allow'}","rule":${nullable(rule)}` +
@@ -96,6 +99,7 @@ export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsVie
           requestId: orNull(requestId),
           sub: orNull(caller?.subject),
           iss: orNull(caller?.issuer),
+          client: orNull(clientIdOf(caller)),
           server,
           method: orNull(method),
           kind: target.kind,

@@ -304,5 +304,11 @@ describe('client applications', () => {
     const client = await closing(connectClient(url, { auth: consoleToken }))
     await client.callTool({ name: 'delete_station', arguments: { id: 'x' } })
     expect(backend.calls('tools/call')).toHaveLength(1)
+    // The audit lines say which client application asked.
+    const audited = gw.logs.filter((l) => l['audit'] === true && l['target'] === 'delete_station')
+    expect(audited.map((l) => [l['client'], l['decision']])).toEqual([
+      ['consoles', 'deny'],
+      ['console', 'allow'],
+    ])
   })
 })

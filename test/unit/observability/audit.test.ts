@@ -42,10 +42,10 @@ rules:
 
 describe.each(WAYS)('audit log, %s', (_way, bySink) => {
   const capture = (level: string) => captureWith(level, bySink)
-  it('writes one line per decision with caller sub and iss, never the token or other claims', () => {
+  it('writes one line per decision with caller sub, iss and client, never the token or other claims', () => {
     const { audit, lines } = capture('info')
     const who = {
-      ...caller({ groups: ['eng'], email: 'alice@example.com' }),
+      ...caller({ groups: ['eng'], email: 'alice@example.com', azp: 'ide' }),
       token: 'eyJ.secret.token',
     }
     const target = { kind: 'tool', name: 'delete_station' } as const
@@ -67,6 +67,7 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
       requestId: 'req-1',
       sub: 'alice',
       iss: 'https://idp.test',
+      client: 'ide',
       server: 'weather',
       method: 'tools/call',
       kind: 'tool',
