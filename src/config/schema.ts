@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { parseCidr } from './cidr.js'
 import { methodKeyProblem } from './deadline-keys.js'
+import { parseRedactPath } from './redact-paths.js'
 
 /**
  * The gateway's YAML config, strictly: unknown keys and wrong types are startup errors that name
@@ -446,6 +447,41 @@ const rateLimits = z.strictObject({
     .default(16 * 1024 * 1024),
 })
 
+/**
+ * The audit log's call arguments (docs/operations.md "Audit log"). `none` writes none; `redacted`
+ * replaces values under credential-like names (built in, plus `keys`), at `paths`, and credential
+ * shapes in any string by a marker with a keyed hash; `full` writes them as sent. Both are cut to
+ * `maxArgumentBytes` (UTF-8 bytes of JSON) per line.
+ */
+const audit = z.strictObject({
+  arguments: z.enum(['none', 'redacted', 'full']).default('none'),
+  maxArgumentBytes: z
+    .int()
+    .min(64)
+    .max(1024 * 1024)
+    .default(4096),
+  redaction: z
+    .strictObject({
+      /** `$.credentials.secret`, `$.cards[*].pan` (config/redact-paths.ts). */
+      paths: z
+        .array(
+          z.string().superRefine((path, ctx) => {
+            const parsed = parseRedactPath(path)
+            if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed })
+          }),
+        )
+        .default([]),
+      /** Member names (case-insensitive, `*` any run) redacted in addition to the built-in ones. */
+      keys: patterns.default([]),
+      /**
+       * Key of the redaction hash, as an env reference (`${MCP_EDGE_AUDIT_HASH_KEY}`). Unset: a
+       * random key per process, so markers correlate only within one process.
+       */
+      hashKey: z.string().min(16, 'use at least 16 characters').optional(),
+    })
+    .default({ paths: [], keys: [] }),
+})
+
 export const configSchema = z.strictObject({
   listen: z
     .strictObject({
@@ -502,6 +538,7 @@ export const configSchema = z.strictObject({
   legacySessions: z
     .strictObject({ key: z.string().min(16, 'use at least 16 characters') })
     .optional(),
+  audit: audit.default(audit.parse({})),
   servers: z
     .record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'), server)
     .refine((s) => Object.keys(s).length > 0, 'at least one server is required'),
