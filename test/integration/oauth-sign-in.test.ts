@@ -150,7 +150,7 @@ const JOURNEYS = ERAS.flatMap((era) =>
 describe('sign in through the gateway with a real authorization server (official client)', () => {
   it.each(JOURNEYS)(
     '$era, keys from $keys: 401 → metadata → registration → code + PKCE → tools; refresh; key rotation',
-    async ({ options, keys }) => {
+    async ({ era, options, keys }) => {
       // One clock for the AS, the gateway and the client: tokens expire without waiting.
       vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true })
       onTestFinished(() => void vi.useRealTimers())
@@ -197,6 +197,7 @@ describe('sign in through the gateway with a real authorization server (official
       const forecast = await callForecast(client)
       expect(textOf(forecast)).toContain('Paris')
       expect(backend.calls('tools/call')).toHaveLength(1)
+      expect(backend.calls('tools/call')[0]?.header('mcp-protocol-version')).toBe(era)
       expect(as.signIns).toBe(1)
       expect(as.grants).toEqual(['authorization_code'])
       // The gateway found the keys from the issuer's metadata (RFC 8414), like the client did.
