@@ -22,6 +22,8 @@ interface ScopeEntry {
 
 /** One server's `scopes:`, compiled. */
 interface ServerScopes {
+  /** The server's own `requiredScopes`. */
+  readonly required: readonly string[]
   readonly byKind: Readonly<Record<ScopedKind, readonly ScopeEntry[]>>
   /** `scopesInLists: stepUp`: lists show what policy allows, whatever the token's scopes. */
   readonly stepUpInLists: boolean
@@ -56,11 +58,7 @@ export class ScopeGate {
   ) {}
 
   static compile(config: GatewayConfig, auth: AuthRuntime | undefined): ScopeGate | undefined {
-    const servers = new Map<string, ServerScopes>()
-    for (const [name, s] of Object.entries(config.servers)) {
-      const compiled = compileServer(s)
-      if (compiled !== undefined) servers.set(name, compiled)
-    }
+    const servers = compileServers(config)
     // The loader refuses `scopes:` without `auth:` (auth/compile.ts checkAuthConfig).
     if (servers.size === 0 || auth === undefined) return undefined
     const endpoints = new Map<string, EndpointScopes>()
@@ -72,6 +70,29 @@ export class ScopeGate {
       })
     }
     return new ScopeGate(servers, endpoints)
+  }
+
+  /** The scope rules alone, for `mcp-edge explain` (needs(), no challenges). */
+  static offline(config: GatewayConfig): ScopeGate | undefined {
+    const servers = compileServers(config)
+    return servers.size === 0 ? undefined : new ScopeGate(servers, new Map())
+  }
+
+  /**
+   * Every scope a call of `target` on `server` needs on the server's own endpoint: its
+   * `requiredScopes`, then the scopes of every pattern the target matches (undefined: the server
+   * has no `scopes:`). What refusal() checks, spelled out for `mcp-edge explain`.
+   */
+  needs(server: string, target: McpTarget): readonly string[] | undefined {
+    const s = this.servers.get(server)
+    if (s === undefined) return undefined
+    const needed = new Set(s.required)
+    if (isScoped(target.kind)) {
+      const value = target.kind === 'resource' ? target.uri : target.name
+      for (const e of s.byKind[target.kind])
+        if (e.matches(value)) for (const x of e.scopes) needed.add(x)
+    }
+    return [...needed]
   }
 
   /**
@@ -147,6 +168,15 @@ function isScoped(kind: McpTarget['kind']): kind is ScopedKind {
   return kind === 'tool' || kind === 'prompt' || kind === 'resource'
 }
 
+function compileServers(config: GatewayConfig): Map<string, ServerScopes> {
+  const servers = new Map<string, ServerScopes>()
+  for (const [name, s] of Object.entries(config.servers)) {
+    const compiled = compileServer(s)
+    if (compiled !== undefined) servers.set(name, compiled)
+  }
+  return servers
+}
+
 function compileServer(s: ServerConfig): ServerScopes | undefined {
   const { tools, prompts, resources } = s.scopes
   if (tools === undefined && prompts === undefined && resources === undefined) return undefined
@@ -156,5 +186,5 @@ function compileServer(s: ServerConfig): ServerScopes | undefined {
   const named = [
     ...new Set(Object.values(byKind).flatMap((list) => list.flatMap((e) => e.scopes))),
   ].sort()
-  return { byKind, stepUpInLists: s.scopesInLists === 'stepUp', named }
+  return { required: s.requiredScopes, byKind, stepUpInLists: s.scopesInLists === 'stepUp', named }
 }

@@ -79,6 +79,18 @@ describe('ScopeGate (servers.<name>.scopes)', () => {
     expect(gate?.refusal('all', 'other', new Set(), { kind: 'tool', name: 'w' })).toBe(undefined)
   })
 
+  it('spells out what a call needs for explain, offline', () => {
+    const gate = ScopeGate.offline(load({ docs }))
+    expect(gate?.needs('docs', { kind: 'tool', name: 'write_x' })).toEqual([
+      'mcp',
+      'docs:write',
+      'docs:read',
+    ])
+    expect(gate?.needs('docs', { kind: 'prompt', name: 'p' })).toEqual(['mcp'])
+    expect(gate?.needs('other', { kind: 'tool', name: 'x' })).toBeUndefined()
+    expect(ScopeGate.offline(load({ plain: { upstreams: up } }))).toBeUndefined()
+  })
+
   it('is absent without scopes, and list views follow scopesInLists', () => {
     expect(gateFor({ plain: { upstreams: up } }).gate).toBeUndefined()
     const { gate } = gateFor({ docs, step: { ...docs, scopesInLists: 'stepUp' } })
