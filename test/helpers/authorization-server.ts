@@ -136,8 +136,8 @@ export async function startAuthorizationServer(
         Session: 3600,
         Grant: 86_400,
       },
-      // Every client allowed the refresh_token grant gets one (clients do not all ask for
-      // offline_access; the MCP spec leaves refresh to the AS's policy).
+      // Every client allowed the refresh_token grant gets one, whether or not it asked for
+      // offline_access (the default policy requires it).
       issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     })
     provider.on('grant.success', (ctx: KoaContextWithOIDC) => {
@@ -162,8 +162,9 @@ export async function startAuthorizationServer(
       const result = { login: { accountId } }
       return provider.interactionFinished(req, res, result, { mergeWithLastSubmission: false })
     }
-    if (details.prompt.name !== 'consent')
+    if (details.prompt.name !== 'consent') {
       throw new Error(`unexpected prompt ${details.prompt.name}`)
+    }
     const found =
       details.grantId === undefined ? undefined : await provider.Grant.find(details.grantId)
     const grant =
@@ -173,8 +174,9 @@ export async function startAuthorizationServer(
         clientId: details.params.client_id,
       })
     const missing = details.prompt.details
-    if (missing.missingOIDCScope !== undefined)
+    if (missing.missingOIDCScope !== undefined) {
       grant.addOIDCScope(missing.missingOIDCScope.join(' '))
+    }
     if (missing.missingOIDCClaims !== undefined) grant.addOIDCClaims(missing.missingOIDCClaims)
     for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
       grant.addResourceScope(resource, scopes.join(' '))
@@ -203,9 +205,9 @@ export async function startAuthorizationServer(
         else jar.set(name, value)
       }
       const location = res.headers.get('location')
-      await res.arrayBuffer()
+      const body = await res.text()
       if (res.status < 300 || res.status >= 400 || location === null) {
-        throw new Error(`sign-in stopped at ${url.href}: HTTP ${res.status}`)
+        throw new Error(`sign-in stopped at ${url.href}: HTTP ${res.status} ${body.slice(0, 300)}`)
       }
       url = new URL(location, url)
       if (url.origin !== issuer) return url

@@ -57,6 +57,7 @@ function recordingFetch(hops: Hop[]): FetchLike {
  * "browser" that is the AS helper's sign-in (login and consent), keeping the callback URL.
  */
 class InMemoryOAuthClient implements OAuthClientProvider {
+  /** Never fetched: the AS redirects the "browser" here and the test hands the code over. */
   readonly redirectUrl = 'http://127.0.0.1:1/oauth/callback'
   readonly clientMetadata: OAuthClientMetadata = {
     client_name: 'oauth-sign-in test',
