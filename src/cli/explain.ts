@@ -22,11 +22,13 @@ export interface ExplainIo {
 /** Help text of the command. */
 const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
                         (--tool NAME | --prompt NAME | --resource URI | --method NAME)
-                        [--claims JSON] [--json]
+                        [--claims JSON] [--args JSON] [--json]
   Prints the policy decision for a caller and the rule that made it. NAME may be a virtual
   server: the member a (prefixed) name leads to decides, under its own rules.
   --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
             (omitted: an anonymous caller, which rules with \`when\` never match)
+  --args    the call's arguments, for rules with \`if\` or \`unless\`, e.g. '{"database":"sales"}'
+            (omitted: no arguments; completion/complete's are '{"name":…,"value":…}')
   exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
 `
 
@@ -40,6 +42,7 @@ const REASONS: Readonly<Record<Decision['reason'], string>> = {
   allow_rule: 'an allow rule matched and no deny rule did',
   deny_rule: 'a deny rule matched (deny wins over any allow)',
   default_deny: 'no rule allows it (default deny)',
+  condition_error: "a matching rule's condition could not be evaluated (that denies)",
 }
 
 /** `mcp-edge explain`: what would the policy decide for this caller, target and server? */
@@ -99,7 +102,7 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     )
     return EXPLAIN_EXIT.allow
   }
-  const decision = policy.check(judged.caller, judged.server, judged.target)
+  const decision = policy.check(judged.caller, judged.server, judged.target, judged.args)
   const text = opts.json
     ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...catalogJson, deadline: deadline.json })}\n`
     : `${describe(decision, judged, policy)}${extra}${deadline.line}\n`
@@ -188,7 +191,7 @@ function explainVirtual(
         )
       continue
     }
-    const d = policy.check(opts.caller, c.member, c.target)
+    const d = policy.check(opts.caller, c.member, c.target, opts.args)
     if (d.allow) allowed = true
     if (opts.json)
       json.push({
@@ -214,6 +217,8 @@ interface ExplainOptions {
   readonly server: string
   readonly target: McpTarget
   readonly caller: PolicyCaller | undefined
+  /** The call's arguments (`--args`); undefined: none. */
+  readonly args: unknown
   readonly json: boolean
 }
 
@@ -223,6 +228,7 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
     options: {
       config: { type: 'string', short: 'c' },
       claims: { type: 'string' },
+      args: { type: 'string' },
       server: { type: 'string' },
       tool: { type: 'string' },
       prompt: { type: 'string' },
@@ -245,21 +251,39 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
     throw new Error('name exactly one of --tool, --prompt, --resource, --method')
   }
   const caller = parseClaims(values.claims)
-  return { server: values.server, target, caller, json: values.json === true }
+  const callArgs = parseJsonObject(values.args, '--args')
+  return { server: values.server, target, caller, args: callArgs, json: values.json === true }
 }
 
 function parseClaims(text: string | undefined): PolicyCaller | undefined {
-  if (text === undefined) return undefined
-  let claims: unknown
-  try {
-    claims = JSON.parse(text)
-  } catch {
-    throw new Error('--claims must be a JSON object')
-  }
-  if (!isRecord(claims)) throw new Error('--claims must be a JSON object')
+  const claims = parseJsonObject(text, '--claims')
+  if (claims === undefined) return undefined
   const subject = typeof claims.sub === 'string' ? claims.sub : ''
   const issuer = typeof claims.iss === 'string' ? claims.iss : ''
   return { subject, issuer, claims }
+}
+
+function parseJsonObject(
+  text: string | undefined,
+  option: string,
+): Record<string, unknown> | undefined {
+  if (text === undefined) return undefined
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    throw new Error(`${option} must be a JSON object`)
+  }
+  if (!isRecord(value)) throw new Error(`${option} must be a JSON object`)
+  return value
+}
+
+/** `analysts-query-analytics if: false`, per condition evaluated, in rule order. */
+function describeConditions(d: Decision): string {
+  const each = d.conditions.map(
+    (c) => `${c.rule} ${c.kind}: ${'error' in c ? `error (${c.error})` : String(c.value)}`,
+  )
+  return each.join('; ') || '(none evaluated)'
 }
 
 function describe(d: Decision, o: ExplainOptions, policy: PolicySet): string {
@@ -274,6 +298,7 @@ function describe(d: Decision, o: ExplainOptions, policy: PolicySet): string {
     `caller: ${c === undefined ? 'anonymous' : `sub ${q(c.subject)}, iss ${q(c.issuer)}`}`,
     `rule: ${r === undefined ? '(none)' : `${r.name} (${r.source})${r.dryRun ? RULE_DRY : ''}`}`,
     `reason: ${REASONS[d.reason]}`,
+    `conditions: ${describeConditions(d)}`,
     `dry run: ${d.dryRun ? 'yes' : 'no'}${policy.mode === 'dry-run' ? GLOBAL_DRY_RUN : ''}`,
     `rules for this caller on ${o.server}: ${matched.map((r) => r.name).join(', ') || '(none)'}`,
     `limits: ${limitsFor(policy, o).map(describeLimit).join('; ') || '(none)'}`,
@@ -292,6 +317,7 @@ function toJson(d: Decision, o: ExplainOptions, policy: PolicySet): Record<strin
     rule: d.rule?.name ?? null,
     source: d.rule?.source ?? null,
     reason: d.reason,
+    conditions: d.conditions,
     dryRun: d.dryRun,
     policy: policy.id,
     limits: limitsFor(policy, o).map((l) => ({

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import type { PolicyCaller } from '../match/claims.js'
 import { compilePatterns, type Matcher } from '../match/pattern.js'
 import { compileWhen } from '../match/when.js'
+import { compileCondition, type CompiledCondition } from './condition.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
@@ -25,9 +26,11 @@ export interface CompiledRule {
   readonly allow: Readonly<Record<TargetKind, Matcher>>
   readonly deny: Readonly<Record<TargetKind, Matcher>>
   readonly dryRun: boolean
+  /** `if` or `unless` (docs/policy.md §Conditions); undefined: decided on names alone. */
+  readonly condition: CompiledCondition | undefined
 }
 
-/** Compiles one validated rule. */
+/** Compiles one validated rule; a condition that does not compile throws ConditionSyntaxError. */
 export function compileRule({ rule, source }: SourcedRule): CompiledRule {
   const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
   return {
@@ -39,6 +42,12 @@ export function compileRule({ rule, source }: SourcedRule): CompiledRule {
     allow: compileTargets(rule.allow),
     deny: compileTargets(rule.deny),
     dryRun: rule.mode === 'dry-run',
+    condition:
+      rule.if !== undefined
+        ? compileCondition(rule.if, 'if')
+        : rule.unless !== undefined
+          ? compileCondition(rule.unless, 'unless')
+          : undefined,
   }
 }
 

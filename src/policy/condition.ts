@@ -64,23 +64,23 @@ const MAX_DYNAMIC_PATTERNS = 32
 
 /** Compiles one condition; throws ConditionSyntaxError (line, column, message). */
 export function compileCondition(source: string, kind: ConditionKind): CompiledCondition {
-  const patterns = new Map<string, RE2JS>()
+  const patterns = new Map<string, Matcher>()
   const re2 = {
-    compile(pattern: string): { test(text: string): boolean } {
-      let re = patterns.get(pattern)
-      if (re === undefined) {
+    compile(pattern: string): Matcher {
+      let matcher = patterns.get(pattern)
+      if (matcher === undefined) {
         // Invalid patterns throw; the evaluator turns that into an error (the call is denied).
-        re = RE2JS.compile(pattern)
-        if (patterns.size < shape.patterns.size + MAX_DYNAMIC_PATTERNS) patterns.set(pattern, re)
+        matcher = matcherOf(RE2JS.compile(pattern))
+        if (patterns.size < shape.patterns.size + MAX_DYNAMIC_PATTERNS)
+          patterns.set(pattern, matcher)
       }
-      const compiled = re
-      return { test: (text) => compiled.test(text) }
+      return matcher
     },
   }
   // SECURITY: `re2` replaces the evaluator's `matches`, so no pattern reaches JavaScript RegExp.
   const env = celEnv({ variables: VARIABLES, re2 })
   const shape = checkCondition(source, env)
-  for (const [p, re] of shape.patterns) patterns.set(p, re)
+  for (const [p, re] of shape.patterns) patterns.set(p, matcherOf(re))
   const run = plan(env, shape.parsed)
   return {
     kind,
@@ -103,6 +103,15 @@ export function compileCondition(source: string, kind: ConditionKind): CompiledC
       return { value: result }
     },
   }
+}
+
+interface Matcher {
+  test(text: string): boolean
+}
+
+/** CEL `matches` is a search anywhere in the text (langdef.md §Regular Expressions): RE2 test. */
+function matcherOf(re: RE2JS): Matcher {
+  return { test: (text) => re.test(text) }
 }
 
 function estimate(nodes: number, depth: number, values: number, chars: number): number {

@@ -3,7 +3,8 @@ import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
 import { compileLimit, type SourcedLimit } from '../limits/rules.js'
-import { compileRule, type SourcedRule } from './compile.js'
+import { compileRule, type CompiledRule, type SourcedRule } from './compile.js'
+import { ConditionSyntaxError } from './condition-static.js'
 import { PolicySet, type PolicyMode } from './policy.js'
 import { formatPolicyIssue, policyFileSchema } from './schema.js'
 
@@ -61,7 +62,8 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   problems.push(...crossCheck(rules, opts.servers))
   problems.push(...checkLimits(limits, opts.servers, opts.auth ?? true))
   if (problems.length > 0) throw new PolicyError(problems)
-  const compiled = rules.map(compileRule)
+  const compiled = compileRules(rules, problems)
+  if (problems.length > 0) throw new PolicyError(problems)
   const compiledLimits = limits.map(compileLimit)
   const id = createHash('sha256')
     .update(
@@ -70,6 +72,22 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
     .digest('hex')
     .slice(0, 12)
   return new PolicySet(compiled, opts.mode, id, opts.servers, compiledLimits)
+}
+
+/** Compiles every rule; a condition that does not compile is a problem naming line and column. */
+function compileRules(rules: readonly SourcedRule[], problems: string[]): CompiledRule[] {
+  const compiled: CompiledRule[] = []
+  for (const sourced of rules) {
+    try {
+      compiled.push(compileRule(sourced))
+    } catch (err) {
+      if (!(err instanceof ConditionSyntaxError)) throw err
+      const field = sourced.rule.if !== undefined ? 'if' : 'unless'
+      const line = err.line > 1 ? `line ${err.line}, ` : ''
+      problems.push(`${sourced.source}.${field}: ${line}column ${err.column}: ${err.message}`)
+    }
+  }
+  return compiled
 }
 
 /** Limits: unique names, known servers, keys that can work with this config. */

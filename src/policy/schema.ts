@@ -30,8 +30,16 @@ const rule = z
     deny: targets.optional(),
     /** `dry-run`: evaluated and audited as "would deny", never blocks. */
     mode: z.enum(['enforce', 'dry-run']).optional(),
+    /** CEL over the call: the rule applies only when true (docs/policy.md §Conditions). */
+    if: z.string().min(1).optional(),
+    /** CEL over the call: the rule applies only when false. */
+    unless: z.string().min(1).optional(),
   })
   .refine((r) => r.allow !== undefined || r.deny !== undefined, 'a rule needs allow or deny')
+  .refine((r) => r.if === undefined || r.unless === undefined, {
+    message: 'a rule has if or unless, not both (write one condition)',
+    path: ['unless'],
+  })
 
 export const policyFileSchema = z
   .strictObject({ rules: z.array(rule).optional(), limits: z.array(limitSchema).optional() })

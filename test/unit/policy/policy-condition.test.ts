@@ -4,7 +4,8 @@ import type { McpTarget } from '../../../src/mcp/classify.js'
 import { compileCondition, conditionInput } from '../../../src/policy/condition.js'
 import { ConditionSyntaxError } from '../../../src/policy/condition-static.js'
 import { MAX_VALUES, toCelValue } from '../../../src/policy/condition-values.js'
-import { caller } from './fixtures.js'
+import { loadPolicySet } from '../../../src/policy/load.js'
+import { caller, policyOf, tempFolder } from './fixtures.js'
 
 const TOOL: McpTarget = { kind: 'tool', name: 'run_query' }
 
@@ -223,5 +224,139 @@ describe('errors at load name line and column', () => {
     expect(() => compileCondition('true || '.repeat(600) + 'true', 'if')).toThrow(/longer than/)
     const nested = 'args.l.all(a, args.l.all(b, args.l.all(c, args.l.all(d, true))))'
     expect(() => compileCondition(nested, 'if')).toThrow(/nest deeper than 3/)
+  })
+})
+
+describe('rules with conditions (PolicySet.check)', () => {
+  const RULES = String.raw`
+rules:
+  - name: analysts-query-analytics
+    when: { claims: { groups: analysts } }
+    servers: [weather]
+    allow: { tools: ["run_query"] }
+    if: 'args.database == "analytics" && !args.sql.matches("(?i)\\b(drop|delete|update)\\b")'
+  - name: mail
+    servers: [weather]
+    allow: { tools: ["send_email"] }
+  - name: mail-inside-only
+    servers: ["*"]
+    deny: { tools: ["send_email"] }
+    unless: 'args.to.all(a, a.endsWith("@example.com"))'
+  - name: everything-else
+    servers: [docs]
+    allow: { tools: ["*"] }
+  - name: docs-strict
+    servers: [docs]
+    allow: { tools: ["lookup"] }
+    if: 'args.q.size() < 10'
+`
+  const policy = policyOf(RULES)
+  const analyst = caller({ groups: ['analysts'] })
+  const tool = (name: string): McpTarget => ({ kind: 'tool', name })
+
+  it('if narrows an allow; unless narrows a deny; deny wins', () => {
+    const q = (args: unknown) => policy.check(analyst, 'weather', tool('run_query'), args)
+    expect(q({ database: 'analytics', sql: 'select 1' })).toMatchObject({
+      allow: true,
+      reason: 'allow_rule',
+      conditions: [{ rule: 'analysts-query-analytics', kind: 'if', value: true }],
+    })
+    expect(q({ database: 'sales', sql: 'select 1' })).toMatchObject({
+      allow: false,
+      reason: 'default_deny',
+      conditions: [{ rule: 'analysts-query-analytics', kind: 'if', value: false }],
+    })
+    // `when` comes first: a caller it does not match never evaluates the condition.
+    expect(policy.check(caller(), 'weather', tool('run_query'), {})).toMatchObject({
+      allow: false,
+      conditions: [],
+    })
+    const mail = (to: unknown) => policy.check(analyst, 'weather', tool('send_email'), { to })
+    expect(mail(['a@example.com'])).toMatchObject({ allow: true, rule: { name: 'mail' } })
+    expect(mail(['a@example.com', 'b@other.test'])).toMatchObject({
+      allow: false,
+      reason: 'deny_rule',
+      rule: { name: 'mail-inside-only' },
+    })
+  })
+
+  it('a condition that cannot be evaluated denies, even where another rule allows', () => {
+    expect(
+      policy.check(analyst, 'weather', tool('send_email'), { to: 'a@example.com' }),
+    ).toMatchObject({ allow: false, reason: 'condition_error', rule: { name: 'mail-inside-only' } })
+    expect(policy.check(analyst, 'weather', tool('send_email'), undefined)).toMatchObject({
+      allow: false,
+      reason: 'condition_error',
+      conditions: [{ rule: 'mail-inside-only', kind: 'unless', error: 'field not found: to' }],
+    })
+    // everything-else allows lookup without a condition; docs-strict's error still denies.
+    expect(policy.check(analyst, 'docs', tool('lookup'), { q: 1 })).toMatchObject({
+      allow: false,
+      reason: 'condition_error',
+      rule: { name: 'docs-strict' },
+    })
+    expect(policy.check(analyst, 'docs', tool('lookup'), { q: 'short' })).toMatchObject({
+      allow: true,
+      rule: { name: 'everything-else' },
+    })
+    // A rule whose names do not match evaluates nothing.
+    expect(policy.check(analyst, 'docs', tool('other'), { q: 1 })).toMatchObject({
+      allow: true,
+      conditions: [],
+    })
+  })
+
+  it('lists are filtered on names alone: conditional allows list, conditional denies do not hide', () => {
+    const filter = policy.listFilter(analyst, 'weather')
+    const listed = filter?.apply('tools/list', {
+      tools: [{ name: 'run_query' }, { name: 'send_email' }, { name: 'other' }],
+    })
+    expect(listed?.['tools']).toEqual([{ name: 'run_query' }, { name: 'send_email' }])
+  })
+
+  it('knows which servers have conditions', () => {
+    expect(policy.hasConditions('weather')).toBe(true)
+    expect(
+      policyOf('rules: [{name: a, servers: [docs], allow: {tools: ["*"]}}]').hasConditions('docs'),
+    ).toBe(false)
+  })
+
+  it('dry run evaluates conditions once and lets the call through', () => {
+    const dry = policyOf(RULES, 'dry-run')
+    expect(
+      dry.check(analyst, 'weather', tool('run_query'), { database: 'sales', sql: '' }),
+    ).toMatchObject({ allow: true, dryRun: true, conditions: [{ value: false }] })
+  })
+})
+
+describe('conditions at policy load', () => {
+  it('names file, rule, field, line and column', () => {
+    const dir = tempFolder({
+      'a.yaml': `rules:
+  - name: ok
+    servers: [weather]
+    allow: { tools: ["*"] }
+  - name: broken
+    servers: [weather]
+    allow: { tools: ["*"] }
+    unless: |-
+      args.x == 1 &&
+        nope
+`,
+    })
+    expect(() =>
+      loadPolicySet({ folder: dir, label: 'policies', mode: 'enforce', servers: ['weather'] }),
+    ).toThrow('policies/a.yaml rules[1].unless: line 2, column 3: undeclared reference to "nope"')
+  })
+
+  it('refuses a rule with both if and unless', () => {
+    const dir = tempFolder({
+      'a.yaml': `rules:
+  - { name: both, servers: [weather], allow: { tools: ["*"] }, if: "true", unless: "false" }
+`,
+    })
+    expect(() =>
+      loadPolicySet({ folder: dir, label: 'policies', mode: 'enforce', servers: ['weather'] }),
+    ).toThrow('policies/a.yaml: rules[0].unless: a rule has if or unless, not both')
   })
 })
