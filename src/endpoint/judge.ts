@@ -102,7 +102,7 @@ export function judge(
   /** The call's arguments (argumentsOf); undefined when the method carries none. */
   args: unknown,
 ): Decision {
-  const decision = policy.check(principal, server, target)
+  const decision = policy.check(principal, server, target, args)
   deps.audit.record({
     caller: principal,
     server,

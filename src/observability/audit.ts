@@ -89,6 +89,7 @@ export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsVie
             `,"target":${quote(name.target)}${name.truncated ? ',"truncated":true' : ''}` +
             `,"decision":"${denied ? 'deny' : 'allow'}","rule":${nullable(rule)}` +
             `,"reason":${quote(decision.reason)},"dryRun":${decision.dryRun},"policy":${quote(policy)}` +
+            (decision.conditions.length === 0 ? '' : conditionsJson(decision)) +
             (shown === undefined ? '' : argumentsJson(shown)) +
             `,"msg":"${decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED}"}\n`,
         )
@@ -109,6 +110,7 @@ export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsVie
           reason: decision.reason,
           dryRun: decision.dryRun,
           policy,
+          ...(decision.conditions.length === 0 ? {} : { conditions: conditionsOf(decision) }),
           ...(shown === undefined ? {} : argumentsFields(shown)),
         },
         decision.dryRun ? 'policy would deny (dry run)' : denied ? 'policy denied' : ALLOWED,
@@ -174,6 +176,23 @@ export function createDeadlineAudit(log: Logger): (entry: DeadlineEntry) => void
       },
       'request deadline exceeded, upstream request cancelled',
     )
+}
+
+/**
+ * The conditions evaluated for a decision (docs/policy.md §Conditions): rule, `if`/`unless`, the
+ * value or the error. An error may quote a pattern the call built: bounded like any client value.
+ */
+function conditionsOf(decision: Decision): Record<string, unknown>[] {
+  return decision.conditions.map((c) =>
+    'error' in c
+      ? { rule: c.rule, kind: c.kind, error: bounded(c.error) }
+      : { rule: c.rule, kind: c.kind, value: c.value },
+  )
+}
+
+function conditionsJson(decision: Decision): string {
+  // JSON.stringify of plain data: well-formed (lone surrogates escaped), each error bounded.
+  return `,"conditions":${JSON.stringify(conditionsOf(decision))}`
 }
 
 /** `arguments`, and `argumentsTruncated` / `argumentsBytes` when cut (docs/operations.md). */

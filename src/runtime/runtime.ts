@@ -10,11 +10,17 @@ import { clientAddress, type ClientAddress } from '../limits/client-ip.js'
 import { Limiter } from '../limits/limiter.js'
 import { LimitState } from '../limits/state.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
-import { BODY_TARGET_METHODS, CACHEABLE_METHODS, CURATED_NAME_METHODS } from '../mcp/methods.js'
+import {
+  BODY_TARGET_METHODS,
+  CACHEABLE_METHODS,
+  CURATED_NAME_METHODS,
+  NAMED_METHODS,
+} from '../mcp/methods.js'
 import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { createAuditLog, createDeadlineAudit } from '../observability/audit.js'
+import { ARGUMENT_METHODS } from '../observability/redact.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import {
@@ -108,12 +114,27 @@ function parseMethodsFor(config: GatewayConfig): Set<string> {
   if (config.policies !== undefined) for (const method of BODY_TARGET_METHODS) methods.add(method)
   // The cache key needs cursor/uri, and a hit answers with the request's raw id (docs/cache.md).
   if (config.cache !== undefined) for (const method of CACHEABLE_METHODS) methods.add(method)
+  // Policy's audit lines show the call's arguments (docs/operations.md "Audit log").
+  if (auditsArguments(config)) for (const method of ARGUMENT_METHODS) methods.add(method)
   return methods
+}
+
+/** Whether audit lines show arguments: there are decisions to audit, and `audit.arguments` asks. */
+function auditsArguments(config: GatewayConfig): boolean {
+  return config.policies !== undefined && config.audit.arguments !== 'none'
 }
 
 /** Methods whose tool or prompt name the catalog stage resolves (pipeline/catalog.ts). */
 function withCatalogMethods(methods: ReadonlySet<string>): Set<string> {
   return new Set([...methods, ...CURATED_NAME_METHODS])
+}
+
+/**
+ * Methods whose arguments or URI a policy condition reads (docs/policy.md §Conditions): a server
+ * with a conditional rule has them parsed even when it trusts headers.
+ */
+function withConditionMethods(methods: ReadonlySet<string>): Set<string> {
+  return new Set([...methods, ...NAMED_METHODS.keys(), ...BODY_TARGET_METHODS])
 }
 
 /** Drift goes to the audit log and a metric (docs/catalog.md §Run-time pinning). */
@@ -196,6 +217,7 @@ export function createRuntime(
   const deadlines = deadlineReporter(log, shared.metrics)
   for (const [name, cfg] of Object.entries(config.servers)) {
     const catalog = compileCatalog(name, cfg, config, drift)
+    const catalogMethods = catalog === undefined ? parseMethods : withCatalogMethods(parseMethods)
     const upstreamHeaders: string[] = []
     for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
     const balancing = new ServerBalancing(name, cfg, upstreamHeaders, balancingContext)
@@ -206,7 +228,11 @@ export function createRuntime(
       classify: {
         parseAlways: !cfg.trustHeaders,
         // The catalog stage reads (and may rewrite) the name in these bodies, as policy does.
-        parseMethods: catalog === undefined ? parseMethods : withCatalogMethods(parseMethods),
+        // SECURITY: a condition judges arguments, which a header-trusting path never reads.
+        parseMethods:
+          policy?.hasConditions(name) === true
+            ? withConditionMethods(catalogMethods)
+            : catalogMethods,
         allowLegacy: cfg.legacyClients === 'allow',
         maxDepth: config.limits.maxJsonDepth,
       },
@@ -267,8 +293,9 @@ function compileVirtualRuntime(
     // "2025-era clients"), whatever the members' `legacyClients` say.
     config: { ...first.config, legacyClients: 'allow', extraMethods: [], headers: {} },
     classify: {
-      // virtual/handle-calls.ts trustedCall: a trusting member's calls are judged on their headers.
-      parseAlways: !members.some((m) => m.config.trustHeaders),
+      // virtual/handle-calls.ts trustedCall: a trusting member's calls are judged on their headers,
+      // unless their audit lines show arguments, which only a read body has.
+      parseAlways: auditsArguments(config) || !members.some((m) => m.config.trustHeaders),
       parseMethods: new Set(),
       allowLegacy: true,
       maxDepth: config.limits.maxJsonDepth,

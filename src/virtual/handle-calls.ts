@@ -90,10 +90,12 @@ export function trustedCall(r: VirtualRequest, mcp: McpRequestInfo): Promise<Ans
   // SECURITY: only for a member whose own endpoint trusts headers: it refuses a body that names
   // another tool than Mcp-Name (spec 2026-07-28 basic/transports/streamable-http §Server
   // Validation), so what it runs is the tool its policy allowed here.
+  // SECURITY: a member with a conditional rule is judged on the arguments: the body is read.
   if (
     !member.config.trustHeaders ||
     member.catalog !== undefined ||
-    v.eras.of(member.name) !== 'modern'
+    v.eras.of(member.name) !== 'modern' ||
+    r.ctx.policy?.hasConditions(member.name) === true
   )
     return undefined
   if (mayCarryTaskIds('tools/call', undefined, call.body)) return undefined
