@@ -95,6 +95,11 @@ export class ScopeGate {
     return [...needed]
   }
 
+  /** Whether `server` has `scopes:` of its own. */
+  covers(server: string): boolean {
+    return this.servers.has(server)
+  }
+
   /**
    * The `WWW-Authenticate` challenge of the 403 when `held` lacks a scope calling `target` of
    * `server` needs; undefined when it holds them all. `endpoint` is where the call came in: the

@@ -27,6 +27,9 @@ export const authorize = (policy: PolicySet | undefined, deps: JudgeDeps): Stage
     const principal = c.get('principal')
     const serverRuntime = c.get('server')
     const server = serverRuntime.name
+    // Mounted for scopes alone: a server without `scopes:` is then not judged at all, as without
+    // this stage (its unknown methods pass, as they do with no policies).
+    if (policy === undefined && deps.scopes?.covers(server) !== true) return next()
     const method = mcp.method
     let targets: readonly McpTarget[] = mcp.targets
     // SECURITY: a method the gateway does not know could be one a lenient backend maps onto a

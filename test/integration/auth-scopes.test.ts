@@ -112,6 +112,35 @@ describe('scopes per tool', () => {
     ])
   })
 
+  it('without policies, judges methods only on servers with scopes', async () => {
+    const key = await generateTestKey('ES256')
+    const jwks = await closing(startJwks([key]))
+    const backend = await closing(startSdkServer())
+    const gw = await startTestGateway({
+      auth: { publicUrl: PUBLIC, jwt: { issuer: ISS, jwksUrl: jwks.url } },
+      servers: {
+        weather: { upstreams: [{ url: backend.url }], scopes: SCOPES },
+        plain: { upstreams: [{ url: backend.url }] },
+      },
+    })
+    const tokenFor = (endpoint: string) =>
+      mintToken(claimsFor(ISS, aud(endpoint), { scope: 'weather:read' }), { key })
+    // SECURITY: a method a lenient backend could take for tools/call is not passed unjudged.
+    const odd = await mcpPost(
+      gw.mcpUrl('weather'),
+      'TOOLS/CALL',
+      { name: 'delete_station' },
+      {
+        auth: await tokenFor('weather'),
+      },
+    )
+    expect(odd.status).toBe(404)
+    expect(backend.requests.filter((r) => r.rpcMethod === 'TOOLS/CALL')).toHaveLength(0)
+    // A server without scopes (and no policies) is not judged: as before, it gets what it is sent.
+    await mcpPost(gw.mcpUrl('plain'), 'x/custom', {}, { auth: await tokenFor('plain') })
+    expect(backend.requests.filter((r) => r.rpcMethod === 'x/custom')).toHaveLength(1)
+  })
+
   it('2026-07-28: the official client gets the challenge; a token with the scopes then calls', async () => {
     const { gw, backend, token } = await setup()
     const url = gw.mcpUrl('weather')
