@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { parse } from 'yaml'
 import type { McpTarget } from '../../../src/mcp/classify.js'
@@ -252,7 +253,6 @@ rules:
 `
   const policy = policyOf(RULES)
   const analyst = caller({ groups: ['analysts'] })
-  const tool = (name: string): McpTarget => ({ kind: 'tool', name })
 
   it('if narrows an allow; unless narrows a deny; deny wins', () => {
     const q = (args: unknown) => policy.check(analyst, 'weather', tool('run_query'), args)
@@ -360,3 +360,32 @@ describe('conditions at policy load', () => {
     ).toThrow('policies/a.yaml: rules[0].unless: a rule has if or unless, not both')
   })
 })
+
+describe('policies/examples/conditions.yaml', () => {
+  it('means what its comments say', () => {
+    const policy = loadPolicySet({
+      folder: fileURLToPath(new URL('../../../policies/examples', import.meta.url)),
+      label: 'policies/examples',
+      mode: 'enforce',
+      servers: ['weather', 'docs', 'internal-wiki', 'acme-billing'],
+    })
+    const analyst = caller({ groups: ['analysts'] })
+    const query = (sql: string) =>
+      policy.check(analyst, 'warehouse-eu', tool('run_query'), { database: 'analytics', sql })
+    expect(query('select 1').allow).toBe(true)
+    expect(query('DELETE FROM events').allow).toBe(false)
+    const mail = (to: unknown) => policy.check(analyst, 'weather', tool('send_email'), { to })
+    expect(mail(['x@elsewhere.test'])).toMatchObject({ allow: false, reason: 'deny_rule' })
+    expect(mail('x@example.com')).toMatchObject({ allow: false, reason: 'condition_error' })
+    const page: McpTarget = { kind: 'resource', uri: 'docs://internal/handbook' }
+    expect(policy.check(caller({ azp: 'docs-portal' }), 'docs', page).allow).toBe(true)
+    expect(policy.check(caller({ client_id: 'other' }), 'docs', page)).toMatchObject({
+      allow: false,
+      rule: { name: 'docs-internal-through-the-portal' },
+    })
+  })
+})
+
+function tool(name: string): McpTarget {
+  return { kind: 'tool', name }
+}
