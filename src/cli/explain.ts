@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { explainCatalog } from '../catalog/explain.js'
+import { explainScopes, parseScopes, type ScopeExplanation } from './explain-scopes.js'
 import { ConfigError, loadConfigFile, type LoadedConfig } from '../runtime/load.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
@@ -22,13 +23,15 @@ export interface ExplainIo {
 /** Help text of the command. */
 const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
                         (--tool NAME | --prompt NAME | --resource URI | --method NAME)
-                        [--claims JSON] [--args JSON] [--json]
+                        [--claims JSON] [--args JSON] [--scopes "A B"] [--json]
   Prints the policy decision for a caller and the rule that made it. NAME may be a virtual
   server: the member a (prefixed) name leads to decides, under its own rules.
   --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
             (omitted: an anonymous caller, which rules with \`when\` never match)
   --args    the call's arguments, for rules with \`if\` or \`unless\`, e.g. '{"database":"sales"}'
             (omitted: no arguments; completion/complete's are '{"name":…,"value":…}')
+  --scopes  the token's scopes, space-separated: checked against requiredScopes and the server's
+            \`scopes:\` before policy; a missing one is a 403 (omitted: scopes are not checked)
   exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
 `
 
@@ -37,6 +40,16 @@ const q = (s: string): string => JSON.stringify(s)
 const RULE_DRY = ' [mode: dry-run]'
 const GLOBAL_DRY_RUN = ' (policyMode: dry-run)'
 const DRY_RUN_NOTE = ' (dry run: not enforced, the request goes through)'
+
+const NO_SCOPE =
+  'the token lacks a scope this call needs (403 insufficient_scope; a client can step up)'
+
+/** The `scopes` member of explain's JSON, when there is something to say. */
+function scopesJson(s: ScopeExplanation | undefined): Record<string, unknown> {
+  return s === undefined
+    ? {}
+    : { scopes: { needed: s.needed, held: s.held ?? null, missing: s.missing } }
+}
 
 const REASONS: Readonly<Record<Decision['reason'], string>> = {
   allow_rule: 'an allow rule matched and no deny rule did',
@@ -87,25 +100,46 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
       : { ...opts, target: { kind: opts.target.kind, name: catalog.backend } }
   // The deadline keys on the backend's name, as policy does (docs/balancing.md "Deadlines").
   const deadline = explainDeadline(loaded.config, judged.server, judged.target)
+  // Scopes come before policy, on the backend's names too (docs/auth.md §Scopes per tool).
+  const scopes = explainScopes(
+    loaded.config,
+    opts.server,
+    judged.server,
+    judged.target,
+    opts.scopes,
+  )
+  const scopeLine = scopes === undefined ? '' : `${scopes.line}\n`
+  const scopeJson = scopesJson(scopes)
+  if (scopes !== undefined && scopes.missing.length > 0) {
+    const json = JSON.stringify({
+      decision: 'deny',
+      reason: 'insufficient_scope',
+      ...scopeJson,
+      ...catalogJson,
+    })
+    io.out(opts.json ? `${json}\n` : `decision: deny\nreason: ${NO_SCOPE}\n${scopeLine}${extra}`)
+    return EXPLAIN_EXIT.deny
+  }
   const policy = loaded.policy
   if (policy === undefined) {
     const json = JSON.stringify({
       decision: 'allow',
       policies: false,
+      ...scopeJson,
       ...catalogJson,
       deadline: deadline.json,
     })
     io.out(
       opts.json
         ? `${json}\n`
-        : `decision: allow\nreason: no policies configured\n${extra}${deadline.line}\n`,
+        : `decision: allow\nreason: no policies configured\n${scopeLine}${extra}${deadline.line}\n`,
     )
     return EXPLAIN_EXIT.allow
   }
   const decision = policy.check(judged.caller, judged.server, judged.target, judged.args)
   const text = opts.json
-    ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...catalogJson, deadline: deadline.json })}\n`
-    : `${describe(decision, judged, policy)}${extra}${deadline.line}\n`
+    ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...scopeJson, ...catalogJson, deadline: deadline.json })}\n`
+    : `${describe(decision, judged, policy)}${scopeLine}${extra}${deadline.line}\n`
   io.out(text)
   return decision.allow ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
 }
@@ -174,6 +208,19 @@ function explainVirtual(
           : "if it serves the name (the members' lists decide at run time)") + names
     // A member's request keeps the member's own deadline (docs/virtual-servers.md).
     const deadline = explainDeadline(loaded.config, c.member, c.target)
+    // The member's scopes, through this endpoint (docs/auth.md §Scopes per tool).
+    const scopes = explainScopes(loaded.config, opts.server, c.member, c.target, opts.scopes)
+    const scopeLine = scopes === undefined ? '' : `${scopes.line}\n`
+    if (scopes !== undefined && scopes.missing.length > 0) {
+      const at = { member: c.member, via: c.via, exposed: c.exposed }
+      if (opts.json)
+        json.push({ ...at, decision: 'deny', reason: 'insufficient_scope', ...scopesJson(scopes) })
+      else
+        io.out(
+          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: deny\nreason: ${NO_SCOPE}\n${scopeLine}\n`,
+        )
+      continue
+    }
     if (policy === undefined) {
       allowed = true
       if (opts.json)
@@ -183,11 +230,12 @@ function explainVirtual(
           exposed: c.exposed,
           decision: 'allow',
           policies: false,
+          ...scopesJson(scopes),
           deadline: deadline.json,
         })
       else
         io.out(
-          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n${deadline.line}\n\n`,
+          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n${scopeLine}${deadline.line}\n\n`,
         )
       continue
     }
@@ -199,11 +247,12 @@ function explainVirtual(
         via: c.via,
         exposed: c.exposed,
         ...toJson(d, member, policy),
+        ...scopesJson(scopes),
         deadline: deadline.json,
       })
     else
       io.out(
-        `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\n${describe(d, member, policy)}${deadline.line}\n\n`,
+        `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\n${describe(d, member, policy)}${scopeLine}${deadline.line}\n\n`,
       )
   }
   if (opts.json)
@@ -219,6 +268,8 @@ interface ExplainOptions {
   readonly caller: PolicyCaller | undefined
   /** The call's arguments (`--args`); undefined: none. */
   readonly args: unknown
+  /** The token's scopes (`--scopes`); undefined: not checked. */
+  readonly scopes: ReadonlySet<string> | undefined
   readonly json: boolean
 }
 
@@ -229,6 +280,7 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
       config: { type: 'string', short: 'c' },
       claims: { type: 'string' },
       args: { type: 'string' },
+      scopes: { type: 'string' },
       server: { type: 'string' },
       tool: { type: 'string' },
       prompt: { type: 'string' },
@@ -252,7 +304,14 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
   }
   const caller = parseClaims(values.claims)
   const callArgs = parseJsonObject(values.args, '--args')
-  return { server: values.server, target, caller, args: callArgs, json: values.json === true }
+  return {
+    server: values.server,
+    target,
+    caller,
+    args: callArgs,
+    scopes: parseScopes(values.scopes),
+    json: values.json === true,
+  }
 }
 
 function parseClaims(text: string | undefined): PolicyCaller | undefined {
