@@ -19,6 +19,7 @@ import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
 import { rateLimit } from './pipeline/rate-limit.js'
 import { createAuditLog, type AuditLog } from './observability/audit.js'
+import { argumentsViewFor } from './observability/redact.js'
 import { compileClientGates } from './match/clients.js'
 import { ScopeGate } from './match/scopes.js'
 import { readRequest } from './pipeline/read-request.js'
@@ -93,8 +94,10 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
 
   const tracing = deps.tracing
   const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
-  // One audit log for every stage, so one request's lines reach the log in order.
-  const logged = createAuditLog(deps.log, deps.access.sink)
+  // One audit log for every stage, so one request's lines reach the log in order; call arguments
+  // only as `audit.arguments` says (observability/redact.ts).
+  const view = argumentsViewFor(runtime.config.audit, deps.log)
+  const logged = createAuditLog(deps.log, deps.access.sink, view)
   const audit = deps.tapAudit === undefined ? logged : deps.tapAudit(logged)
   // Scopes per target and client allowlists (docs/auth.md), compiled once per config like the rest.
   const scopes = ScopeGate.compile(runtime.config, runtime.auth)

@@ -1,4 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto'
+import type { Logger } from 'pino'
 import { parseRedactPath, type PathSegment } from '../config/redact-paths.js'
 import { compilePatterns, type Matcher } from '../match/pattern.js'
 import { isRecord } from '../mcp/jsonrpc.js'
@@ -87,6 +88,28 @@ export function redactionKey(configured: string | undefined): { key: Buffer; gen
 export function redactionMark(key: Buffer, value: unknown): string {
   const text = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? 'null')
   return `[redacted:${createHmac('sha256', key).update(text).digest('hex').slice(0, 16)}]`
+}
+
+/**
+ * The methods whose arguments an audit line shows (endpoint/judge.ts argumentsOf): with
+ * `audit.arguments` set their bodies are read even from a server that trusts headers.
+ */
+export const ARGUMENT_METHODS: readonly string[] = [
+  'tools/call',
+  'prompts/get',
+  'completion/complete',
+]
+
+/** The view of a config (undefined for `none`), its key resolved; warns of a per-process key. */
+export function argumentsViewFor(config: ArgumentsConfig, log: Logger): ArgumentsView | undefined {
+  if (config.arguments === 'none') return undefined
+  const { key, generated } = redactionKey(config.redaction.hashKey)
+  if (generated && config.arguments === 'redacted') {
+    log.warn(
+      'audit.redaction.hashKey is not set: redaction markers use a random per-process key, so equal values correlate only within this process, not across restarts or replicas',
+    )
+  }
+  return compileArgumentsView(config, key)
 }
 
 /** Undefined for `arguments: none`: the line has no `arguments` field and nothing is computed. */
