@@ -202,6 +202,9 @@ describe('conditions on the wire', () => {
       const auth = await token('all', ['analysts'])
       const url = gw.mcpUrl('all')
       const client = await closing(connectClient(url, { auth }))
+      // The list teaches the virtual server who serves what, so a header-trusting member's calls
+      // could be routed on their headers alone: a conditional rule must stop that.
+      await client.listTools()
       await client.callTool({ name: 'run_query', arguments: { database: 'analytics', sql: 'x' } })
       await expect(
         client.callTool({ name: 'send_email', arguments: { to: ['x@elsewhere.test'] } }),
