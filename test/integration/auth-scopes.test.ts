@@ -237,13 +237,21 @@ describe('scopes per tool', () => {
   it("a virtual server's member target needs the member's scopes; the 403 names the virtual endpoint", async () => {
     const { gw, backend, token } = await setup(
       {},
-      { virtualServers: { desk: { members: ['weather'], prefix: 'never' } } },
+      { virtualServers: { desk: { members: ['weather'], prefix: 'never' } }, cache: {} },
     )
     const url = gw.mcpUrl('desk')
     const reader = await token('mcp weather:read', {}, 'desk')
+    const lister = await token('mcp weather:read weather:admin', {}, 'desk')
+    // The merged list is cached per member view: never one caller's scopes for another's.
+    expect(await toolNames(url, lister)).toContain('delete_station')
     expect(await toolNames(url, reader)).toEqual(READ_TOOLS)
+    expect(await toolNames(url, lister)).toContain('delete_station')
     expect(await legacyToolNames(url, reader)).toEqual(READ_TOOLS)
     await expectStepUp(url, reader, 'delete_station', ADMIN_CHALLENGE('desk'))
+    const legacy = await closing(connectLegacyClient(url, { auth: reader }))
+    await expect(legacy.callTool({ name: 'delete_station', arguments: {} })).rejects.toThrow(
+      /insufficient_scope/,
+    )
     expect(backend.calls('tools/call')).toHaveLength(0)
     const admin = await closing(
       connectClient(url, { auth: await token('mcp weather:read weather:admin', {}, 'desk') }),
