@@ -53,7 +53,9 @@ function run(args: readonly string[], timeoutMs: number): Promise<string> {
       (error, stdout, stderr) => {
         // `server` exits 1 when a check fails: that is a result, read from the files.
         if (error !== null && (error.killed || typeof error.code !== 'number')) {
-          reject(new Error(`conformance ${args.join(' ')}: ${error.message}\n${stderr}`))
+          // The last lines say which scenario it was in when it was stopped.
+          const last = `${stdout}\n${stderr}`.slice(-4000)
+          reject(new Error(`conformance ${args.join(' ')}: ${error.message}\n${last}`))
         } else resolve(`${stdout}\n${stderr}`)
       },
     )
