@@ -77,6 +77,12 @@ async function setup(trustHeaders: boolean, rules = POLICY) {
 interface EraClient {
   listTools(): Promise<{ tools: { name: string }[] }>
   callTool(params: { name: string; arguments: Record<string, unknown> }): Promise<unknown>
+  getPrompt(params: { name: string; arguments: Record<string, string> }): Promise<unknown>
+  complete(params: {
+    ref: { type: 'ref/prompt'; name: string }
+    argument: { name: string; value: string }
+  }): Promise<unknown>
+  readResource(params: { uri: string }): Promise<unknown>
   close(): Promise<void>
 }
 
@@ -144,6 +150,69 @@ describe.each(ERAS)('conditions with the official client, %s', (_era, connect) =
         { rule: 'mail-inside-only', kind: 'unless', value: false },
       ])
     })
+  })
+})
+
+const NAMED = `${POLICY}
+  - name: summarize-public
+    servers: [warehouse]
+    allow: { prompts: ["summarize"] }
+    if: 'has(args.value) || args.topic != "salaries"'
+  - name: docs-but-the-changelog
+    servers: [warehouse]
+    allow: { resources: ["docs://*"] }
+    unless: 'target == "docs://changelog"'
+`
+
+/** What the backend was asked for: prompt names with their topic, URIs, completion values. */
+function seen(server: SdkTestServer): unknown[] {
+  return server.requests
+    .filter((r) => r.rpcMethod !== undefined && r.rpcMethod !== 'server/discover')
+    .filter((r) => ['prompts/get', 'resources/read', 'completion/complete'].includes(r.rpcMethod!))
+    .map((r) => {
+      const p = (r.json() as { params: Record<string, unknown> }).params
+      return [r.rpcMethod, p['name'] ?? p['uri'] ?? p['argument']]
+    })
+}
+
+describe.each(ERAS)('conditions on prompts, resources and completions, %s', (_era, connect) => {
+  it('prompts/get and completion/complete read arguments, resources/read the URI', async () => {
+    const { server, gw, token } = await setup(true, NAMED)
+    const auth = await token('warehouse', [])
+    const client = await closing(connect(gw.mcpUrl('warehouse'), auth))
+    await client.getPrompt({ name: 'summarize', arguments: { topic: 'caching' } })
+    await expect(
+      client.getPrompt({ name: 'summarize', arguments: { topic: 'salaries' } }),
+    ).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining('Unknown prompt: summarize'),
+    })
+    await client.complete({
+      ref: { type: 'ref/prompt', name: 'summarize' },
+      argument: { name: 'topic', value: 'c' },
+    })
+    await client.readResource({ uri: 'docs://readme' })
+    await expect(client.readResource({ uri: 'docs://changelog' })).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining('Resource not found: docs://changelog'),
+    })
+    expect(seen(server)).toEqual([
+      ['prompts/get', 'summarize'],
+      ['completion/complete', { name: 'topic', value: 'c' }],
+      ['resources/read', 'docs://readme'],
+    ])
+    const judged = audits(gw).filter((a) => a.method !== 'tools/call')
+    expect(judged.map((a) => [a.method, a.decision, a.conditions])).toEqual([
+      ['prompts/get', 'allow', [{ rule: 'summarize-public', kind: 'if', value: true }]],
+      ['prompts/get', 'deny', [{ rule: 'summarize-public', kind: 'if', value: false }]],
+      ['completion/complete', 'allow', [{ rule: 'summarize-public', kind: 'if', value: true }]],
+      [
+        'resources/read',
+        'allow',
+        [{ rule: 'docs-but-the-changelog', kind: 'unless', value: false }],
+      ],
+      ['resources/read', 'deny', [{ rule: 'docs-but-the-changelog', kind: 'unless', value: true }]],
+    ])
   })
 })
 
