@@ -212,6 +212,54 @@ describe('scopes per tool', () => {
     expect(shown.backend.calls('tools/call')).toHaveLength(0)
   })
 
+  it('prompts and resources: their own scopes, in calls and in lists, on both eras', async () => {
+    const { gw, backend, token } = await setup({
+      scopes: {
+        prompts: { review: ['docs:review'] },
+        resources: { 'docs://changelog': ['docs:history'], 'docs://pages/*': ['docs:pages'] },
+      },
+    })
+    const url = gw.mcpUrl('weather')
+    const plain = await token('mcp')
+    const client = await closing(connectClient(url, { auth: plain }))
+    expect((await client.listPrompts()).prompts.map((p) => p.name)).toEqual(['summarize'])
+    expect((await client.listResources()).resources.map((r) => r.uri)).toEqual(['docs://readme'])
+    // A template is judged by its uriTemplate text, as policy's list view does.
+    expect((await client.listResourceTemplates()).resourceTemplates).toEqual([])
+    const legacy = await closing(connectLegacyClient(url, { auth: plain }))
+    expect((await legacy.listPrompts()).prompts.map((p) => p.name)).toEqual(['summarize'])
+    const review = await mcpPost(
+      url,
+      'prompts/get',
+      { name: 'review', arguments: { page: 'a' } },
+      {
+        auth: plain,
+        id: 5,
+      },
+    )
+    expect(review.status).toBe(403)
+    expect(review.headers['www-authenticate']).toBe(
+      `Bearer error="insufficient_scope", scope="mcp docs:review", resource_metadata="${prm('weather')}"`,
+    )
+    const page = await mcpPost(
+      url,
+      'resources/read',
+      { uri: 'docs://pages/intro' },
+      { auth: plain },
+    )
+    expect(page.status).toBe(403)
+    expect(page.headers['www-authenticate']).toMatch(/scope="mcp docs:pages"/)
+    expect(backend.calls('prompts/get')).toHaveLength(0)
+    expect(backend.calls('resources/read')).toHaveLength(0)
+    const reader = await closing(
+      connectClient(url, { auth: await token('mcp docs:history docs:pages docs:review') }),
+    )
+    await reader.readResource({ uri: 'docs://changelog' })
+    await reader.getPrompt({ name: 'review', arguments: { page: 'intro' } })
+    expect(backend.calls('resources/read')).toHaveLength(1)
+    expect(backend.calls('prompts/get')).toHaveLength(1)
+  })
+
   it('the cache never serves a list filtered for other scopes, in either order', async () => {
     const { gw, backend, token } = await setup({}, { cache: {} })
     const url = gw.mcpUrl('weather')
