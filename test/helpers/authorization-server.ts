@@ -2,6 +2,7 @@ import { createHash, generateKeyPairSync, randomBytes, randomUUID } from 'node:c
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import Provider, { type Interaction, type KoaContextWithOIDC } from 'oidc-provider'
+import { Agent, fetch as undiciFetch } from 'undici'
 import { stringify } from 'yaml'
 import { parseConfigText } from '../../src/runtime/load.js'
 import { startTestGateway, type TestGateway } from './gateway.js'
@@ -16,6 +17,11 @@ export interface AuthorizationServerOptions {
   readonly accessTokenTtlSec?: number
   /** The account every sign-in logs in as (default 'alice'). */
   readonly accountId?: string
+  /**
+   * Accept client ID metadata documents (an https URL as `client_id`), fetched trusting this CA
+   * (PEM): the documents are https-only, and a test serves them with its own certificate.
+   */
+  readonly clientMetadataCa?: string
 }
 
 /** A real OAuth 2.1 authorization server (oidc-provider 9) on 127.0.0.1:0. */
@@ -79,6 +85,7 @@ export async function startAuthorizationServer(
   const errors: Error[] = []
   let signIns = 0
   const adapter = storeFor(new Map())
+  const metadataFetch = fetcherTrusting(options.clientMetadataCa)
   let current: { provider: Provider; handle: ReturnType<Provider['callback']>; kid: string }
 
   const sockets = new Set<Socket>()
@@ -115,6 +122,7 @@ export async function startAuthorizationServer(
       features: {
         devInteractions: { enabled: false },
         registration: { enabled: true },
+        clientIdMetadataDocument: { enabled: metadataFetch !== undefined, ack: 'draft-02' },
         resourceIndicators: {
           enabled: true,
           // A refresh without `resource` stays on the resource the grant was for.
@@ -136,6 +144,7 @@ export async function startAuthorizationServer(
         Session: 3600,
         Grant: 86_400,
       },
+      ...(metadataFetch !== undefined && { fetch: metadataFetch }),
       // Every client allowed the refresh_token grant gets one, whether or not it asked for
       // offline_access (the default policy requires it).
       issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
@@ -324,6 +333,17 @@ export async function gatewayTrusting(
   const text = stringify({ listen: { host: '127.0.0.1', port: 0 }, ...config(gw.url) })
   await gw.reload(parseConfigText(text, { dir: process.cwd(), env: {} }))
   return gw
+}
+
+/**
+ * oidc-provider's outgoing fetch, trusting `ca`. It replaces the provider's own dispatcher, whose
+ * SSRF guard refuses loopback addresses: a test's documents are served on 127.0.0.1.
+ */
+function fetcherTrusting(ca: string | undefined) {
+  if (ca === undefined) return undefined
+  const dispatcher = new Agent({ connect: { ca } })
+  return (url: string, options: Record<string, unknown>) =>
+    undiciFetch(url, { ...options, dispatcher })
 }
 
 /** What oidc-provider stores (clients, grants, codes, tokens, sessions), as its adapter gets it. */

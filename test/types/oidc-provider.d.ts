@@ -42,6 +42,8 @@ declare module 'oidc-provider' {
     readonly ttl?: Readonly<Record<string, number | ((...args: never[]) => number)>>
     readonly pkce?: { readonly required?: () => boolean }
     readonly enabledJWA?: Readonly<Record<string, readonly string[]>>
+    /** Every outgoing request the provider makes (client ID metadata documents, jwks_uri). */
+    readonly fetch?: (url: string, options: Record<string, unknown>) => Promise<unknown>
     readonly renderError?: (ctx: unknown, out: Record<string, unknown>, error: Error) => void
   }
 
