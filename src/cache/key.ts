@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { clientIdOf } from '../match/clients.js'
 import type { KeyParams } from './canonical.js'
 
 /**
@@ -108,13 +109,13 @@ export function authContextOf(
       : Array.isArray(aud)
         ? aud.filter((a) => typeof a === 'string')
         : []
-  const azp = principal.claims.azp ?? principal.claims.client_id
   return {
     issuer: principal.issuer,
     subject: principal.subject,
     audience,
     scopes: [...principal.scopes],
-    clientId: typeof azp === 'string' ? azp : undefined,
+    // The same reading as `clients:` and `when.clients` (match/clients.ts).
+    clientId: clientIdOf(principal),
   }
 }
 
