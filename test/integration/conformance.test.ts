@@ -1,4 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { stringify } from 'yaml'
 import { parseConfigText } from '../../src/runtime/load.js'
 import { startConformanceServer, type ConformanceServer } from '../helpers/conformance-server.js'
@@ -149,6 +152,41 @@ describe.skipIf(!NODE_RUNS_SUITE)('the MCP conformance suite through the gateway
     expectSameAsDirect(direct, via, EXPECTED_DIFFERENCES.server)
     expect(backend.requests.length - before).toBeGreaterThan(scenarios.length)
   })
+
+  it(
+    'keeps every check through a server endpoint with an allowlist and the edge cache',
+    TIMEOUT,
+    async () => {
+      // The stages a plain config leaves out: policy (every named target judged, list answers
+      // filtered and rewritten, JSON Schema keywords included) and the cache (list answers keyed,
+      // stored and replayed with the request's id). The rule allows everything the server has.
+      const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-conformance-policies-'))
+      onTestFinished(() => rm(dir, { recursive: true, force: true }))
+      await writeFile(
+        join(dir, 'all.yaml'),
+        stringify({
+          rules: [
+            {
+              name: 'everything',
+              servers: ['app'],
+              allow: { tools: ['*'], prompts: ['*'], resources: ['*'] },
+            },
+          ],
+        }),
+      )
+      const guarded = await startTestGateway({
+        ...oneServer(backend.url),
+        policies: dir,
+        cache: {},
+      })
+      const before = backend.requests.length
+      const via = await runServerSuite(guarded.mcpUrl('app'), scenarios, RUN_MS)
+      expectSameAsDirect(direct, via, EXPECTED_DIFFERENCES.server)
+      expect(backend.requests.length - before).toBeGreaterThan(scenarios.length)
+      // The allowlist judged the suite's calls (an audit line per named target).
+      expect(guarded.logs.filter((l) => l['msg'] === 'policy allowed').length).toBeGreaterThan(10)
+    },
+  )
 
   it(
     'keeps every check through a virtual server, but what it does not offer',
