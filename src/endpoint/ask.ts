@@ -1,4 +1,4 @@
-import { randomBytes, randomInt } from 'node:crypto'
+import { randomBytes, randomInt, randomUUID } from 'node:crypto'
 import type { ServerConfig } from '../config/schema.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
@@ -218,6 +218,8 @@ export function ownRequest(server: AskServer, body: Buffer, as: OwnIdentity): En
   }
   return {
     http: 'POST',
+    // A request of the gateway's own: an id of its own (nothing judges or audits it).
+    requestId: randomUUID(),
     mcp,
     head,
     body: bytes,
@@ -237,6 +239,7 @@ export function ownRequest(server: AskServer, body: Buffer, as: OwnIdentity): En
       clientPort: undefined,
       sessionId: undefined,
       server: undefined,
+      requestId: undefined,
     }),
   }
 }

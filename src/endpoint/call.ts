@@ -13,6 +13,11 @@ import type { ServerBalancing } from '../upstream/balancing.js'
  */
 export interface EndpointCall {
   readonly http: 'POST' | 'GET' | 'DELETE'
+  /**
+   * The client request's id (pipeline/access-log.ts): a virtual server's member requests carry
+   * their client request's, so its audit lines, access line and span share one.
+   */
+  readonly requestId: string
   /** The judged classification: method, era, targets, and the parsed message when read. */
   readonly mcp: McpRequestInfo
   /** The client's header block as judged (forward list, host, name, session id). */

@@ -23,6 +23,8 @@ export interface JudgedAt {
   readonly endpoint: string
   /** The server whose target it is, by its own names: the endpoint, or a virtual's member. */
   readonly server: string
+  /** The client request's id (pipeline/access-log.ts), on each of its audit lines. */
+  readonly requestId: string
 }
 
 /**
@@ -46,9 +48,7 @@ export function admit(
   if (challenge !== undefined) {
     throw new GatewayError('insufficient_scope', { headers: { 'www-authenticate': challenge } })
   }
-  return (
-    policy === undefined || judge(policy, deps, principal, at.server, method, target, args).allow
-  )
+  return policy === undefined || judge(policy, deps, principal, at, method, target, args).allow
 }
 
 /**
@@ -96,15 +96,17 @@ export function judge(
   policy: PolicySet,
   deps: JudgeDeps,
   principal: Principal | undefined,
-  server: string,
+  at: JudgedAt,
   method: string | undefined,
   target: McpTarget,
   /** The call's arguments (argumentsOf); undefined when the method carries none. */
   args: unknown,
 ): Decision {
+  const server = at.server
   const decision = policy.check(principal, server, target, args)
   deps.audit.record({
     caller: principal,
+    requestId: at.requestId,
     server,
     method,
     target,

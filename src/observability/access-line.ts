@@ -4,6 +4,8 @@ import { quote, type LineSink } from './line-sink.js'
 
 /** The fields of one access-log line. */
 interface AccessFields {
+  /** The gateway's id of the request (pipeline/access-log.ts): a UUID, never client text. */
+  readonly requestId: string
   readonly server: string | undefined
   readonly method: string | undefined
   readonly name: string | undefined
@@ -24,7 +26,7 @@ export interface AccessWriter {
 
 /**
  * Writes access-log lines in pino's own format (`msg: "request"`) through the sink, serialising
- * the eight known fields by hand. Without a sink (pino did not expose its destination) lines go
+ * the nine known fields by hand. Without a sink (pino did not expose its destination) lines go
  * through log.info; below `info` there are none.
  */
 export function createAccessWriter(log: Logger, sink: LineSink | undefined): AccessWriter {
@@ -44,7 +46,7 @@ export function createAccessWriter(log: Logger, sink: LineSink | undefined): Acc
     return { write, sink, ...ends }
   }
   const write = (f: AccessFields): void => {
-    let line = sink.head()
+    let line = `${sink.head()},"requestId":${str(f.requestId)}`
     if (f.server !== undefined) line += `,"server":${str(f.server)}`
     if (f.method !== undefined) line += `,"method":${str(f.method)}`
     if (f.name !== undefined) line += `,"name":${str(f.name)}`

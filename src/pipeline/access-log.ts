@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type { MiddlewareHandler } from 'hono'
 import type { AccessWriter } from '../observability/access-line.js'
 import type { GatewayEnv } from './env.js'
@@ -7,7 +8,9 @@ import { errorType } from '../telemetry/error-type.js'
 
 /**
  * Outermost stage: one JSON line per request once the response is over (streams included).
- * Only values from closed sets or verified fields are logged; never tokens or bodies.
+ * Only values from closed sets or verified fields are logged; never tokens or bodies. It gives the
+ * request its id, which its audit lines and span carry too (docs/operations.md "Request ids"):
+ * the gateway's own, never a client header, so a client cannot make its request look like another.
  */
 export const accessLog = (
   access: AccessWriter,
@@ -16,7 +19,7 @@ export const accessLog = (
   const write = access.write
   const record = (seen: Seen, outcome: string, upstream: string | undefined): void => {
     const seconds = (performance.now() - seen.start) / 1000
-    const { server, method, mcp } = seen
+    const { server, method, mcp, requestId } = seen
     const label = methodLabel(method)
     metrics.requests.record(server ?? 'unknown', label, outcome, seen.status, seconds)
     // MCP operations only: a request refused before its method was known is not one.
@@ -30,6 +33,7 @@ export const accessLog = (
     if (write !== undefined) {
       const target = mcp?.targets[0]
       write({
+        requestId,
         server,
         method,
         name:
@@ -44,6 +48,8 @@ export const accessLog = (
   }
   return async function accessLog(c, next) {
     const start = performance.now()
+    const requestId = randomUUID()
+    c.set('requestId', requestId)
     try {
       await next()
     } finally {
@@ -52,6 +58,7 @@ export const accessLog = (
       const ending = c.get('streamEnd')
       const seen: Seen = {
         start,
+        requestId,
         server: c.get('server')?.name,
         method: mcp?.method ?? c.get('head')?.method,
         status: out.headersSent ? out.statusCode : c.res.status,
@@ -70,6 +77,7 @@ export const accessLog = (
 /** What the line and the metrics need of a request, read once the stages are done. */
 interface Seen {
   readonly start: number
+  readonly requestId: string
   readonly server: string | undefined
   readonly method: string | undefined
   readonly status: number

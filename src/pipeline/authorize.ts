@@ -64,7 +64,7 @@ export const authorize = (policy: PolicySet | undefined, deps: JudgeDeps): Stage
     // Targets come only from a verified body or a trusted backend's header (classify stage).
     let denied: McpTarget | undefined
     const args = argumentsOf(mcp.message)
-    const at = { endpoint: server, server }
+    const at = { endpoint: server, server, requestId: c.get('requestId') }
     for (const target of targets) {
       if (!admit(policy, deps, principal, at, method, target, args)) denied ??= target
     }

@@ -14,6 +14,7 @@ export function callOf(c: Context<GatewayEnv>): EndpointCall {
   const trace = c.get('trace')
   return {
     http: incoming.method as EndpointCall['http'],
+    requestId: c.get('requestId'),
     mcp: c.get('mcp'),
     head: c.get('head'),
     body: c.get('body'),

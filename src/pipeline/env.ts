@@ -11,6 +11,8 @@ import type { VirtualSession } from '../virtual/client-session.js'
 
 /** The typed variables (c.get / c.set) that pipeline stages share. */
 interface GatewayVariables {
+  /** One id per request, made by the outermost stage (pipeline/access-log.ts). */
+  requestId: string
   runtime: GatewayRuntime
   server: ServerRuntime
   head: RequestHead

@@ -73,6 +73,7 @@ export function spanRequest(c: Parameters<MiddlewareHandler<GatewayEnv>>[0]): Sp
     clientPort: incoming.socket.remotePort,
     sessionId: head?.sessionId,
     server: c.get('server')?.name,
+    requestId: c.get('requestId'),
   }
 }
 

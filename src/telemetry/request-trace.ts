@@ -28,6 +28,8 @@ export interface SpanRequest {
   readonly clientPort: number | undefined
   readonly sessionId: string | undefined
   readonly server: string | undefined
+  /** The request's id, on its access-log and audit lines too (pipeline/access-log.ts). */
+  readonly requestId: string | undefined
 }
 
 /**
@@ -181,6 +183,8 @@ function spanAttributes(req: SpanRequest): Attributes {
   if (req.clientAddress !== undefined) a['client.address'] = req.clientAddress
   if (req.clientPort !== undefined) a['client.port'] = req.clientPort
   if (req.server !== undefined) a['mcp_edge.server'] = req.server
+  // The gateway's own id, not a client value: it joins the span to the request's log lines.
+  if (req.requestId !== undefined) a['mcp_edge.request.id'] = req.requestId
   return a
 }
 

@@ -127,6 +127,7 @@ export function memberCall(
   // Written out, not spread: a routed call makes one per request.
   return {
     http: 'POST',
+    requestId: c.requestId,
     mcp: {
       era: mcp.era,
       version: mcp.version,

@@ -163,7 +163,7 @@ export function allowed(r: VirtualRequest, member: MemberServer, target: McpTarg
   const policy = r.ctx.policy
   const deps = r.deps.judging
   if (policy === undefined && deps.scopes === undefined) return true
-  const at = { endpoint: r.v.name, server: member.name }
+  const at = { endpoint: r.v.name, server: member.name, requestId: r.call.requestId }
   // The member's scopes, then its policy; a 403 names this virtual endpoint (endpoint/judge.ts).
   const allow = admit(policy, deps, r.principal, at, r.method, target, argumentsOf(r.message))
   if (allow && r.deps.tracing) r.call.trace?.event(EVENT.policy, { decision: 'allow' })

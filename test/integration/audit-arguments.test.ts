@@ -39,6 +39,12 @@ const ERAS = [
 
 type Era = (typeof ERAS)[number][1]
 
+/** What these tests ask of either era's official client. */
+interface Caller {
+  callTool(req: { name: string; arguments: Record<string, unknown> }): Promise<unknown>
+  getPrompt(req: { name: string; arguments: Record<string, string> }): Promise<unknown>
+}
+
 async function setup(era: Era, trustHeaders: boolean, audit: Record<string, unknown> | undefined) {
   const server = await closing(startSdkServer())
   const gw = await startTestGateway(
@@ -46,7 +52,8 @@ async function setup(era: Era, trustHeaders: boolean, audit: Record<string, unkn
     { dir: policyDir() },
   )
   const url = gw.mcpUrl('app')
-  const client = await closing(era === 'modern' ? connectClient(url) : connectLegacyClient(url))
+  const client: Caller =
+    era === 'modern' ? await closing(connectClient(url)) : await closing(connectLegacyClient(url))
   return { server, gw, client }
 }
 

@@ -27,7 +27,7 @@ describe('argumentsOf', () => {
 })
 
 describe('judge', () => {
-  it('hands the call arguments to the audit record with the decision', () => {
+  it('hands the call arguments and request id to the audit record with the decision', () => {
     const entries: unknown[] = []
     const audit: AuditLog = {
       record: (e) => void entries.push(e),
@@ -41,12 +41,14 @@ describe('judge', () => {
       policy,
       { audit, metrics: createMetrics() },
       undefined,
-      's',
+      { endpoint: 's', server: 's', requestId: 'req-1' },
       'tools/call',
       target,
       args,
     )
     expect(d.allow).toBe(true)
-    expect(entries).toEqual([expect.objectContaining({ server: 's', target, args, decision: d })])
+    expect(entries).toEqual([
+      expect.objectContaining({ requestId: 'req-1', server: 's', target, args, decision: d }),
+    ])
   })
 })
