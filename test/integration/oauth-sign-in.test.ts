@@ -117,6 +117,8 @@ describe('sign in through the gateway with a real authorization server (official
       expect(published.keys.map((k) => k.kid)).toEqual([as.kid]) // the old key is withdrawn
       expect(as.signIns).toBe(1)
       expect(backend.calls('tools/call')).toHaveLength(4)
+      // None of the real tokens went further than the gateway.
+      for (const req of backend.requests) expect(req.header('authorization')).toBeUndefined()
       expect(as.errors).toEqual([])
     },
   )
