@@ -1,5 +1,5 @@
 import type { McpTarget } from '../mcp/classify.js'
-import type { Decision } from '../policy/policy.js'
+import type { ConditionResult, Decision } from '../policy/policy.js'
 import { callerLabel, type CallerId } from './caller.js'
 
 /** Denials the page lists (newest first); older ones are only counted. */
@@ -24,6 +24,12 @@ export interface DenialRecord {
   /** The deciding rule's name, or `(default deny)`. */
   readonly rule: string
   readonly reason: Decision['reason']
+  /**
+   * The condition that decided (docs/policy.md §Conditions), `rule if: false` or `rule unless:
+   * error`: the deciding rule's, else the first evaluated (an allow whose `if` was false). Absent
+   * when none was evaluated.
+   */
+  readonly condition?: string
   /** caller.ts callerLabel: a short hash unless `admin.showSubjects`. */
   readonly caller: string
   readonly dryRun: boolean
@@ -33,7 +39,7 @@ export interface DenialRecord {
 export interface DenialsReport {
   /** Newest first, at most RECENT_DENIALS. */
   readonly recent: readonly DenialRecord[]
-  /** Denials per rule name since the process started. */
+  /** Denials per rule name (`rule (if)`, `rule (unless)` when its condition decided) since start. */
   readonly byRule: Readonly<Record<string, number>>
 }
 
@@ -64,6 +70,10 @@ export class DenialLog {
   denied(e: DeniedEvent): void {
     const target = e.target.kind === 'resource' ? e.target.uri : e.target.name
     const rule = e.decision.rule?.name ?? DEFAULT_DENY
+    const condition = decidingCondition(e.decision)
+    // A rule's denials by its condition are counted apart from its name-only ones.
+    const decided = condition !== undefined && condition.rule === e.decision.rule?.name
+    const key = decided ? `${rule} (${condition.kind})` : rule
     this.ring[this.next] = {
       at: new Date(this.now()).toISOString(),
       server: e.server,
@@ -72,11 +82,12 @@ export class DenialLog {
       target: target.length <= MAX_TARGET ? target : `${target.slice(0, MAX_TARGET)}…`,
       rule,
       reason: e.decision.reason,
+      ...(condition === undefined ? {} : { condition: conditionLabel(condition) }),
       caller: callerLabel(e.caller, this.showSubjects),
       dryRun: e.decision.dryRun,
     }
     this.next = (this.next + 1) % RECENT_DENIALS
-    const counted = this.rules.has(rule) || this.rules.size < MAX_RULES ? rule : OTHER_RULES
+    const counted = this.rules.has(key) || this.rules.size < MAX_RULES ? key : OTHER_RULES
     this.rules.set(counted, (this.rules.get(counted) ?? 0) + 1)
   }
 
@@ -88,4 +99,12 @@ export class DenialLog {
     }
     return { recent, byRule: Object.fromEntries(this.rules) }
   }
+}
+
+function decidingCondition(d: Decision): ConditionResult | undefined {
+  return d.conditions.find((c) => c.rule === d.rule?.name) ?? d.conditions[0]
+}
+
+function conditionLabel(c: ConditionResult): string {
+  return `${c.rule} ${c.kind}: ${'error' in c ? 'error' : String(c.value)}`
 }

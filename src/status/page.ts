@@ -306,6 +306,7 @@ function policy(doc: StatusDocument): Html {
           <th>Method</th>
           <th>Target</th>
           <th>Rule</th>
+          <th>Condition</th>
           <th>Caller</th>
         </tr>
       </thead>
@@ -318,6 +319,7 @@ function policy(doc: StatusDocument): Html {
               <td>${d.method ?? ''}</td>
               <td class="target">${d.kind} <code>${d.target}</code></td>
               <td class="rule">${d.rule}${d.dryRun ? html` <small>(dry run)</small>` : ''}</td>
+              <td class="condition">${d.condition ?? ''}</td>
               <td><code>${d.caller}</code></td>
             </tr>`,
         )}

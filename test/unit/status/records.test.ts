@@ -10,6 +10,7 @@ const denyBy = (rule: string | undefined): Decision =>
     rule: rule === undefined ? undefined : { name: rule },
     reason: rule === undefined ? 'default_deny' : 'deny_rule',
     dryRun: false,
+    conditions: [],
   }) as unknown as Decision
 
 describe('callers on the page', () => {
@@ -62,6 +63,58 @@ describe('DenialLog', () => {
     expect(r.recent[0]?.target.length).toBeLessThanOrEqual(257)
     expect(Object.keys(r.byRule)).toHaveLength(1001)
     expect(r.byRule['(other)']).toBe(500)
+  })
+})
+
+describe('DenialLog and conditions', () => {
+  it('shows the condition that decided and counts its denials apart', () => {
+    const log = new DenialLog(false)
+    const target = { kind: 'tool' as const, name: 'send_email' }
+    const by = (rule: string | undefined, conditions: Decision['conditions']): Decision =>
+      ({ ...denyBy(rule), conditions }) as Decision
+    log.denied({
+      caller: undefined,
+      server: 's',
+      method: 'tools/call',
+      target,
+      decision: by('mail-inside-only', [
+        { rule: 'mail-inside-only', kind: 'unless', value: false },
+      ]),
+    })
+    log.denied({
+      caller: undefined,
+      server: 's',
+      method: 'tools/call',
+      target,
+      decision: by(undefined, [{ rule: 'analysts', kind: 'if', value: false }]),
+    })
+    log.denied({
+      caller: undefined,
+      server: 's',
+      method: 'tools/call',
+      target,
+      decision: by('analysts', [{ rule: 'analysts', kind: 'if', error: 'field not found: sql' }]),
+    })
+    log.denied({
+      caller: undefined,
+      server: 's',
+      method: 'tools/call',
+      target,
+      decision: by('x', []),
+    })
+    const r = log.report()
+    expect(r.recent.map((d) => d.condition)).toEqual([
+      undefined,
+      'analysts if: error',
+      'analysts if: false',
+      'mail-inside-only unless: false',
+    ])
+    expect(r.byRule).toEqual({
+      'mail-inside-only (unless)': 1,
+      '(default deny)': 1,
+      'analysts (if)': 1,
+      x: 1,
+    })
   })
 })
 
