@@ -9,13 +9,13 @@ import { RE2JS } from 're2js'
  */
 
 type Parsed = ReturnType<typeof parse>
-export type CelExpr = Parsed['expr']
+type CelExpr = Parsed['expr']
 
 /** Longest condition text, and most AST nodes: both bound the work of one evaluation. */
-export const MAX_CONDITION_CHARS = 4096
-export const MAX_CONDITION_NODES = 1000
+const MAX_CONDITION_CHARS = 4096
+const MAX_CONDITION_NODES = 1000
 /** Deepest nesting of comprehensions (`all`, `exists`, `map`, `filter` inside one another). */
-export const MAX_COMPREHENSION_DEPTH = 3
+const MAX_COMPREHENSION_DEPTH = 3
 
 /** A condition refused at load; `column` is 1-based in the condition's first line it sits on. */
 export class ConditionSyntaxError extends Error {

@@ -20,7 +20,7 @@ import {
 export type ConditionKind = 'if' | 'unless'
 
 /** The outcome of one evaluation: a boolean, or why there is none (the call is then denied). */
-export type ConditionOutcome = { readonly value: boolean } | { readonly error: string }
+type ConditionOutcome = { readonly value: boolean } | { readonly error: string }
 
 /** What a condition reads of one call, converted once and shared by every rule of the check. */
 export type ConditionInput =
@@ -58,7 +58,7 @@ const VARIABLES = {
  * KiB of string text a step may scan. cel-spec has no cost model of its own for JavaScript
  * evaluators; this bound is what makes a condition over a large call refuse instead of spin.
  */
-export const COST_LIMIT = 1_000_000
+const COST_LIMIT = 1_000_000
 /** Patterns built at run time (not literals) kept per condition. */
 const MAX_DYNAMIC_PATTERNS = 32
 
