@@ -17,7 +17,7 @@ interface Shape {
 /** RFC 6750 §2.1 b64token characters, for a bearer credential after its scheme. */
 const B64TOKEN = String.raw`[A-Za-z0-9\-._~+/]`
 
-export const SHAPES: readonly Shape[] = [
+const SHAPES: readonly Shape[] = [
   // A PEM private key of any kind (RFC 7468 §10-11, and OpenSSH, EC, DSA, ENCRYPTED). A block cut
   // before its END line (a truncated body) is taken to the end of the string.
   {
@@ -49,6 +49,12 @@ export const SHAPES: readonly Shape[] = [
   // Google API keys: `AIza` and 35 more characters.
   { name: 'google-api-key', pattern: /AIza[A-Za-z0-9_-]{35}/g },
 ]
+
+/** The shortest text any shape matches: an unsigned JWT (`eyJ`, 8, `.`, 1, `.`). */
+const MIN_SHAPE_LENGTH = 14
+/** The fixed part of every shape; a string without one holds no shape. */
+const TRIGGERS =
+  /-----BEGIN |[Bb][Ee][Aa][Rr][Ee][Rr]\s|eyJ|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abprs]-|xapp-|k_(?:live|test)_|sk-|AIza/
 
 /**
  * Runs of base64 or base64url characters this long that mix cases and digits and are this varied
@@ -83,9 +89,14 @@ export function looksGenerated(run: string): boolean {
  * none. Named shapes first (a bearer's JWT is one part), then the generic runs of what is left.
  */
 export function redactText(text: string, mark: (secret: string) => string): string {
+  // Most strings (names, short values) are too short for any shape, and most longer ones hold
+  // none of the shapes' fixed parts: one scan decides for them, not one per shape.
+  if (text.length < MIN_SHAPE_LENGTH) return text
   let out = text
-  for (const { pattern, check } of SHAPES) {
-    out = out.replace(pattern, check === undefined ? mark : (m) => (check(m) ? mark(m) : m))
+  if (TRIGGERS.test(text)) {
+    for (const { pattern, check } of SHAPES) {
+      out = out.replace(pattern, check === undefined ? mark : (m) => (check(m) ? mark(m) : m))
+    }
   }
   if (out.length < GENERIC_MIN_LENGTH) return out
   GENERIC_RUN.lastIndex = 0

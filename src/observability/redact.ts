@@ -13,7 +13,7 @@ import { redactText } from './redact-shapes.js'
  */
 
 /** Names whose values are always redacted (case-insensitive, `*` any run of characters). */
-export const DEFAULT_KEY_PATTERNS: readonly string[] = [
+const DEFAULT_KEY_PATTERNS: readonly string[] = [
   '*password*',
   '*passwd*',
   '*passphrase*',
@@ -211,7 +211,8 @@ class Walk {
   }
 
   private object(v: object, depth: number, states: readonly PathState[]): unknown {
-    const out: Record<string, unknown> = {}
+    // No prototype: a member named `__proto__` (the client's choice) is data, never a setter.
+    const out = Object.create(null) as Record<string, unknown>
     let first = true
     for (const [name, member] of Object.entries(v)) {
       const before = this.left
@@ -230,8 +231,7 @@ class Walk {
         this.left = before
         break
       }
-      // A defined property, never `__proto__` as a setter: the name is the client's.
-      Object.defineProperty(out, key, { value: shown, enumerable: true, writable: true })
+      out[key] = shown
       first = false
     }
     return out
