@@ -38,6 +38,8 @@ export interface TestAuthorizationServer {
   readonly grants: readonly string[]
   /** How many sign-ins (login + consent) the user went through. */
   readonly signIns: number
+  /** Scopes the user unticks on the consent page (a live set; empty: the user grants all). */
+  readonly declined: Set<string>
   /** Errors oidc-provider reported (server errors and refused grants, registrations, requests). */
   readonly errors: readonly Error[]
   /**
@@ -84,6 +86,7 @@ export async function startAuthorizationServer(
   const requests: string[] = []
   const errors: Error[] = []
   let signIns = 0
+  const declined = new Set<string>()
   const adapter = storeFor(new Map())
   const metadataFetch = fetcherTrusting(options.clientMetadataCa)
   let current: { provider: Provider; handle: ReturnType<Provider['callback']>; kid: string }
@@ -164,7 +167,7 @@ export async function startAuthorizationServer(
   }
   current = build()
 
-  /** Login, then consent to everything asked: the user who always says yes. */
+  /** Login, then consent to everything asked but the `declined` scopes. */
   async function interact(provider: Provider, req: IncomingMessage, res: ServerResponse) {
     const details: Interaction = await provider.interactionDetails(req, res)
     if (details.prompt.name === 'login') {
@@ -183,12 +186,16 @@ export async function startAuthorizationServer(
         clientId: details.params.client_id,
       })
     const missing = details.prompt.details
-    if (missing.missingOIDCScope !== undefined) {
-      grant.addOIDCScope(missing.missingOIDCScope.join(' '))
-    }
+    // A declined scope is rejected, not left open: oidc-provider would ask again otherwise.
+    const ticked = (scopes: readonly string[]) => scopes.filter((x) => !declined.has(x)).join(' ')
+    const unticked = (scopes: readonly string[]) => scopes.filter((x) => declined.has(x)).join(' ')
+    const oidc = missing.missingOIDCScope ?? []
+    if (ticked(oidc) !== '') grant.addOIDCScope(ticked(oidc))
+    if (unticked(oidc) !== '') grant.rejectOIDCScope(unticked(oidc))
     if (missing.missingOIDCClaims !== undefined) grant.addOIDCClaims(missing.missingOIDCClaims)
     for (const [resource, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
-      grant.addResourceScope(resource, scopes.join(' '))
+      if (ticked(scopes) !== '') grant.addResourceScope(resource, ticked(scopes))
+      if (unticked(scopes) !== '') grant.rejectResourceScope(resource, unticked(scopes))
     }
     const grantId = await grant.save()
     signIns += 1
@@ -274,6 +281,7 @@ export async function startAuthorizationServer(
     },
     requests,
     grants,
+    declined,
     get signIns() {
       return signIns
     },
@@ -301,6 +309,8 @@ export async function gatewayTrusting(
     readonly keys?: 'jwksUrl' | 'issuer'
     /** More `auth.jwt` settings, given the gateway's public URL. */
     readonly jwt?: (publicUrl: string) => Readonly<Record<string, unknown>>
+    /** Every server's `requiredScopes` (default [mcp:tools]). */
+    readonly requiredScopes?: readonly string[]
   } = {},
 ): Promise<TestGateway> {
   const keys = options.keys === 'issuer' ? {} : { jwksUrl: as.jwksUri }
@@ -319,7 +329,7 @@ export async function gatewayTrusting(
     servers: Object.fromEntries(
       Object.entries(servers).map(([name, s]) => [
         name,
-        { upstreams: [{ url: s.url }], requiredScopes: ['mcp:tools'] },
+        { upstreams: [{ url: s.url }], requiredScopes: options.requiredScopes ?? ['mcp:tools'] },
       ]),
     ),
   })

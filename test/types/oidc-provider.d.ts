@@ -70,6 +70,8 @@ declare module 'oidc-provider' {
     addOIDCScope(scope: string): void
     addOIDCClaims(claims: readonly string[]): void
     addResourceScope(resource: string, scope: string): void
+    rejectOIDCScope(scope: string): void
+    rejectResourceScope(resource: string, scope: string): void
     save(): Promise<string>
   }
 
