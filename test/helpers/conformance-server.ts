@@ -72,10 +72,8 @@ export async function startConformanceServer(): Promise<ConformanceServer> {
     if (req.method !== 'POST' || sessionId !== undefined || !isInitializeRequest(body)) {
       return sendError(res, 400, -32000, 'Invalid or missing session ID')
     }
-    const sessionRef: { transport?: StreamableHTTPServerTransport } = {}
-    const server = createReferenceServer((requestId) => {
-      sessionRef.transport?.closeSSEStream(requestId)
-    })
+    // test_reconnection closes its own call's stream (called once the transport exists).
+    const server = createReferenceServer((requestId) => transport.closeSSEStream(requestId))
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: events,
@@ -83,10 +81,10 @@ export async function startConformanceServer(): Promise<ConformanceServer> {
       retryInterval: 5000,
       onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
     })
-    sessionRef.transport = transport
+    // A session ends (DELETE, or close()): its server goes with it, once.
     transport.onclose = () => {
-      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId)
-      void server.close()
+      const id = transport.sessionId
+      if (id !== undefined && sessions.delete(id)) void server.close()
     }
     await server.connect(transport)
     return transport.handleRequest(req, res, body)
