@@ -80,12 +80,22 @@ export function listView(
  */
 export function argumentsOf(message: JsonRpcMessage | undefined): unknown {
   const params = message?.params
-  if (params === undefined) return undefined
-  const method = message?.method
-  if (method === 'tools/call' || method === 'prompts/get') return params['arguments']
-  if (method === 'completion/complete') return params['argument']
-  return undefined
+  const field = message?.method === undefined ? undefined : ARGUMENT_FIELDS.get(message.method)
+  return field === undefined || params === undefined ? undefined : params[field]
 }
+
+/** Where each method that carries arguments has them. */
+const ARGUMENT_FIELDS: ReadonlyMap<string, string> = new Map([
+  ['tools/call', 'arguments'],
+  ['prompts/get', 'arguments'],
+  ['completion/complete', 'argument'],
+])
+
+/**
+ * The methods that carry arguments: with `audit.arguments` set their bodies are read even from a
+ * server that trusts headers (runtime/runtime.ts), so argumentsOf finds them.
+ */
+export const ARGUMENT_METHODS: readonly string[] = [...ARGUMENT_FIELDS.keys()]
 
 /**
  * One policy decision on one target of one server: checked on the server's own names, audited

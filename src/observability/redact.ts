@@ -90,16 +90,6 @@ export function redactionMark(key: Buffer, value: unknown): string {
   return `[redacted:${createHmac('sha256', key).update(text).digest('hex').slice(0, 16)}]`
 }
 
-/**
- * The methods whose arguments an audit line shows (endpoint/judge.ts argumentsOf): with
- * `audit.arguments` set their bodies are read even from a server that trusts headers.
- */
-export const ARGUMENT_METHODS: readonly string[] = [
-  'tools/call',
-  'prompts/get',
-  'completion/complete',
-]
-
 /** The view of a config (undefined for `none`), its key resolved; warns of a per-process key. */
 export function argumentsViewFor(config: ArgumentsConfig, log: Logger): ArgumentsView | undefined {
   if (config.arguments === 'none') return undefined

@@ -20,7 +20,7 @@ import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { createAuditLog, createDeadlineAudit } from '../observability/audit.js'
-import { ARGUMENT_METHODS } from '../observability/redact.js'
+import { ARGUMENT_METHODS } from '../endpoint/judge.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import {
