@@ -166,7 +166,7 @@ export class RemoteJwks {
  * than the cooldown (at least 1 s), so `no-cache`, `no-store` or `max-age=0` cannot make every
  * token a fetch. Without `max-age`, `cacheMaxAgeMs`.
  */
-export function lifetimeMs(
+function lifetimeMs(
   headers: Readonly<Record<string, string | string[] | undefined>>,
   opts: Pick<RemoteJwksOptions, 'cooldownMs' | 'cacheMaxAgeMs'>,
 ): number {
