@@ -1,5 +1,3 @@
-import type { PolicyCaller } from '../match/claims.js'
-
 /**
  * Turning a call's parsed JSON into CEL values (docs/policy.md §Conditions): objects become maps,
  * arrays lists, numbers doubles (JSON numbers are CEL doubles, cel-spec langdef.md §JSON Data
@@ -79,15 +77,4 @@ function checkString(s: string): string {
   if (LONE_SURROGATE.test(s))
     throw new ConditionInputError('a string holds an unpaired surrogate (no Unicode text)')
   return s
-}
-
-/** The token's client: `azp` (OpenID Connect Core §2), else `client_id` (RFC 9068 §2.2), else "". */
-export function clientOf(caller: PolicyCaller | undefined): string {
-  const claims = caller?.claims
-  if (claims === undefined) return ''
-  for (const name of ['azp', 'client_id']) {
-    const v = Object.hasOwn(claims, name) ? claims[name] : undefined
-    if (typeof v === 'string') return v
-  }
-  return ''
 }

@@ -2,9 +2,9 @@ import { CelScalar, celEnv, isCelError, mapType, plan } from '@bufbuild/cel'
 import { RE2JS } from 're2js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../match/claims.js'
+import { clientIdOf } from '../match/clients.js'
 import { checkCondition } from './condition-static.js'
 import {
-  clientOf,
   ConditionInputError,
   MAX_VALUES,
   toCelValue,
@@ -141,7 +141,8 @@ export function conditionInput(
       server,
       target: target.kind === 'resource' ? target.uri : target.name,
       kind: target.kind,
-      client: clientOf(caller),
+      // The same reading as `clients:` and `when.clients`, so a condition never sees another app.
+      client: clientIdOf(caller) ?? '',
     }
     return { vars, values: a.values + c.values, chars: a.chars + c.chars }
   } catch (err) {

@@ -86,6 +86,8 @@ describe('variables', () => {
     expect(eq({ azp: 'a', client_id: 'b' }, 'a')).toEqual({ value: true })
     expect(eq({ client_id: 'b' }, 'b')).toEqual({ value: true })
     expect(eq(undefined, '')).toEqual({ value: true })
+    // A present azp that is no string names no client, as for `clients:` (match/clients.ts).
+    expect(eq({ azp: 7, client_id: 'b' }, '')).toEqual({ value: true })
   })
 
   it('a missing key or a wrong type is an error', () => {
