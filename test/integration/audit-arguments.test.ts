@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { connectClient, connectLegacyClient } from '../helpers/clients.js'
 import { oneServer, startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { startDocsServer } from '../../deploy/demo/docs-server.js'
 import { closing } from '../helpers/lifecycle.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
 
@@ -43,6 +44,7 @@ type Era = (typeof ERAS)[number][1]
 interface Caller {
   callTool(req: { name: string; arguments: Record<string, unknown> }): Promise<unknown>
   getPrompt(req: { name: string; arguments: Record<string, string> }): Promise<unknown>
+  listTools(): Promise<unknown>
 }
 
 async function setup(era: Era, trustHeaders: boolean, audit: Record<string, unknown> | undefined) {
@@ -104,5 +106,48 @@ describe.each(ERAS)('audit arguments through the gateway, %s', (_label, era, tru
     expect(first).not.toHaveProperty('argumentsTruncated')
     expect(second).toMatchObject({ argumentsTruncated: true, argumentsBytes: 511 })
     expect(Buffer.byteLength(JSON.stringify(second?.arguments))).toBeLessThanOrEqual(128)
+  })
+})
+
+const CLIENT_ERAS = [
+  ['2026-07-28', 'modern'],
+  ['2025-11-25', 'legacy'],
+] as const
+
+describe.each(CLIENT_ERAS)('audit arguments through a virtual server, %s', (_label, era) => {
+  it('each member decision shows the redacted arguments, a member trusting headers too', async () => {
+    // Unprefixed names and a 2026-07-28 member that trusts headers: without audit.arguments its
+    // calls would be forwarded on their headers, the body unread (virtual/handle-calls.ts).
+    const weather = await closing(startSdkServer({ name: 'weather' }))
+    const docs = await closing(startDocsServer())
+    const gw = await startTestGateway(
+      {
+        servers: {
+          weather: { upstreams: [{ url: weather.url }], trustHeaders: true },
+          docs: { upstreams: [{ url: docs.url }] },
+        },
+        virtualServers: { ws: { members: ['weather', 'docs'] } },
+        policies: '.',
+        audit: { arguments: 'redacted' },
+      },
+      { dir: policyDir() },
+    )
+    const url = gw.mcpUrl('ws')
+    const client: Caller =
+      era === 'modern' ? await closing(connectClient(url)) : await closing(connectLegacyClient(url))
+    // Names known, so a call could be routed on its Mcp-Name alone.
+    await client.listTools()
+    await client.callTool({ name: 'get_forecast', arguments: ARGS })
+    await expect(client.callTool({ name: 'search_docs', arguments: ARGS })).rejects.toThrow()
+    const shown = {
+      city: 'Oslo',
+      password: expect.stringMatching(MARK),
+      note: expect.stringMatching(/^use \[redacted:[0-9a-f]{16}\] please$/),
+    }
+    expect(audits(gw).filter((a) => a.method === 'tools/call')).toEqual([
+      expect.objectContaining({ server: 'weather', decision: 'allow', arguments: shown }),
+      expect.objectContaining({ server: 'docs', decision: 'deny', arguments: shown }),
+    ])
+    expect(JSON.stringify(gw.logs)).not.toMatch(/hunter2|ghp_/)
   })
 })
