@@ -28,7 +28,7 @@ export interface DriftEvent {
 interface AuditEntry {
   readonly caller: PolicyCaller | undefined
   /** The request's id, on its access-log line and span too (docs/operations.md "Request ids"). */
-  readonly requestId?: string | undefined
+  readonly requestId: string
   readonly server: string
   readonly method: string | undefined
   readonly target: McpTarget

@@ -111,6 +111,7 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
     const target = { kind: 'resource', uri: 'docs://x' } as const
     audit.record({
       caller: undefined,
+      requestId: 'r',
       server: 'docs',
       method: 'resources/read',
       target,
@@ -135,6 +136,7 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
     const quiet = capture('error')
     quiet.audit.record({
       caller: undefined,
+      requestId: 'r',
       server: 'weather',
       method: 'tools/call',
       target,
@@ -150,6 +152,7 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
     const silent = capture('silent')
     silent.audit.record({
       caller: undefined,
+      requestId: 'r',
       server: 'weather',
       method: 'tools/call',
       target,
@@ -164,6 +167,7 @@ describe.each(WAYS)('audit log, %s', (_way, bySink) => {
     const target = { kind: 'tool', name: 'x'.repeat(100_000) } as const
     audit.record({
       caller: undefined,
+      requestId: 'r',
       server: 'weather',
       method: 'tools/call',
       target,
