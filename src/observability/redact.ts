@@ -86,7 +86,8 @@ export function redactionKey(configured: string | undefined): { key: Buffer; gen
  * marker wherever it stands, and a value cannot be recovered or guessed without the key.
  */
 export function redactionMark(key: Buffer, value: unknown): string {
-  const text = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? 'null')
+  // A parsed body holds only JSON values; `?? 'null'` is for the type (undefined is none of them).
+  const text = JSON.stringify(value) ?? 'null'
   return `[redacted:${createHmac('sha256', key).update(text).digest('hex').slice(0, 16)}]`
 }
 
@@ -96,7 +97,7 @@ export function argumentsViewFor(config: ArgumentsConfig, log: Logger): Argument
   const { key, generated } = redactionKey(config.redaction.hashKey)
   if (generated && config.arguments === 'redacted') {
     log.warn(
-      'audit.redaction.hashKey is not set: redaction markers use a random per-process key, so equal values correlate only within this process, not across restarts or replicas',
+      'audit.redaction.hashKey is not set: redaction markers use a random per-process key, so equal values correlate only within this process, not across restarts, replicas or workers',
     )
   }
   return compileArgumentsView(config, key)
