@@ -70,9 +70,25 @@ export function legacyHeaders(headers: readonly string[], session: SessionHeader
 }
 
 /**
+ * Client capabilities that are answers to server-to-client requests (spec 2025-11-25
+ * client/roots, client/sampling, client/elicitation, and tasks for those requests). The gateway's
+ * session with a member cannot carry the client's answers back (docs/virtual-servers.md §2025-era
+ * clients), so announcing them would make a member wait for an answer that never comes.
+ */
+const REQUEST_CAPABILITIES = new Set(['roots', 'sampling', 'elicitation', 'tasks'])
+
+/** The client's capabilities without those the member could only use through requests. */
+function relayable(caps: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(caps ?? {})) if (!REQUEST_CAPABILITIES.has(k)) out[k] = v
+  return out
+}
+
+/**
  * Runs the `initialize` handshake with a 2025-only member on the client's behalf (spec 2025-11-25
- * basic/lifecycle §Initialization): the client's version, capabilities and info when it is a
- * 2025-era client, the gateway's own otherwise; then `notifications/initialized`.
+ * basic/lifecycle §Initialization): the client's version, capabilities it can use through the
+ * gateway (`relayable`) and info when it is a 2025-era client, the gateway's own otherwise; then
+ * `notifications/initialized`.
  */
 export async function initializeMember(
   send: MemberSend,
@@ -81,7 +97,7 @@ export async function initializeMember(
   const version = client?.version ?? DEFAULT_LEGACY_VERSION
   const params = {
     protocolVersion: version,
-    capabilities: client?.capabilities ?? {},
+    capabilities: relayable(client?.capabilities),
     clientInfo: client?.clientInfo ?? { name: 'mcp-edge', version: '0.1.0' },
   }
   const init = Buffer.from(

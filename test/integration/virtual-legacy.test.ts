@@ -157,6 +157,24 @@ describe('a virtual server for 2025-era clients (the v1 SDK client)', () => {
     expect(call?.header('mcp-name')).toBe('whoami')
   })
 
+  it('tells a 2025-only member only the capabilities it can use through the gateway', async () => {
+    const m = await members()
+    const gw = await startTestGateway(config(m))
+    const capabilities = {
+      sampling: {},
+      elicitation: { form: {} },
+      roots: { listChanged: true },
+      experimental: { 'x-trace': {} },
+    }
+    const client = await closing(connectLegacyClient(gw.mcpUrl('workspace'), { capabilities }))
+    await expectOldMemberWorks(client, m)
+    const init = m.old.requests.find((r) => r.rpcMethod === 'initialize')
+    const sent = (init?.json() as { params: { capabilities: Record<string, unknown> } }).params
+    // Answers to the member's own requests cannot be carried back to it (docs/virtual-servers.md
+    // §2025-era clients): announcing them would make the member wait for answers that never come.
+    expect(sent.capabilities).toEqual({ experimental: { 'x-trace': {} } })
+  })
+
   it('serves one session through two gateway processes alternately', async () => {
     const m = await members()
     const gws = [await startTestGateway(config(m)), await startTestGateway(config(m))]
