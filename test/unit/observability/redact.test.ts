@@ -1,7 +1,9 @@
 import { createHmac } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import { parseRedactPath } from '../../../src/config/redact-paths.js'
+import { pino } from 'pino'
 import {
+  argumentsViewFor,
   compileArgumentsView,
   MAX_ARGUMENT_DEPTH,
   redactionKey,
@@ -238,6 +240,21 @@ describe('keyed hash', () => {
   it('is the first 16 hex digits of HMAC-SHA-256 over the value as JSON', () => {
     const hex = createHmac('sha256', KEY).update('"hunter2"').digest('hex').slice(0, 16)
     expect(shown({ password: 'hunter2' })).toEqual({ password: `[redacted:${hex}]` })
+  })
+
+  it('warns when markers use a per-process key, and only then', () => {
+    const warnings: string[] = []
+    const log = pino({ level: 'info' }, { write: (l: string) => void warnings.push(l) })
+    const config = (mode: 'redacted' | 'full', hashKey?: string): ArgumentsConfig => ({
+      arguments: mode,
+      maxArgumentBytes: 4096,
+      redaction: { paths: [], keys: [], hashKey },
+    })
+    expect(argumentsViewFor(config('redacted', 'a configured key!'), log)).toBeDefined()
+    expect(argumentsViewFor(config('full'), log)).toBeDefined()
+    expect(warnings).toHaveLength(0)
+    argumentsViewFor(config('redacted'), log)
+    expect(warnings).toEqual([expect.stringContaining('audit.redaction.hashKey is not set')])
   })
 
   it('takes the configured key, else one random key per process', () => {
