@@ -45,6 +45,10 @@ interface Caller {
   callTool(req: { name: string; arguments: Record<string, unknown> }): Promise<unknown>
   getPrompt(req: { name: string; arguments: Record<string, string> }): Promise<unknown>
   listTools(): Promise<unknown>
+  complete(req: {
+    ref: { type: 'ref/prompt'; name: string }
+    argument: { name: string; value: string }
+  }): Promise<unknown>
 }
 
 async function setup(era: Era, trustHeaders: boolean, audit: Record<string, unknown> | undefined) {
@@ -78,6 +82,10 @@ describe.each(ERAS)('audit arguments through the gateway, %s', (_label, era, tru
     // A denied call is audited with its arguments too.
     await expect(client.callTool({ name: 'delete_station', arguments: ARGS })).rejects.toThrow()
     await client.getPrompt({ name: 'summarize', arguments: { topic: 'caching', api_key: 'k-1' } })
+    // completion/complete: the argument's name decides whether its value is redacted.
+    const ref = { type: 'ref/prompt', name: 'summarize' } as const
+    await client.complete({ ref, argument: { name: 'password', value: 'hunter2' } })
+    await client.complete({ ref, argument: { name: 'topic', value: 'cach' } })
     const lines = audits(gw)
     const allowed = lines.find((a) => a.target === 'get_forecast')
     expect(allowed?.arguments).toEqual({
@@ -91,6 +99,11 @@ describe.each(ERAS)('audit arguments through the gateway, %s', (_label, era, tru
       topic: 'caching',
       api_key: expect.stringMatching(MARK),
     })
+    const completions = lines.filter((a) => a.method === 'completion/complete')
+    expect(completions.map((a) => a.arguments)).toEqual([
+      { name: 'password', value: expect.stringMatching(MARK) },
+      { name: 'topic', value: 'cach' },
+    ])
     expect(JSON.stringify(gw.logs)).not.toMatch(/hunter2|ghp_|k-1/)
   })
 
