@@ -51,6 +51,11 @@ export interface ClassifyPolicy {
   readonly parseMethods: ReadonlySet<string>
   readonly allowLegacy: boolean
   readonly maxDepth: number
+  /**
+   * Refuse keys another reader could read differently at every depth of a parsed body, not only
+   * where the gateway decides (strict-json.ts `allKeys`): a policy condition judges arguments.
+   */
+  readonly judgesArguments: boolean
 }
 
 /**
@@ -107,7 +112,7 @@ function classifyModern(
       message: undefined,
     }
   }
-  const msg = parseMessage(body, policy.maxDepth, head.contentType)
+  const msg = parseMessage(body, policy.maxDepth, head.contentType, policy.judgesArguments)
   if (msg.kind === 'response')
     throw new GatewayError('invalid_request', 'clients do not send responses in 2026-07-28')
   if (method === undefined && msg.kind === 'request') {
@@ -141,7 +146,7 @@ function classifyLegacy(
   body: Uint8Array,
   policy: ClassifyPolicy,
 ): McpRequestInfo {
-  const msg = parseMessage(body, policy.maxDepth, head.contentType)
+  const msg = parseMessage(body, policy.maxDepth, head.contentType, policy.judgesArguments)
   const claimed = metaVersion(msg)
   if (claimed !== undefined && !LEGACY_VERSIONS.has(claimed)) {
     throw mismatch(

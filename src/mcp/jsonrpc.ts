@@ -26,6 +26,8 @@ export function parseMessage(
   body: Uint8Array,
   maxDepth: number,
   contentType?: string,
+  /** Judge keys at every depth (strict-json.ts `allKeys`): a condition reads the arguments. */
+  allKeys = false,
 ): JsonRpcMessage {
   const text = decodeBody(body, contentType)
   // The fast scan crosses what is never judged (strict-json.ts `fast`) and JSON.parse checks the
@@ -36,7 +38,7 @@ export function parseMessage(
   let value: unknown
   let read = false
   try {
-    const scan = scanJson(text, { maxDepth, fast: true })
+    const scan = scanJson(text, { maxDepth, fast: true, allKeys })
     if (!scan.isArray) {
       rawId = scan.rawId
       value = JSON.parse(text)
@@ -45,7 +47,7 @@ export function parseMessage(
   } catch {
     // read again below
   }
-  if (!read) ({ rawId, value } = readStrictly(text, maxDepth))
+  if (!read) ({ rawId, value } = readStrictly(text, maxDepth, allKeys))
   return checkShape(value, rawId)
 }
 
@@ -53,10 +55,11 @@ export function parseMessage(
 function readStrictly(
   text: string,
   maxDepth: number,
+  allKeys: boolean,
 ): { rawId: string | undefined; value: unknown } {
   let rawId: string | undefined
   try {
-    const scan = scanJson(text, { maxDepth })
+    const scan = scanJson(text, { maxDepth, allKeys })
     if (scan.isArray) throw new GatewayError('batch_not_supported')
     rawId = scan.rawId
   } catch (err) {

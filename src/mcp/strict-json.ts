@@ -40,6 +40,13 @@ export interface ScanOptions {
    * `JSON.parse` afterwards and asks the strict scan why before refusing (mcp/jsonrpc.ts).
    */
   readonly fast?: boolean
+  /**
+   * Judge keys at every depth, not only where the gateway decides: no duplicates anywhere, and no
+   * two keys of one object that a reader folding case (Go's encoding/json) or stopping at U+0000
+   * (C readers) reads as one. For bodies whose arguments a policy condition judges, so every
+   * backend reads the arguments the condition read.
+   */
+  readonly allKeys?: boolean
 }
 
 export interface ScanResult {
@@ -146,7 +153,7 @@ for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1
 
 /** Validates `text` as strict JSON (see `fast`); throws JsonScanError. Linear in the text length. */
 export function scanJson(text: string, opts: ScanOptions): ScanResult {
-  const s = new Scanner(text, opts.maxDepth, opts.fast === true)
+  const s = new Scanner(text, opts.maxDepth, opts.fast === true, opts.allKeys === true)
   s.skipWs()
   const isArray = text.charCodeAt(s.i) === 0x5b
   s.value(1, ROOT)
@@ -194,6 +201,7 @@ class Scanner {
     private readonly t: string,
     private readonly maxDepth: number,
     private readonly fast: boolean,
+    private readonly allKeys: boolean,
   ) {}
 
   fail(kind: JsonProblem, message: string): never {
@@ -223,7 +231,8 @@ class Scanner {
     if (c === 0x7b || c === 0x5b) {
       // SECURITY: crossed only where object() judges no key (below KEY_CHECK_DEPTH, outside the
       // deciding positions, so below PROTO_CHECK_DEPTH too); the depth limit holds inside.
-      if (this.fast && depth > KEY_CHECK_DEPTH && pos === OTHER) return this.cross(depth)
+      if (this.fast && !this.allKeys && depth > KEY_CHECK_DEPTH && pos === OTHER)
+        return this.cross(depth)
       return c === 0x7b ? this.object(depth, pos) : this.array(depth)
     }
     if (c === 0x2d || isDigit(c)) return this.number()
@@ -236,8 +245,10 @@ class Scanner {
 
   object(depth: number, pos: Position): void {
     this.i++ // {
-    const checkKeys = depth <= KEY_CHECK_DEPTH || pos !== OTHER
+    const checkKeys = this.allKeys || depth <= KEY_CHECK_DEPTH || pos !== OTHER
     const seen = checkKeys ? new KeySet() : undefined
+    // Keys as a case-folding or NUL-stopping reader sees them, for `allKeys`.
+    const readAs = this.allKeys ? new KeySet() : undefined
     const deciding = pos === OTHER ? undefined : POSITIONS[pos]
     const checkProto = depth <= PROTO_CHECK_DEPTH || pos !== OTHER
     this.skipWs()
@@ -265,6 +276,17 @@ class Scanner {
             this.fail(
               'case_variant_key',
               `key ${JSON.stringify(key)} reads as "${meant}" in readers that fold case or stop at NUL`,
+            )
+        }
+        // SECURITY: a condition read the key JSON.parse gives; a reader that folds case or stops
+        // at NUL would take `Database` (or `database\u0000x`) for `database` and run with that
+        // value instead (allKeys: bodies whose arguments a condition judges).
+        if (readAs !== undefined) {
+          const nul = key.indexOf('\0')
+          if (!readAs.add(fold(nul === -1 ? key : key.slice(0, nul))))
+            this.fail(
+              'case_variant_key',
+              `key ${JSON.stringify(key)} reads as another key of its object in readers that fold case or stop at NUL`,
             )
         }
         if (checkProto && (key.length === 9 || key.length === 11) && PROTO_KEYS.includes(key))

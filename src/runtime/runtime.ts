@@ -235,6 +235,8 @@ export function createRuntime(
             : catalogMethods,
         allowLegacy: cfg.legacyClients === 'allow',
         maxDepth: config.limits.maxJsonDepth,
+        // SECURITY: what a condition read of the arguments must be what every backend reads.
+        judgesArguments: policy?.hasConditions(name) === true,
       },
       balancing,
       upstreamHeaders,
@@ -299,6 +301,8 @@ function compileVirtualRuntime(
       parseMethods: new Set(),
       allowLegacy: true,
       maxDepth: config.limits.maxJsonDepth,
+      // The front parses the bodies its members' conditions judge.
+      judgesArguments: members.some((m) => m.classify.judgesArguments),
     },
     balancing: first.balancing,
     upstreamHeaders: [],

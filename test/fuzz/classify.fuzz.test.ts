@@ -14,6 +14,7 @@ const verify: ClassifyPolicy = {
   parseMethods: new Set(),
   allowLegacy: true,
   maxDepth: 64,
+  judgesArguments: false,
 }
 const NAMED: Record<string, string> = {
   'tools/call': 'name',

@@ -265,6 +265,46 @@ describe('conditions on the wire', () => {
     expect(server.calls('tools/call')).toHaveLength(1)
   })
 
+  it.each([
+    // Go's encoding/json takes `Database` for `database` and keeps the last; the condition read
+    // the exact key. Case folding also maps the long s and the Kelvin sign onto ASCII letters.
+    ['a case variant', '"database":"analytics","Database":"sales"', 'case_variant_key'],
+    ['a folded letter', '"database":"analytics","databaſe":"sales"', 'case_variant_key'],
+    // A C reader ends the key at U+0000.
+    ['a key cut at NUL', '"database":"analytics","database\\u0000x":"sales"', 'case_variant_key'],
+    // Duplicates deep inside the arguments: first-key-wins readers run with the other value.
+    [
+      'a nested duplicate',
+      '"database":"analytics","opts":{"db":"sales","db":"analytics"}',
+      'duplicate_key',
+    ],
+  ])(
+    'arguments that another reader reads otherwise (%s) are refused, not judged',
+    async (_, members, reason) => {
+      for (const trustHeaders of [false, true]) {
+        const { server, gw, token } = await setup(trustHeaders)
+        const body = JSON.stringify(
+          mcpBody('tools/call', { name: 'run_query', arguments: { sql: 'select 1' } }, 7),
+        ).replace('"sql":"select 1"', `"sql":"select 1",${members}`)
+        const headers = mcpHeaders('tools/call', 'run_query')
+        for (const endpoint of ['warehouse', 'all']) {
+          const authorization = `Bearer ${await token(endpoint, ['analysts'])}`
+          const res = await rawPost(gw.mcpUrl(endpoint), body, { ...headers, authorization })
+          expect(res.status, `${endpoint} trustHeaders=${trustHeaders}`).toBe(400)
+          expect(res.headers['x-mcp-gateway-error']).toBe(reason)
+          expect(res.json()).toMatchObject({ id: 7, error: { data: { reason } } })
+        }
+        expect(server.calls('tools/call')).toHaveLength(0)
+        // The same keys without the look-alike are judged and allowed.
+        const plain = body.replace(`,${members}`, ',"database":"analytics"')
+        const authorization = `Bearer ${await token('warehouse', ['analysts'])}`
+        const allowed = await rawPost(gw.mcpUrl('warehouse'), plain, { ...headers, authorization })
+        expect(allowed.status).toBe(200)
+        expect(server.calls('tools/call')).toHaveLength(1)
+      }
+    },
+  )
+
   it("a virtual server judges its member's rules once, on the arguments the member receives", async () => {
     for (const trustHeaders of [false, true]) {
       const { server, gw, token } = await setup(trustHeaders)

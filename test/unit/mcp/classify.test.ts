@@ -13,6 +13,7 @@ const verify: ClassifyPolicy = {
   parseMethods: new Set(),
   allowLegacy: true,
   maxDepth: 64,
+  judgesArguments: false,
 }
 const trust: ClassifyPolicy = { ...verify, parseAlways: false }
 

@@ -17,6 +17,7 @@ const policy: ClassifyPolicy = {
   parseMethods: new Set(),
   allowLegacy: true,
   maxDepth: 64,
+  judgesArguments: false,
 }
 const head = (h: Record<string, string>) => readRequestHead(Object.entries(h).flat())
 const modern = (method: string, name?: string) =>

@@ -345,3 +345,30 @@ describe('scanJson fast mode', () => {
     )
   })
 })
+
+describe('scanJson allKeys (bodies whose arguments a condition judges)', () => {
+  const kind = (text: string, fast: boolean): string => {
+    try {
+      scanJson(text, { maxDepth: 64, fast, allKeys: true })
+      return 'ok'
+    } catch (err) {
+      if (err instanceof JsonScanError) return err.kind
+      throw err
+    }
+  }
+  const deep = (members: string) =>
+    `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q","arguments":{"opts":{"x":[{${members}}]}}}}`
+
+  it.each([
+    ['distinct keys', '"db":"a","dB2":"b","dbx":1', 'ok'],
+    ['a duplicate at depth 6', '"db":"a","db":"b"', 'duplicate_key'],
+    ['a case variant', '"db":"a","DB":"b"', 'case_variant_key'],
+    ['the long s', '"ssl":1,"ſſl":2', 'case_variant_key'],
+    ['the Kelvin sign', '"kind":1,"\\u212aind":2', 'case_variant_key'],
+    ['a key cut at NUL', '"db":"a","db\\u0000x":"b"', 'case_variant_key'],
+  ])('%s deep in the arguments: %s', (_, members, expected) => {
+    for (const fast of [false, true]) expect(kind(deep(members), fast)).toBe(expected)
+    // Without allKeys, keys this deep are the tool's business (checked to KEY_CHECK_DEPTH only).
+    expect(typeof outcome(deep(members), 64, true)).toBe('object')
+  })
+})
