@@ -115,7 +115,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     accessLog(deps.access, deps.metrics), // outermost: sees every outcome
     tracing && traceRequest(tracing), // one server span per request (docs/operations.md)
     frontDoor(deps.ref, runtime), // draining, server, method, Host, Origin, header count, duplicates
-    runtime.auth && authenticate(runtime.auth, compileClientGates(runtime.config)), // bearer token → principal; 401/403 before any body is read
+    runtime.auth && authenticate(runtime.auth, compileClientGates(runtime.config), audit), // bearer token → principal; 401/403 before any body is read
     tracing && runtime.auth && traceMark(EVENT.auth, { result: 'ok' }),
     readRequest(), // media type, bounded body
     classifyRequest(), // SEP-2243 headers, body only where needed

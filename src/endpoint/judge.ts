@@ -46,6 +46,11 @@ export function admit(
   const challenge = deps.scopes?.refusal(at.endpoint, at.server, principal?.scopes, target)
   // SECURITY: a call its token has no scope for never reaches policy, the cache or a backend.
   if (challenge !== undefined) {
+    if (principal !== undefined) {
+      const { requestId, server } = at
+      const reason = 'insufficient_scope'
+      deps.audit.accessRefused({ caller: principal, requestId, server, method, target, reason })
+    }
     throw new GatewayError('insufficient_scope', { headers: { 'www-authenticate': challenge } })
   }
   return policy === undefined || judge(policy, deps, principal, at, method, target, args).allow

@@ -52,10 +52,25 @@ interface LimitEntry {
   readonly policy: string
 }
 
+/**
+ * A verified caller refused before policy (docs/auth.md): its token lacks a scope the call needs,
+ * or comes from a client application the server does not admit (no target: refused before the
+ * body is read).
+ */
+interface AccessRefusal {
+  readonly caller: PolicyCaller
+  readonly requestId: string
+  readonly server: string
+  readonly method: string | undefined
+  readonly target: McpTarget | undefined
+  readonly reason: 'insufficient_scope' | 'client_not_allowed'
+}
+
 /** Writes the audit trail: one JSON line per decision, marked `audit: true`. */
 export interface AuditLog {
   record(entry: AuditEntry): void
   rateLimited(entry: LimitEntry): void
+  accessRefused(entry: AccessRefusal): void
   /** A definition whose digest is not its pin (docs/catalog.md §Run-time pinning). */
   drift(event: DriftEvent): void
 }
@@ -130,6 +145,25 @@ export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsVie
           policy,
         },
         'rate limit refused a request',
+      )
+    },
+    accessRefused({ caller, requestId, server, method, target, reason }) {
+      audit.info(
+        {
+          requestId,
+          sub: caller.subject,
+          iss: caller.issuer,
+          client: orNull(clientIdOf(caller)),
+          server,
+          method: orNull(method),
+          ...(target !== undefined && {
+            kind: target.kind,
+            ...named(target.kind === 'resource' ? target.uri : target.name),
+          }),
+          decision: 'deny',
+          reason,
+        },
+        reason === 'insufficient_scope' ? 'token lacks a scope' : 'client application not admitted',
       )
     },
     drift({ server, kind, name, pinned, seen, action }) {

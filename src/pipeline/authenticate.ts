@@ -3,6 +3,7 @@ import { hasQueryToken, readBearer } from '../auth/bearer.js'
 import type { AuthRuntime, ServerAuth } from '../auth/compile.js'
 import { AuthFailure } from '../auth/failure.js'
 import type { ClientGates } from '../match/clients.js'
+import type { AuditLog } from '../observability/audit.js'
 import type { GatewayEnv } from './env.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
 
@@ -10,11 +11,13 @@ import { GatewayError, type ErrorCode } from '../errors.js'
  * Bearer token → Principal (spec 2026-07-28 §8; docs/design/check-order.md step 6). Runs after
  * the front door and before the body is read, so an unauthenticated caller costs no body read.
  * Mounted only with `auth:` configured (app.ts); without it every caller is anonymous. `clients`
- * holds the endpoints' client allowlists (`servers.<name>.clients`, match/clients.ts).
+ * holds the endpoints' client allowlists (`servers.<name>.clients`, match/clients.ts); a caller
+ * they refuse is written to `audit`.
  */
 export const authenticate = (
   auth: AuthRuntime,
   clients: ClientGates,
+  audit: AuditLog,
 ): MiddlewareHandler<GatewayEnv> =>
   async function authenticate(c, next) {
     const runtime = c.get('runtime')
@@ -54,11 +57,23 @@ export const authenticate = (
     // SECURITY: only the client applications the server names may use it (docs/auth.md §Client
     // applications); no challenge, since another token of the same client would not pass either.
     const client = clients.get(c.get('server').name)
+    const refused = (reason: 'client_not_allowed' | 'insufficient_scope'): void => {
+      const at = { requestId: c.get('requestId'), server: c.get('server').name }
+      audit.accessRefused({
+        caller: principal,
+        ...at,
+        method: head.method,
+        target: undefined,
+        reason,
+      })
+    }
     if (client !== undefined && !client(principal)) {
+      refused('client_not_allowed')
       throw new GatewayError('client_not_allowed', { headers: close })
     }
     // Spec §8: 403 insufficient_scope, naming every scope the server needs in one challenge.
     if (server.requiredScopes.some((s) => !principal.scopes.has(s))) {
+      refused('insufficient_scope')
       throw refuse('insufficient_scope', server.challenges.insufficientScope)
     }
     c.set('principal', principal)

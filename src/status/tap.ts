@@ -17,6 +17,7 @@ export function tapAudit(audit: AuditLog, denials: DenialLog, limited: LimitedCa
       audit.rateLimited(entry)
       limited.refused(entry)
     },
+    accessRefused: (entry) => audit.accessRefused(entry),
     drift: (event) => audit.drift(event),
   }
 }

@@ -103,6 +103,15 @@ describe('scopes per tool', () => {
       `Bearer error="insufficient_scope", scope="mcp weather:read", resource_metadata="${prm('weather')}"`,
     )
     expect(backend.calls('tools/call')).toHaveLength(0)
+    // Each refusal is on the audit trail, with the caller, the target and the request id.
+    const refusals = gw.logs.filter(
+      (l) => l['audit'] === true && l['reason'] === 'insufficient_scope',
+    )
+    expect(refusals.map((l) => [l['target'], l['sub'], l['decision'], l['server']])).toEqual([
+      ['delete_station', 'alice', 'deny', 'weather'],
+      ['get_forecast', 'alice', 'deny', 'weather'],
+    ])
+    expect(refusals.every((l) => typeof l['requestId'] === 'string')).toBe(true)
     // The scope in the challenge is one the metadata advertises.
     const doc = await fetch(`${gw.url}/.well-known/oauth-protected-resource/mcp/weather`)
     expect(((await doc.json()) as { scopes_supported: string[] }).scopes_supported).toEqual([
@@ -333,6 +342,15 @@ describe('client applications', () => {
     expect((await mcpPost(url, 'tools/list', {}, { auth: mixed })).status).toBe(403)
     expect((await mcpPost(url, 'tools/list', {}, { auth: await token(all) })).status).toBe(403)
     expect(backend.requests).toHaveLength(0)
+    // Audited: the caller and the client it came with (none for the last token).
+    const refusals = gw.logs.filter(
+      (l) => l['audit'] === true && l['reason'] === 'client_not_allowed',
+    )
+    expect(refusals.map((l) => [l['client'], l['decision'], l['method']])).toEqual([
+      ['web', 'deny', 'tools/list'],
+      ['web', 'deny', 'tools/list'],
+      [null, 'deny', 'tools/list'],
+    ])
     expect(await toolNames(url, await token(all, { azp: 'ide-vscode' }))).toEqual(READ_TOOLS)
     expect(await legacyToolNames(url, await token(all, { client_id: 'ide-zed' }))).toEqual(
       READ_TOOLS,

@@ -32,6 +32,7 @@ describe('judge', () => {
     const audit: AuditLog = {
       record: (e) => void entries.push(e),
       rateLimited: () => undefined,
+      accessRefused: () => undefined,
       drift: () => undefined,
     }
     const policy = policyOf('rules: [{ name: all, servers: ["*"], allow: { tools: ["*"] } }]')
