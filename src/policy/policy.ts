@@ -71,6 +71,7 @@ class Conditions {
 
 /** Lists are judged on names alone (arguments are unknown then): a condition never hides. */
 const NAMES_ONLY = 'names-only'
+const NO_CONDITIONS: readonly ConditionResult[] = Object.freeze([])
 
 const DEFAULT_DENY: Verdict = { allow: false, rule: undefined, reason: 'default_deny' }
 
@@ -108,8 +109,13 @@ export class PolicySet {
     const kind = target.kind
     const value = target.kind === 'resource' ? target.uri : target.name
     const applicable = rules.all.filter((r) => appliesTo(r, caller))
-    const c = new Conditions(() => conditionInput(caller, server, target, args))
-    const conditions = (): ConditionResult[] => [...c.results.values()]
+    // Without a conditional rule on this server, judging by names is the whole check (and costs
+    // no per-call state): NAMES_ONLY then decides exactly as the conditions would.
+    const c = rules.conditional
+      ? new Conditions(() => conditionInput(caller, server, target, args))
+      : NAMES_ONLY
+    const conditions = (): readonly ConditionResult[] =>
+      c === NAMES_ONLY ? NO_CONDITIONS : [...c.results.values()]
     if (this.mode === 'dry-run') {
       const v = evaluate(applicable, kind, value, c)
       return { ...v, allow: true, dryRun: !v.allow, conditions: conditions() }
