@@ -2,11 +2,6 @@ import {
   Client,
   StreamableHTTPClientTransport,
   UnauthorizedError,
-  type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type OAuthDiscoveryState,
-  type StoredOAuthClientInformation,
-  type StoredOAuthTokens,
 } from '@modelcontextprotocol/client'
 import { decodeJwt } from 'jose'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -17,6 +12,7 @@ import {
   type TestAuthorizationServer,
 } from '../helpers/authorization-server.js'
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js'
+import { ERAS, InMemoryOAuthClient } from '../helpers/oauth-client.js'
 import { closing } from '../helpers/lifecycle.js'
 import { startSdkServer, type TestServer } from '../helpers/sdk-servers.js'
 
@@ -26,55 +22,6 @@ import { startSdkServer, type TestServer } from '../helpers/sdk-servers.js'
  * the client ask the AS for the union of what it has and what the challenge names, the user
  * consents, and the same call goes through (docs/auth.md §Scopes per tool).
  */
-
-/** The application's side of the client's OAuth support: memory, and the AS helper as browser. */
-class StepUpUser implements OAuthClientProvider {
-  readonly redirectUrl = 'http://127.0.0.1:1/oauth/callback'
-  readonly clientMetadata: OAuthClientMetadata = {
-    client_name: 'step-up test',
-    redirect_uris: [this.redirectUrl],
-    grant_types: ['authorization_code', 'refresh_token'],
-    response_types: ['code'],
-    token_endpoint_auth_method: 'none',
-  }
-  readonly authorizations: URL[] = []
-  callback: URL | undefined
-  #client: StoredOAuthClientInformation | undefined
-  #tokens: StoredOAuthTokens | undefined
-  #verifier = ''
-  #discovery: OAuthDiscoveryState | undefined
-
-  constructor(readonly as: TestAuthorizationServer) {}
-
-  clientInformation(): StoredOAuthClientInformation | undefined {
-    return this.#client
-  }
-  saveClientInformation(info: StoredOAuthClientInformation): void {
-    this.#client = info
-  }
-  tokens(): StoredOAuthTokens | undefined {
-    return this.#tokens
-  }
-  saveTokens(tokens: StoredOAuthTokens): void {
-    this.#tokens = tokens
-  }
-  async redirectToAuthorization(url: URL): Promise<void> {
-    this.authorizations.push(url)
-    this.callback = await this.as.signIn(url)
-  }
-  saveCodeVerifier(verifier: string): void {
-    this.#verifier = verifier
-  }
-  codeVerifier(): string {
-    return this.#verifier
-  }
-  saveDiscoveryState(state: OAuthDiscoveryState): void {
-    this.#discovery = state
-  }
-  discoveryState(): OAuthDiscoveryState | undefined {
-    return this.#discovery
-  }
-}
 
 /** A gateway whose publicUrl is its own URL, trusting `as`, with `delete_*` needing docs:write. */
 async function gatewayFor(as: TestAuthorizationServer, backend: TestServer): Promise<TestGateway> {
@@ -95,11 +42,6 @@ async function gatewayFor(as: TestAuthorizationServer, backend: TestServer): Pro
   return gw
 }
 
-const ERAS = [
-  { era: '2026-07-28', options: { versionNegotiation: { mode: 'auto' } } },
-  { era: '2025-11-25', options: {} },
-] as const
-
 describe('step-up with the official client and a real authorization server', () => {
   it.each(ERAS)(
     '$era: 403 insufficient_scope → the AS is asked for the union → the call goes through',
@@ -108,7 +50,7 @@ describe('step-up with the official client and a real authorization server', () 
       const backend = await closing(startSdkServer())
       const gw = await gatewayFor(as, backend)
       const url = gw.mcpUrl('weather')
-      const user = new StepUpUser(as)
+      const user = new InMemoryOAuthClient(as)
       // Signed in earlier, for the server's required scope only.
       const first = await as.issueToken(url, 'mcp:tools')
       user.saveTokens({ access_token: first, token_type: 'Bearer', scope: 'mcp:tools' })
