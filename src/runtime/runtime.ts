@@ -218,6 +218,7 @@ export function createRuntime(
   for (const [name, cfg] of Object.entries(config.servers)) {
     const catalog = compileCatalog(name, cfg, config, drift)
     const catalogMethods = catalog === undefined ? parseMethods : withCatalogMethods(parseMethods)
+    const conditional = policy?.hasConditions(name) === true
     const upstreamHeaders: string[] = []
     for (const [k, v] of Object.entries(cfg.headers)) upstreamHeaders.push(k, v)
     const balancing = new ServerBalancing(name, cfg, upstreamHeaders, balancingContext)
@@ -229,14 +230,11 @@ export function createRuntime(
         parseAlways: !cfg.trustHeaders,
         // The catalog stage reads (and may rewrite) the name in these bodies, as policy does.
         // SECURITY: a condition judges arguments, which a header-trusting path never reads.
-        parseMethods:
-          policy?.hasConditions(name) === true
-            ? withConditionMethods(catalogMethods)
-            : catalogMethods,
+        parseMethods: conditional ? withConditionMethods(catalogMethods) : catalogMethods,
         allowLegacy: cfg.legacyClients === 'allow',
         maxDepth: config.limits.maxJsonDepth,
         // SECURITY: what a condition read of the arguments must be what every backend reads.
-        judgesArguments: policy?.hasConditions(name) === true,
+        judgesArguments: conditional,
       },
       balancing,
       upstreamHeaders,
