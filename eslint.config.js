@@ -68,6 +68,37 @@ function layerRules() {
   })
 }
 
+/**
+ * One admission, one send (docs/design/member-path.md): the attempt loop is driven by the one
+ * send (src/endpoint/send.ts) and a policy decision is taken by the one judge (src/endpoint/judge.ts),
+ * which endpoint/admit.ts calls; every other caller goes through a server's endpoint.
+ */
+const ONE_SEND = {
+  selector: "ImportDeclaration[importKind!='type'][source.value=/upstream\\/attempts(\\.js)?$/]",
+  message:
+    'only src/endpoint/send.ts runs the attempt loop: send through the server endpoint (endpoint/endpoint.ts)',
+}
+const ONE_JUDGE = {
+  selector:
+    "CallExpression[callee.property.name='check'][callee.object.name='policy'], CallExpression[callee.property.name='check'][callee.object.property.name='policy']",
+  message:
+    'only src/endpoint/judge.ts takes policy decisions: admit through the server endpoint (endpoint/admit.ts)',
+}
+const SEND_HOME = ['src/endpoint/send.ts', 'src/upstream/**']
+const JUDGE_HOME = ['src/endpoint/judge.ts', 'src/policy/**']
+
+function doorRules() {
+  return [
+    {
+      files: ['src/**/*.ts'],
+      ignores: [...SEND_HOME, ...JUDGE_HOME],
+      rules: { 'no-restricted-syntax': ['error', ONE_SEND, ONE_JUDGE] },
+    },
+    { files: SEND_HOME, rules: { 'no-restricted-syntax': ['error', ONE_JUDGE] } },
+    { files: JUDGE_HOME, rules: { 'no-restricted-syntax': ['error', ONE_SEND] } },
+  ]
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/results/**', 'coverage/**'] },
   js.configs.recommended,
@@ -113,6 +144,7 @@ export default tseslint.config(
     },
   },
   ...layerRules(),
+  ...doorRules(),
   {
     files: ['src/upstream/**', 'src/pipeline/**', 'src/cache/**'],
     rules: {

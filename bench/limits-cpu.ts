@@ -1,6 +1,6 @@
 /**
  * CPU a rate limit adds to one request, in process: the same hono route with and without the
- * rate-limit stage (one local limit that applies and is never reached), timed with
+ * admission stage (one local limit that applies and is never reached), timed with
  * process.cpuUsage over many requests, alternating, median of rounds. It isolates the stage from
  * sockets and the backend, so the figure holds on a busy machine where `npm run bench`'s
  * per-request CPU is noisy. Run: `npm run bench:limits`.
@@ -13,7 +13,8 @@ import { compileLimit } from '../src/limits/rules.js'
 import { LimitState } from '../src/limits/state.js'
 import { createAuditLog } from '../src/observability/audit.js'
 import { createMetrics } from '../src/observability/metrics.js'
-import { rateLimit } from '../src/pipeline/rate-limit.js'
+import { compileEndpoints } from '../src/endpoint/endpoint.js'
+import { admitRequest } from '../src/pipeline/admit.js'
 import { clientAddress } from '../src/limits/client-ip.js'
 
 const REQUESTS = Number(process.env['BENCH_LIMIT_REQUESTS'] ?? 50_000)
@@ -33,13 +34,18 @@ const limit = compileLimit({
 const log = pino({ level: 'silent' })
 const limiter = new Limiter([limit], new LimitState({ log }), 1)
 const runtime = { clientAddress: clientAddress([]), policy: { id: 'bench' } }
-const mcp = { method: 'tools/call', targets: [{ kind: 'tool', name: 'get_forecast' }] }
+const mcp = {
+  era: 'modern',
+  method: 'tools/call',
+  targets: [{ kind: 'tool', name: 'get_forecast' }],
+}
 
 const setVars: MiddlewareHandler<GatewayEnv> = async (c, next) => {
   c.set('mcp', mcp as never)
   c.set('principal', undefined)
   c.set('server', { name: 'bench' } as never)
   c.set('runtime', runtime as never)
+  c.set('requestId', 'bench')
   await next()
 }
 
@@ -56,15 +62,20 @@ const env = {
   outgoing: { setHeader: () => undefined },
 }
 const plain = app(undefined)
-const limited = app(
-  rateLimit({
-    limiter,
-    audit: createAuditLog(log),
-    metrics: createMetrics(false),
-    clientAddress: clientAddress([]),
-    policyId: 'bench',
-  }),
-)
+const audit = createAuditLog(log)
+const metrics = createMetrics(false)
+const limiting = { limiter, audit, metrics, clientAddress: clientAddress([]), policyId: 'bench' }
+// The stage only admits: the server's send is never reached.
+const server = { name: 'bench', config: { extraMethods: [] } } as never
+const endpoints = compileEndpoints([server], {
+  audit,
+  metrics,
+  policy: undefined,
+  limiting,
+  tracing: false,
+  auth: undefined,
+})
+const limited = app(admitRequest(endpoints) as MiddlewareHandler<GatewayEnv>)
 const req = new Request('http://127.0.0.1/mcp/bench', { method: 'POST' })
 
 async function cpuPerRequest(a: Hono<GatewayEnv>): Promise<number> {
@@ -86,7 +97,7 @@ for (let round = 0; round < ROUNDS + 1; round++) {
 added.sort((x, y) => x - y)
 const median = added[Math.floor(added.length / 2)] ?? NaN
 console.log(
-  `rate-limit stage, one local limit: +${median.toFixed(2)} µs CPU per request ` +
+  `admission stage, one local limit: +${median.toFixed(2)} µs CPU per request ` +
     `(median of ${ROUNDS} rounds of ${REQUESTS}; route without it: ${base.toFixed(2)} µs; ` +
     `all rounds: ${added.map((a) => a.toFixed(2)).join(', ')})`,
 )

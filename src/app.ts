@@ -8,20 +8,19 @@ import { GatewayError, renderError, toGatewayError } from './errors.js'
 import { peekRawId } from './mcp/jsonrpc.js'
 import { accessLog } from './pipeline/access-log.js'
 import { authenticate } from './pipeline/authenticate.js'
-import { authorize } from './pipeline/authorize.js'
+import { admitRequest } from './pipeline/admit.js'
 import { catalogView } from './pipeline/catalog.js'
 import { chain, type Stage } from './pipeline/chain.js'
 import { classifyRequest } from './pipeline/classify.js'
-import { exchangeToken } from './pipeline/exchange-token.js'
 import { frontDoor } from './pipeline/front-door.js'
 import { edgeCache } from './pipeline/edge-cache.js'
 import { ALREADY_SENT } from './pipeline/node-response.js'
 import { proxy } from './pipeline/proxy.js'
-import { rateLimit } from './pipeline/rate-limit.js'
 import { createAuditLog, type AuditLog } from './observability/audit.js'
 import { argumentsViewFor } from './observability/redact.js'
 import { compileClientGates } from './match/clients.js'
 import { ScopeGate } from './match/scopes.js'
+import { compileEndpoints } from './endpoint/endpoint.js'
 import { readRequest } from './pipeline/read-request.js'
 import { virtualStage } from './pipeline/virtual.js'
 import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
@@ -93,7 +92,6 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   app.options(CATALOG_PATH, cardPreflight)
 
   const tracing = deps.tracing
-  const exchanges = [...runtime.servers.values()].some((s) => s.config.tokenExchange !== undefined)
   // One audit log for every stage, so one request's lines reach the log in order; call arguments
   // only as `audit.arguments` says (observability/redact.ts).
   const view = argumentsViewFor(runtime.config.audit, deps.log)
@@ -109,6 +107,18 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     clientAddress: runtime.clientAddress,
     policyId: runtime.policy?.id ?? '',
   }
+  // One endpoint per server (endpoint/endpoint.ts): the one admission every request to it passes,
+  // directly or as a virtual server's member. Compiled per runtime, as the app is.
+  const policy = runtime.policy
+  const tracingOn = tracing !== undefined
+  const endpoints = compileEndpoints(runtime.servers.values(), {
+    ...judging,
+    policy,
+    limiting,
+    tracing: tracingOn,
+    auth: runtime.auth,
+  })
+  const admits = policy !== undefined || scopes !== undefined || limiting !== undefined
   const catalogs = [...runtime.servers.values()].some((s) => s.catalog !== undefined)
   // The stages every /mcp/<name> request runs through, a server's or a virtual server's alike.
   const front: (Stage | undefined | false)[] = [
@@ -124,13 +134,10 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     present([
       ...front,
       catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
-      (runtime.policy !== undefined || scopes !== undefined) && authorize(runtime.policy, judging), // scopes, then policy, on named targets; list filters for lists
-      tracing && runtime.policy && traceMark(EVENT.policy, { decision: 'allow' }),
-      limiting && rateLimit(limiting), // per-principal limits (docs/rate-limits.md); before the cache
+      admits && admitRequest(endpoints), // scopes, policy, limits (endpoint/admit.ts); before the cache
       deps.cache && edgeCache(deps.cache, deps.log), // cacheable results served from the edge
       tracing && deps.cache && traceCacheMiss(),
-      exchanges && exchangeToken(), // RFC 8693 upstream credentials, for servers with tokenExchange
-      proxy(deps.metrics.tools), // replica choice, streaming forward
+      proxy(deps.metrics.tools, endpoints), // credentials (RFC 8693), replica choice, streaming forward
     ]),
     onError,
   )
@@ -147,9 +154,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
         log: deps.log,
         metrics: deps.metrics,
         cache: deps.cache,
-        judging,
-        limiting,
-        tracing: tracing !== undefined,
+        endpoints,
       }),
     ]),
     onError,

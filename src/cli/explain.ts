@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util'
 import { explainCatalog } from '../catalog/explain.js'
+import { admitLikeServe, heldScopes } from './explain-admit.js'
 import { explainScopes, parseScopes, type ScopeExplanation } from './explain-scopes.js'
 import { ConfigError, loadConfigFile, type LoadedConfig } from '../runtime/load.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
@@ -31,7 +32,8 @@ const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
   --args    the call's arguments, for rules with \`if\` or \`unless\`, e.g. '{"database":"sales"}'
             (omitted: no arguments; completion/complete's are '{"name":…,"value":…}')
   --scopes  the token's scopes, space-separated: checked against requiredScopes and the server's
-            \`scopes:\` before policy; a missing one is a 403 (omitted: scopes are not checked)
+            \`scopes:\` before policy; a missing one is a 403 (omitted: the \`scope\` / \`scp\`
+            claim of --claims, as the gateway reads the token; no --claims: not checked)
   exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
 `
 
@@ -40,6 +42,9 @@ const q = (s: string): string => JSON.stringify(s)
 const RULE_DRY = ' [mode: dry-run]'
 const GLOBAL_DRY_RUN = ' (policyMode: dry-run)'
 const DRY_RUN_NOTE = ' (dry run: not enforced, the request goes through)'
+
+const NO_TARGET =
+  'a known method that names no target for policy to judge: admitted, a list filtered item by item'
 
 const NO_SCOPE =
   'the token lacks a scope this call needs (403 insufficient_scope; a client can step up)'
@@ -101,16 +106,26 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
   // The deadline keys on the backend's name, as policy does (docs/balancing.md "Deadlines").
   const deadline = explainDeadline(loaded.config, judged.server, judged.target)
   // Scopes come before policy, on the backend's names too (docs/auth.md §Scopes per tool).
-  const scopes = explainScopes(
+  const held = heldScopes(opts.scopes, opts.caller)
+  const scopes = explainScopes(loaded.config, opts.server, judged.server, judged.target, held)
+  // The verdict is the gateway's own admission's (cli/explain-admit.ts), never a second reading.
+  const verdict = admitLikeServe(
     loaded.config,
+    loaded.policy,
     opts.server,
     judged.server,
     judged.target,
+    opts.caller,
+    opts.args,
     opts.scopes,
   )
   const scopeLine = scopes === undefined ? '' : `${scopes.line}\n`
   const scopeJson = scopesJson(scopes)
-  if (scopes !== undefined && scopes.missing.length > 0) {
+  if (verdict.kind === 'refused') return refusedBefore(verdict.code, opts, io)
+  if (
+    (scopes !== undefined && scopes.missing.length > 0) ||
+    verdict.kind === 'insufficient_scope'
+  ) {
     const json = JSON.stringify({
       decision: 'deny',
       reason: 'insufficient_scope',
@@ -121,7 +136,19 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     return EXPLAIN_EXIT.deny
   }
   const policy = loaded.policy
-  if (policy === undefined) {
+  const decision = verdict.decision
+  if (policy !== undefined && decision === undefined) {
+    // A known method naming no target (a list, discovery): admitted, its answer filtered per item.
+    const limits = limitsJson(policy, judged)
+    const json = { decision: 'allow', reason: 'no_target', limits, ...scopeJson, ...catalogJson }
+    io.out(
+      opts.json
+        ? `${JSON.stringify({ ...json, deadline: deadline.json })}\n`
+        : `decision: allow\nreason: ${NO_TARGET}\nlimits: ${limitsFor(policy, judged).map(describeLimit).join('; ') || '(none)'}\n${scopeLine}${extra}${deadline.line}\n`,
+    )
+    return EXPLAIN_EXIT.allow
+  }
+  if (policy === undefined || decision === undefined) {
     const json = JSON.stringify({
       decision: 'allow',
       policies: false,
@@ -136,7 +163,6 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     )
     return EXPLAIN_EXIT.allow
   }
-  const decision = policy.check(judged.caller, judged.server, judged.target, judged.args)
   const text = opts.json
     ? `${JSON.stringify({ ...toJson(decision, judged, policy), ...scopeJson, ...catalogJson, deadline: deadline.json })}\n`
     : `${describe(decision, judged, policy)}${scopeLine}${extra}${deadline.line}\n`
@@ -209,9 +235,27 @@ function explainVirtual(
     // A member's request keeps the member's own deadline (docs/virtual-servers.md).
     const deadline = explainDeadline(loaded.config, c.member, c.target)
     // The member's scopes, through this endpoint (docs/auth.md §Scopes per tool).
-    const scopes = explainScopes(loaded.config, opts.server, c.member, c.target, opts.scopes)
+    const held = heldScopes(opts.scopes, opts.caller)
+    const scopes = explainScopes(loaded.config, opts.server, c.member, c.target, held)
     const scopeLine = scopes === undefined ? '' : `${scopes.line}\n`
-    if (scopes !== undefined && scopes.missing.length > 0) {
+    // The member's own admission, through this endpoint, as `serve` asks it (cli/explain-admit.ts).
+    // prettier-ignore
+    const verdict = admitLikeServe(
+      loaded.config, policy, opts.server, c.member, c.target, opts.caller, opts.args, opts.scopes,
+    )
+    if (verdict.kind === 'refused') {
+      const at = { member: c.member, via: c.via, exposed: c.exposed }
+      if (opts.json) json.push({ ...at, decision: 'deny', reason: verdict.code })
+      else
+        io.out(
+          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: deny\nreason: ${verdict.code}\n\n`,
+        )
+      continue
+    }
+    if (
+      (scopes !== undefined && scopes.missing.length > 0) ||
+      verdict.kind === 'insufficient_scope'
+    ) {
       const at = { member: c.member, via: c.via, exposed: c.exposed }
       if (opts.json)
         json.push({ ...at, decision: 'deny', reason: 'insufficient_scope', ...scopesJson(scopes) })
@@ -221,7 +265,8 @@ function explainVirtual(
         )
       continue
     }
-    if (policy === undefined) {
+    const d = verdict.decision
+    if (policy === undefined || d === undefined) {
       allowed = true
       if (opts.json)
         json.push({
@@ -229,17 +274,16 @@ function explainVirtual(
           via: c.via,
           exposed: c.exposed,
           decision: 'allow',
-          policies: false,
+          ...(policy === undefined ? { policies: false } : { reason: 'no_target' }),
           ...scopesJson(scopes),
           deadline: deadline.json,
         })
       else
         io.out(
-          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: no policies configured\n${scopeLine}${deadline.line}\n\n`,
+          `virtual server ${q(opts.server)} → member ${q(c.member)}, ${via}\ndecision: allow\nreason: ${policy === undefined ? 'no policies configured' : NO_TARGET}\n${scopeLine}${deadline.line}\n\n`,
         )
       continue
     }
-    const d = policy.check(opts.caller, c.member, c.target, opts.args)
     if (d.allow) allowed = true
     if (opts.json)
       json.push({
@@ -260,6 +304,16 @@ function explainVirtual(
       `${JSON.stringify({ virtualServer: opts.server, decision: allowed ? 'allow' : 'deny', members: json })}\n`,
     )
   return allowed ? EXPLAIN_EXIT.allow : EXPLAIN_EXIT.deny
+}
+
+/** A call admission refuses before policy (a URI not in normal form, an unknown method). */
+function refusedBefore(code: string, opts: ExplainOptions, io: ExplainIo): number {
+  io.out(
+    opts.json
+      ? `${JSON.stringify({ decision: 'deny', reason: code })}\n`
+      : `decision: deny\nreason: ${code} (refused before policy, as the gateway refuses it)\n`,
+  )
+  return EXPLAIN_EXIT.deny
 }
 
 interface ExplainOptions {
@@ -379,14 +433,18 @@ function toJson(d: Decision, o: ExplainOptions, policy: PolicySet): Record<strin
     conditions: d.conditions,
     dryRun: d.dryRun,
     policy: policy.id,
-    limits: limitsFor(policy, o).map((l) => ({
-      name: l.name,
-      source: l.source,
-      key: keyText(l),
-      ...(l.rate && { rate: rateText(l), burst: l.rate.burst }),
-      ...(l.concurrency !== undefined && { concurrency: l.concurrency }),
-    })),
+    limits: limitsJson(policy, o),
   }
+}
+
+function limitsJson(policy: PolicySet, o: ExplainOptions): Record<string, unknown>[] {
+  return limitsFor(policy, o).map((l) => ({
+    name: l.name,
+    source: l.source,
+    key: keyText(l),
+    ...(l.rate && { rate: rateText(l), burst: l.rate.burst }),
+    ...(l.concurrency !== undefined && { concurrency: l.concurrency }),
+  }))
 }
 
 /** The method a target is named by (a `--method` names the method itself). */

@@ -5,11 +5,11 @@ import type { McpRequestInfo } from '../mcp/classify.js'
 import { parseMessage } from '../mcp/jsonrpc.js'
 import type { RequestHead } from '../mcp/request-head.js'
 import { locate } from '../mcp/rewrite.js'
-import { sendWithRetries } from '../upstream/attempts.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { EndpointCall } from './call.js'
 import { CollectingResponse } from './collect.js'
-import { planAttempt, type PlanOptions, type PlanServer } from './plan.js'
+import type { PlanOptions, PlanServer } from './plan.js'
+import { sendPlanned, type Seen } from './send.js'
 
 /** What a server is to a read (a ServerRuntime has all of it). */
 export interface AskServer extends PlanServer {
@@ -62,19 +62,25 @@ export async function ask(
     return undefined
   }
   try {
-    const planned = planAttempt(server, call, {
-      ...opts,
-      tasks: opts.tasks ?? 'none',
-      maxStreams: Infinity,
-      rewriters: [...(opts.rewriters ?? []), collect],
-      anyStatus: true,
-    })
-    if (planned.kind === 'answer') {
-      const parsed = JSON.parse(planned.body) as Record<string, unknown>
+    const seen: Seen = { upstream: undefined }
+    const sent = await sendPlanned(
+      server,
+      call,
+      sink.asResponse(),
+      {
+        ...opts,
+        tasks: opts.tasks ?? 'none',
+        maxStreams: Infinity,
+        rewriters: [...(opts.rewriters ?? []), collect],
+        anyStatus: true,
+      },
+      seen,
+    )
+    if (sent.kind === 'answer') {
+      const parsed = JSON.parse(sent.body) as Record<string, unknown>
       return { status: 200, message: parsed }
     }
-    const plan = planned.plan
-    const result = await sendWithRetries(sink.asResponse(), server.balancing, plan)
+    const result = sent.result
     if (result.kind !== 'done' || message === undefined) {
       if (sink.destroyed) throw new GatewayError('upstream_timeout', 'fan-out deadline')
       throw new GatewayError('upstream_bad_response', `server ${server.name}: no answer`)
@@ -84,7 +90,7 @@ export async function ask(
       status: result.status,
       message,
       sessionId: typeof sid === 'string' ? sid : undefined,
-      upstream: plan.upstream,
+      upstream: seen.upstream,
     }
   } finally {
     signal?.removeEventListener('abort', onAbort)

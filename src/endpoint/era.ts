@@ -7,7 +7,6 @@ import { CACHEABLE_METHODS } from '../mcp/methods.js'
 import { locate } from '../mcp/rewrite.js'
 import type { ResultHook } from '../mcp/result-transform.js'
 import type { TaskIdSealer } from '../mcp/task-ids.js'
-import { sendWithRetries } from '../upstream/attempts.js'
 import { UpstreamFailure } from '../upstream/failure.js'
 import type { ForwardResult } from '../upstream/forward-types.js'
 import type { Upstream } from '../upstream/upstream.js'
@@ -24,7 +23,8 @@ import {
   type SessionHeaders,
 } from './era-session.js'
 import { MemberSessions, type MemberSession } from './member-sessions.js'
-import { planAttempt, type HeldSession } from './plan.js'
+import type { HeldSession } from './plan.js'
+import { sendPlanned, type Seen } from './send.js'
 
 /**
  * What one virtual server learnt of its members' eras, and the sessions it holds toward the
@@ -314,29 +314,30 @@ export async function streamInEra(
       initializeMember(send, caller.session),
     )
     const body = withoutEnvelope(req.call.body)
-    const planned = planAttempt(
-      member,
-      { ...req.call, body, mcp: { ...req.call.mcp, era: 'legacy' } },
-      {
-        ...req.opts,
-        rewriters,
-        tasks: tasks ?? 'none',
-        // SECURITY: a client's stream through a 2025-only member holds that caller's budget too.
-        maxStreams: req.opts.maxStreams ?? Infinity,
-        session: heldSession(session, session.pin),
-        onHeaders: (status, h) => {
-          member.balancing.onHeaders(status, h)
-          // SECURITY: the member's session id is the gateway's business; the client has its own.
-          delete h['mcp-session-id']
-        },
-      },
-    )
-    if (planned.kind === 'answer') throw new GatewayError('internal', 'no in-band answer here')
-    const plan = planned.plan
+    const seen: Seen = { upstream: undefined }
     try {
-      // Not a long-lived stream (no onStreamEnd): the loop returns once the answer is over.
-      const result = (await sendWithRetries(res, member.balancing, plan)) as ForwardResult
-      return { result, upstream: plan.upstream }
+      // Not a long-lived stream (no onStreamEnd): the send returns once the answer is over.
+      const sent = await sendPlanned(
+        member,
+        { ...req.call, body, mcp: { ...req.call.mcp, era: 'legacy' } },
+        res,
+        {
+          ...req.opts,
+          rewriters,
+          tasks: tasks ?? 'none',
+          // SECURITY: a client's stream through a 2025-only member holds that caller's budget too.
+          maxStreams: req.opts.maxStreams ?? Infinity,
+          session: heldSession(session, session.pin),
+          onHeaders: (status, h) => {
+            member.balancing.onHeaders(status, h)
+            // SECURITY: the member's session id is the gateway's business; the client has its own.
+            delete h['mcp-session-id']
+          },
+        },
+        seen,
+      )
+      if (sent.kind === 'answer') throw new GatewayError('internal', 'no in-band answer here')
+      return { result: sent.result as ForwardResult, upstream: seen.upstream }
     } catch (err) {
       const gone = err instanceof GatewayError && err.code === 'session_not_found'
       if (!gone) throw err

@@ -53,7 +53,7 @@ export interface HeldSession {
 /** How a request is forwarded beyond what the call itself says. */
 export interface PlanOptions {
   /** `Authorization` for the backend (token exchange, RFC 8693); never the caller's own. */
-  readonly auth: string | undefined
+  readonly auth?: string | undefined
   /** Trace context of the gateway span, for headers and `params._meta`. */
   readonly propagation?: Readonly<Record<string, string>> | undefined
   readonly changes?: HeaderChanges | undefined
@@ -163,8 +163,7 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
   // Long-lived streams have budgets of their own, per caller here and per replica in the attempt
   // loop, so idle streams cannot take the capacity ordinary requests need (docs/balancing.md
   // "Streams"). Opened last: nothing after it may throw before the caller's `try` gives it back.
-  const stream = isStreamMethod(mcp.method) || method === 'GET'
-  const stop = stream
+  const stop = isLongLived(call)
     ? b.lifecycle.openStream(callerKey(call.principal, call.peer), opts.maxStreams)
     : undefined
   const expected = method === 'POST' ? expectedId(mcp, body) : undefined
@@ -198,6 +197,14 @@ export function planAttempt(server: PlanServer, call: EndpointCall, opts: PlanOp
     onStreamEnd: opts.onStreamEnd,
   }
   return { kind: 'plan', plan }
+}
+
+/**
+ * Whether a request is a long-lived stream (`subscriptions/listen`, `events/stream`, a 2025-era
+ * GET stream): held under the stream budgets (docs/balancing.md "Streams").
+ */
+export function isLongLived(call: Pick<EndpointCall, 'mcp' | 'http'>): boolean {
+  return isStreamMethod(call.mcp.method) || call.http === 'GET'
 }
 
 /**

@@ -189,3 +189,11 @@ export function peekRawId(body: Uint8Array | undefined): string | undefined {
 export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
+
+/**
+ * A server's answer to a method it does not implement (JSON-RPC 2.0 §5.1, -32601), with the
+ * request's id as the client wrote it and no gateway marker.
+ */
+export function methodNotFoundBody(rawId: string): string {
+  return `{"jsonrpc":"2.0","id":${rawId},"error":{"code":-32601,"message":"Method not found"}}`
+}

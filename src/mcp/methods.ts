@@ -54,6 +54,8 @@ interface MethodSpec {
    * "Streams").
    */
   readonly stream?: true
+  /** Where its arguments sit in `params` (what conditions and the audit read). */
+  readonly arguments?: 'arguments' | 'argument'
 }
 
 const TABLE: Readonly<Record<string, MethodSpec>> = {
@@ -61,10 +63,11 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   'server/discover': { eras: 'modern', cacheable: true, retrySafe: true, resultArray: 'supportedVersions' },
   // prettier-ignore
   'tools/list': { eras: 'both', listKey: 'tools', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'tools' },
-  'tools/call': { eras: 'both', named: 'tool', curatedName: true },
+  'tools/call': { eras: 'both', named: 'tool', curatedName: true, arguments: 'arguments' },
   // prettier-ignore
   'prompts/list': { eras: 'both', listKey: 'prompts', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'prompts' },
-  'prompts/get': { eras: 'both', named: 'prompt', retrySafe: true, curatedName: true },
+  // prettier-ignore
+  'prompts/get': { eras: 'both', named: 'prompt', retrySafe: true, curatedName: true, arguments: 'arguments' },
   // prettier-ignore
   'resources/list': { eras: 'both', listKey: 'resources', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'resources' },
   // prettier-ignore
@@ -72,7 +75,7 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   // prettier-ignore
   'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true, resultArray: 'contents' },
   // prettier-ignore
-  'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true, curatedName: true },
+  'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true, curatedName: true, arguments: 'argument' },
   'subscriptions/listen': { eras: 'modern', bodyTargets: true, stream: true },
   // The events extension (SEP-3415). A poll may consume what it returns (emit-only event types),
   // so it is never retried or cached; its cursor is relayed byte for byte.
@@ -176,6 +179,14 @@ export const BODY_TARGET_METHODS = namesWhere((m) => m.bodyTargets === true)
 
 /** The events extension's methods that name one event type in `params.name`. */
 export const EVENT_NAME_METHODS = namesWhere((m) => m.eventName === true)
+
+/**
+ * Where each method that carries arguments has them in `params` (spec 2026-07-28 server/tools,
+ * server/prompts, server/utilities/completion): `arguments`, or completion's one `argument`.
+ */
+export const ARGUMENT_FIELDS: ReadonlyMap<string, string> = new Map(
+  rows.flatMap(([name, m]) => (m.arguments === undefined ? [] : [[name, m.arguments] as const])),
+)
 
 const STREAM_METHODS = namesWhere((m) => m.stream === true)
 

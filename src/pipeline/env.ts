@@ -19,8 +19,6 @@ interface GatewayVariables {
   body: Buffer
   mcp: McpRequestInfo
   principal: Principal | undefined
-  /** `Authorization` for the backend from token exchange (RFC 8693); never the caller's own. */
-  upstreamAuthorization: string | undefined
   /** Stable reason code of the outcome, for the access log and metrics. */
   outcome: string
   upstreamId: string

@@ -1,26 +1,23 @@
 import type { ServerResponse } from 'node:http'
 import type { Context, MiddlewareHandler } from 'hono'
 import { attemptEvents, propagationOf } from '../endpoint/call.js'
-import { planAttempt } from '../endpoint/plan.js'
+import { endpointOf, type Endpoints } from '../endpoint/endpoint.js'
+import { isLongLived } from '../endpoint/plan.js'
+import { outcomeOf, type Finished, type Seen, type Sent } from '../endpoint/send.js'
 import { toGatewayError } from '../errors.js'
 import type { ToolCatalog } from '../observability/tool-labels.js'
-import { sendWithRetries } from '../upstream/attempts.js'
-import type { ServerBalancing } from '../upstream/balancing.js'
-import type { ForwardResult, StreamHead } from '../upstream/forward-types.js'
-import type { StreamStop } from '../upstream/lifecycle.js'
-import type { Upstream } from '../upstream/upstream.js'
 import { callOf } from './endpoint-call.js'
 import type { GatewayEnv } from './env.js'
 import { ALREADY_SENT } from './node-response.js'
 import { StreamEnding } from './stream-ending.js'
 
 /**
- * Last stage: picks a replica and streams the request to it and the answer back, writing straight
- * into Node's response (docs/design/hot-path.md: web Response objects cost ~1.5x on this path).
- * What is sent is planned once (endpoint/plan.ts, as for a virtual server's member requests);
- * which replicas, and when another one is tried, is upstream/attempts.ts (docs/design/retries.md).
+ * Last stage: sends the admitted request through its server's endpoint (endpoint/endpoint.ts
+ * send: credentials, plan, attempt loop, books) and the answer back, written straight into Node's
+ * response (docs/design/hot-path.md: web Response objects cost ~1.5x on this path). Which replicas,
+ * and when another one is tried, is upstream/attempts.ts (docs/design/retries.md).
  */
-export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
+export const proxy = (tools: ToolCatalog, endpoints: Endpoints): MiddlewareHandler<GatewayEnv> =>
   async function proxy(c) {
     // c.get, never the `var` getter: hono's getter copies every variable into a new object per access.
     const server = c.get('server')
@@ -34,39 +31,40 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
       const learn = tools.learner(server.name)
       if (learn !== undefined) observers = [...observers, learn]
     }
-    const config = c.get('runtime').config
-    const planned = planAttempt(server, call, {
-      auth: c.get('upstreamAuthorization'),
+    const limits = c.get('runtime').config.limits
+    const endpoint = endpointOf(endpoints, server.name)
+    const opts = {
       propagation: propagationOf(call),
       observers,
       listFilter: filter,
-      tasks: 'own',
-      maxInspectBytes: config.limits.maxInspectBytes,
-      maxObservedBytes: config.cache?.maxEntryBytes,
-      maxStreams: config.limits.maxStreamsPerPrincipal,
+      tasks: 'own' as const,
+      maxInspectBytes: limits.maxInspectBytes,
+      maxObservedBytes: c.get('runtime').config.cache?.maxEntryBytes,
+      maxStreams: limits.maxStreamsPerPrincipal,
       onAttempt: attemptEvents(call),
-    })
-    if (planned.kind === 'answer') {
-      c.set('outcome', planned.outcome)
-      return c.body(planned.body, 200, { 'content-type': 'application/json' })
     }
-    const b = server.balancing
-    const stop = planned.plan.stop
-    if (stop !== undefined) {
+    if (isLongLived(call)) {
       // A stream's head: from then on the stream no longer needs the stages (StreamWatch below).
-      const watch = new StreamWatch(c, b.lifecycle, stop)
-      const plan = { ...planned.plan, onStreamEnd: watch.end }
-      return watch.follow(sendWithRetries(c.env.outgoing, b, plan), plan)
+      const watch = new StreamWatch(c)
+      const out = c.env.outgoing
+      return watch.follow(endpoint.send(call, out, { ...opts, onStreamEnd: watch.end }, watch))
     }
-    const plan = planned.plan
+    const seen: Seen = { upstream: undefined }
     try {
-      const result = await sendWithRetries(c.env.outgoing, b, plan)
-      c.set('outcome', outcomeOf(result))
+      const sent = await endpoint.send(call, c.env.outgoing, opts, seen)
+      if (sent.kind === 'answer') return answered(c, sent)
+      c.set('outcome', outcomeOf(sent.result))
       return ALREADY_SENT
     } finally {
-      if (plan.upstream !== undefined) c.set('upstreamId', plan.upstream.id)
+      if (seen.upstream !== undefined) c.set('upstreamId', seen.upstream.id)
     }
   }
+
+/** A request the endpoint answered in the server's name (a task this caller does not own). */
+function answered(c: Context<GatewayEnv>, sent: { outcome: string; body: string }): Response {
+  c.set('outcome', sent.outcome)
+  return c.body(sent.body, 200, { 'content-type': 'application/json' })
+}
 
 /**
  * A long-lived stream (`subscriptions/listen`, a 2025-era GET). Until its head is written it is a
@@ -82,35 +80,33 @@ export const proxy = (tools: ToolCatalog): MiddlewareHandler<GatewayEnv> =>
  * context included (V8 gives one context to all closures of a scope), and every promise, reaction
  * and derived promise is held for as long as the stream is open.
  */
-class StreamWatch {
+class StreamWatch implements Seen {
   readonly #ending = new StreamEnding()
   readonly #res: ServerResponse
-  readonly #lifecycle: ServerBalancing['lifecycle']
-  readonly #stop: StreamStop
   /** The request's context, until the head is written or the forward settles, whichever is first. */
   #c: Context<GatewayEnv> | undefined
-  #plan: { readonly upstream: Upstream | undefined } | undefined
-  /** The replica that answered, once the stream's head is out (the plan is let go then). */
+  /** The replica last tried, told by the send (endpoint/send.ts), as the head is out at the latest. */
+  upstream: Seen['upstream']
+  /** The replica that answered, once the stream's head is out. */
   #upstreamId: string | undefined
   #answer: ((answer: Response) => void) | undefined
   #fail: ((err: unknown) => void) | undefined
 
-  constructor(c: Context<GatewayEnv>, lifecycle: ServerBalancing['lifecycle'], stop: StreamStop) {
+  constructor(c: Context<GatewayEnv>) {
     this.#c = c
     this.#res = c.env.outgoing
-    this.#lifecycle = lifecycle
-    this.#stop = stop
   }
 
   /** The stage's answer: ALREADY_SENT once the head is written or the forward ends. */
-  follow(
-    forwarded: Promise<ForwardResult | StreamHead>,
-    plan: { readonly upstream: Upstream | undefined },
-  ): Promise<Response> {
-    this.#plan = plan
+  follow(forwarded: Promise<Sent>): Promise<Response> {
     // Callbacks of their own, not fields: once the promise settled, a held stream keeps neither.
     forwarded.then(
-      (result) => (result.kind === 'streaming' ? this.#head() : this.#ended(result, undefined)),
+      (sent) =>
+        sent.kind === 'answer'
+          ? this.#answered(sent)
+          : sent.result.kind === 'streaming'
+            ? this.#head()
+            : this.#ended(sent.result, undefined),
       (err: unknown) => this.#ended(undefined, err),
     )
     return new Promise((resolve, reject) => {
@@ -120,22 +116,29 @@ class StreamWatch {
   }
 
   /** AttemptPlan.onStreamEnd: a stream whose head was written has ended. */
-  readonly end = (result: ForwardResult): void => this.#ended(result, undefined)
+  readonly end = (result: Finished): void => this.#ended(result, undefined)
+
+  /** Answered in the server's name before anything was sent. */
+  #answered(sent: { outcome: string; body: string }): void {
+    const c = this.#c
+    const answer = this.#answer
+    this.#release()
+    if (c !== undefined) answer?.(answered(c, sent))
+  }
 
   /** The head is written: the stages may return. */
   #head(): void {
     const c = this.#c
     if (c === undefined) return
-    this.#upstreamId = this.#plan?.upstream?.id
+    this.#upstreamId = this.upstream?.id
     c.set('streamEnd', this.#ending)
     const answer = this.#answer
     this.#release()
     answer?.(ALREADY_SENT)
   }
 
-  /** The forward settled: with `result`, or failed with `err`. */
-  #ended(result: ForwardResult | undefined, err: unknown): void {
-    this.#lifecycle.closeStream(this.#stop)
+  /** The forward settled: with `result`, or failed with `err` (the send gave the slot back). */
+  #ended(result: Finished | undefined, err: unknown): void {
     const c = this.#c
     if (c === undefined) {
       // Nothing fails once the head is out (the end comes with a result); should a bug make it,
@@ -145,7 +148,7 @@ class StreamWatch {
       this.#ending.end({ outcome, upstreamId: this.#upstreamId })
       return
     }
-    const upstreamId = this.#plan?.upstream?.id
+    const upstreamId = this.upstream?.id
     if (upstreamId !== undefined) c.set('upstreamId', upstreamId)
     const answer = this.#answer
     const fail = this.#fail
@@ -159,12 +162,8 @@ class StreamWatch {
 
   #release(): void {
     this.#c = undefined
-    this.#plan = undefined
+    this.upstream = undefined
     this.#answer = undefined
     this.#fail = undefined
   }
-}
-
-function outcomeOf(result: ForwardResult | StreamHead): string {
-  return result.kind === 'done' ? 'ok' : result.kind
 }

@@ -17,7 +17,7 @@ import {
 } from '../virtual/legacy-lifecycle.js'
 import { GATEWAY_INFO } from '../virtual/merge.js'
 import { endMemberSessions } from '../endpoint/era.js'
-import type { LimitDeps } from '../endpoint/limit.js'
+import type { Endpoints } from '../endpoint/endpoint.js'
 import { endLegacyListens, legacyListen } from '../virtual/listen.js'
 import type { MemberHeaders } from '../virtual/request.js'
 import { respond, virtualContext } from './virtual-answer.js'
@@ -54,8 +54,8 @@ export async function legacyFront(
   deps?: {
     readonly cache: EdgeCache | undefined
     readonly headersFor: MemberHeaders
-    /** The members' limits, which the GET stream's member streams count against. */
-    readonly limiting: LimitDeps | undefined
+    /** Every server's endpoint: the GET stream's member streams are admitted by their member's. */
+    readonly endpoints: Endpoints
   },
 ): Promise<LegacyTurn> {
   const codec = v.clientSessions
@@ -92,12 +92,12 @@ export async function legacyFront(
   // notifications, merged (virtual-listen.ts); 405 when no member offers any.
   if (method === 'GET') {
     if (deps === undefined) throw new GatewayError('method_not_allowed')
-    const { cache, headersFor, limiting } = deps
+    const { cache, headersFor, endpoints } = deps
     const out = { outcome: undefined, upstreamId: undefined }
     // prettier-ignore
     const stream = {
       v, ctx: virtualContext(c), call: callOf(c), res: c.env.outgoing, out, principal: owner, log,
-      cache, headersFor, limiting,
+      cache, headersFor, endpoints,
     }
     return { kind: 'answered', response: respond(c, out, await legacyListen(stream, session)) }
   }

@@ -1,5 +1,6 @@
 import type { MiddlewareHandler } from 'hono'
 import { classify } from '../mcp/classify.js'
+import { methodNotFoundBody } from '../mcp/jsonrpc.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
 import { trustedCall, UNREAD_CALL } from '../virtual/handle-calls.js'
 import { HANDLERS } from '../virtual/handlers.js'
@@ -29,7 +30,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
         ? await legacyFront(c, v, deps.log, {
             cache: deps.cache,
             headersFor: headersFor(callOf(c), ctx.auth, c.get('principal')),
-            limiting: deps.limiting,
+            endpoints: deps.endpoints,
           })
         : undefined
     if (legacy?.kind === 'answered') return legacy.response
@@ -68,7 +69,7 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
       // prettier-ignore
       const listen = {
         v, ctx, call, res, out, principal, log: deps.log, cache: deps.cache, message, rawId,
-        headersFor: headers, limiting: deps.limiting,
+        headersFor: headers, endpoints: deps.endpoints,
       }
       return respond(c, out, await virtualListen(listen))
     }
@@ -84,11 +85,10 @@ export const virtualStage = (deps: VirtualDeps): MiddlewareHandler<GatewayEnv> =
     const handler = HANDLERS[method]
     if (handler === undefined) {
       c.set('outcome', 'method_not_found')
-      const body = `{"jsonrpc":"2.0","id":${rawId},"error":{"code":-32601,"message":"Method not found"}}`
-      // As a server answers it (authorize.ts methodNotFound): 404 on 2026-07-28 (streamable-http
-      // §Error Handling), in band for a 2025-era client, which takes a 404 for a lost session.
+      // As a server answers it (pipeline/admit.ts): 404 on 2026-07-28 (streamable-http §Error
+      // Handling), in band for a 2025-era client, which takes a 404 for a lost session.
       const status = legacy === undefined ? 404 : 200
-      return c.body(body, status, { 'content-type': 'application/json' })
+      return c.body(methodNotFoundBody(rawId), status, { 'content-type': 'application/json' })
     }
     // prettier-ignore
     const r: VirtualRequest = {

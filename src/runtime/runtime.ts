@@ -11,6 +11,7 @@ import { Limiter } from '../limits/limiter.js'
 import { LimitState } from '../limits/state.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import {
+  ARGUMENT_FIELDS,
   BODY_TARGET_METHODS,
   CACHEABLE_METHODS,
   CURATED_NAME_METHODS,
@@ -20,7 +21,6 @@ import { compileHeaderRules, type HeaderRules } from '../mcp/owned-headers.js'
 import { PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { createAuditLog, createDeadlineAudit } from '../observability/audit.js'
-import { ARGUMENT_METHODS } from '../endpoint/judge.js'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.js'
 import { ServerBalancing } from '../upstream/balancing.js'
 import {
@@ -115,7 +115,7 @@ function parseMethodsFor(config: GatewayConfig): Set<string> {
   // The cache key needs cursor/uri, and a hit answers with the request's raw id (docs/cache.md).
   if (config.cache !== undefined) for (const method of CACHEABLE_METHODS) methods.add(method)
   // Policy's audit lines show the call's arguments (docs/operations.md "Audit log").
-  if (auditsArguments(config)) for (const method of ARGUMENT_METHODS) methods.add(method)
+  if (auditsArguments(config)) for (const method of ARGUMENT_FIELDS.keys()) methods.add(method)
   return methods
 }
 

@@ -2,13 +2,12 @@ import { memberBackendName } from '../catalog/member.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { isRecord, peekRawId, type JsonRpcMessage } from '../mcp/jsonrpc.js'
-import { uriProblem } from '../mcp/names.js'
 import { replaceParam } from '../mcp/rewrite.js'
 import { mayCarryTaskIds } from '../mcp/task-ids.js'
 import { refreshKinds, routeName } from './handle-lists.js'
 import { denied, valueAt, type Answer, type MemberServer, type VirtualRequest } from './request.js'
 import { routeResource } from './resources.js'
-import { allowed, forwardTo, limited } from './route.js'
+import { admitted, forwardTo } from './route.js'
 import type { NamedKind } from './state.js'
 
 /**
@@ -40,7 +39,6 @@ export async function callByName(
   if (own === undefined)
     return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
   const target: McpTarget = { kind: targetKind, name: own }
-  if (!allowed(r, member, target)) return denied(r, { kind: targetKind, name: exposed })
   let text = r.text
   if (own !== exposed) {
     // SECURITY: only this one value changes; the rest of the body is the client's, byte for byte.
@@ -60,7 +58,10 @@ export async function callByName(
     r.method === 'tools/call' && mayCarryTaskIds(r.method, r.message, r.call.body)
       ? r.v.tasks.sealerFor(member.name, r.principal)
       : undefined
-  return limited(r, member, target, () => forwardTo(r, member, text, [target], name, tasks))
+  const asExposed: McpTarget = { kind: targetKind, name: exposed }
+  return admitted(r, member, target, asExposed, () =>
+    forwardTo(r, member, text, [target], name, tasks),
+  )
 }
 
 /** The message of a call judged on its headers: its body is forwarded, never read. */
@@ -99,9 +100,11 @@ export function trustedCall(r: VirtualRequest, mcp: McpRequestInfo): Promise<Ans
   )
     return undefined
   if (mayCarryTaskIds('tools/call', undefined, call.body)) return undefined
-  if (!allowed(r, member, target))
-    return Promise.resolve(denied({ ...r, rawId: peekRawId(call.body) ?? 'null' }, target))
-  return limited(r, member, target, () => forwardTo(r, member, '', [target], undefined))
+  // A denial peeks the id of the body it never parsed.
+  const unread = { ...r, rawId: peekRawId(call.body) ?? 'null' }
+  return admitted(unread, member, target, target, () =>
+    forwardTo(r, member, '', [target], undefined),
+  )
 }
 
 export async function readResource(r: VirtualRequest): Promise<Answer> {
@@ -110,8 +113,9 @@ export async function readResource(r: VirtualRequest): Promise<Answer> {
   const member = await routeUri(r, uri)
   if (member === undefined) return denied(r, { kind: 'resource', uri }, 'virtual_unknown_name')
   const target: McpTarget = { kind: 'resource', uri }
-  if (!allowed(r, member, target)) return denied(r, target)
-  return limited(r, member, target, () => forwardTo(r, member, r.text, [target], undefined))
+  return admitted(r, member, target, target, () =>
+    forwardTo(r, member, r.text, [target], undefined),
+  )
 }
 
 /** completion/complete: a prompt by name (prefix off `ref.name`) or a resource template by URI. */
@@ -122,8 +126,9 @@ export async function complete(r: VirtualRequest): Promise<Answer> {
     const member = await routeUri(r, ref.uri)
     const target: McpTarget = { kind: 'resource', uri: ref.uri }
     if (member === undefined) return denied(r, target, 'virtual_unknown_name')
-    if (!allowed(r, member, target)) return denied(r, target)
-    return limited(r, member, target, () => forwardTo(r, member, r.text, [target], undefined))
+    return admitted(r, member, target, target, () =>
+      forwardTo(r, member, r.text, [target], undefined),
+    )
   }
   throw new GatewayError('invalid_params', 'params.ref must be a ref/prompt or ref/resource')
 }
@@ -131,13 +136,7 @@ export async function complete(r: VirtualRequest): Promise<Answer> {
 /** The member serving a URI or template; refused when two serve it and `resources:` does not say. */
 async function routeUri(r: VirtualRequest, uri: string): Promise<MemberServer | undefined> {
   const { v } = r
-  // SECURITY: a URI with dot segments or encoded separators is refused as on a member's endpoint
-  // with policies on (docs/policy.md §Resource URIs).
-  if (r.ctx.policy !== undefined) {
-    const problem = uriProblem(uri)
-    if (problem !== undefined)
-      throw new GatewayError('uri_not_normalized', `${JSON.stringify(uri)}: ${problem}`)
-  }
+  // The URI's form is the member's admission's to judge (endpoint/admit.ts), as on its endpoint.
   let route = routeResource(uri, v.state, v.resourceRoute)
   // A URI nobody is known to serve: the lists not fresh are read again (single flight, throttled).
   if (route.kind === 'unknown') {

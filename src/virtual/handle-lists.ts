@@ -1,5 +1,5 @@
 import { memberListView } from '../catalog/member.js'
-import { listView } from '../endpoint/judge.js'
+import { endpointOf } from '../endpoint/endpoint.js'
 import { GatewayError } from '../errors.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { chainFilters, type ListFilter } from '../mcp/list-filter.js'
@@ -25,7 +25,7 @@ import {
   type MemberServer,
   type VirtualRequest,
 } from './request.js'
-import { admitMembers, type Admissions } from './member-limits.js'
+import { admitMembers, type Admissions } from './member-admission.js'
 import { askMember } from './route.js'
 import type { NamedKind, UriKind } from './state.js'
 import { memberEvents } from './trace.js'
@@ -106,11 +106,10 @@ export async function list(r: VirtualRequest): Promise<Answer> {
     if (pending === undefined || pending.some(([m]) => m >= v.members.length))
       throw new GatewayError('invalid_params', 'invalid cursor')
   }
-  const policy = r.ctx.policy
-  // Each member's policy and scopes (on its own names, endpoint/judge.ts), then its catalog view
-  // (docs/catalog.md §Curation).
+  // Each member's view as its admission gives it (policy and scopes, on its own names), then its
+  // catalog view (docs/catalog.md §Curation).
   const filters = v.members.map((m) =>
-    chainFilters(listView(policy, r.deps.judging, r.principal, m.name), m.catalog),
+    chainFilters(endpointOf(r.deps.endpoints, m.name).listView(r.principal), m.catalog),
   )
   const cacheKey = mergedKey(r, filters)
   const asked = pending === undefined ? v.members.map((_, i) => i) : pending.map(([m]) => m)
@@ -182,7 +181,7 @@ interface Page {
   /** The smallest ttl of the members' results. */
   readonly ttlMs: number
   /** The caller's refusal when every member's limit refused its request (nothing was sent). */
-  readonly refused: GatewayError | undefined
+  readonly refused: Error | undefined
 }
 
 /** How {@link fetchPage} reads: the method and bodies of its member requests, their admission. */

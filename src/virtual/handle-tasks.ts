@@ -18,8 +18,8 @@ import {
   type MemberServer,
   type VirtualRequest,
 } from './request.js'
-import { admitMembers } from './member-limits.js'
-import { askMember, forwardTo, limited } from './route.js'
+import { admitMembers } from './member-admission.js'
+import { admitted, askMember, forwardTo } from './route.js'
 import { openMemberTask } from './tasks.js'
 import { memberEvents } from './trace.js'
 
@@ -43,7 +43,7 @@ export async function taskFollowUp(r: VirtualRequest): Promise<Answer> {
     return inBand(r, 'task_not_found', unknownTaskAnswer(r.rawId))
   const member = v.members[index] as MemberServer
   const sealer = v.tasks.sealerFor(member.name, r.principal)
-  return limited(r, member, undefined, () =>
+  return admitted(r, member, undefined, undefined, () =>
     forwardTo(r, member, task.text, [], task.taskId, sealer),
   )
 }
@@ -70,7 +70,7 @@ export async function taskList(r: VirtualRequest): Promise<Answer> {
     asks = pending
   }
   const deadline = fanOutDeadline(v.config.fanOutTimeoutMs)
-  // Each member request counts against its member's limits for this caller (member-limits.ts).
+  // Each member request counts against its member's limits for this caller (member-admission.ts).
   const admitted = await admitMembers(
     r,
     asks.map(([m]) => m),

@@ -14,9 +14,10 @@ import { callerKey, type EndpointCall } from '../endpoint/call.js'
 import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
 import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
 import { exchangeFor } from '../endpoint/exchange.js'
-import type { LimitDeps } from '../endpoint/limit.js'
+import type { Endpoints } from '../endpoint/endpoint.js'
 import type { MemberSession } from '../endpoint/member-sessions.js'
 import { GatewayError } from '../errors.js'
+import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
@@ -33,7 +34,7 @@ import {
   type ListenMember,
   type MemberLease,
 } from './listen-merge.js'
-import { admitAll, type MemberAsk } from './member-limits.js'
+import { admitAll, MemberDenied, type AdmittedCaller, type MemberAsk } from './member-admission.js'
 import {
   json,
   SENT,
@@ -67,10 +68,10 @@ export interface ListenRequest {
    */
   readonly headersFor?: MemberHeaders | undefined
   /**
-   * The members' rate and concurrency limits (endpoint/limit.ts): every capability read and
-   * stream the listen opens counts against its member's; none without `limits:`.
+   * Every server's endpoint (endpoint/endpoint.ts): every capability read and stream the listen
+   * opens is admitted by its member's, as on the member's own endpoint.
    */
-  readonly limiting?: LimitDeps | undefined
+  readonly endpoints: Endpoints
 }
 
 /**
@@ -85,25 +86,42 @@ export async function virtualListen(r: ListenRequest): Promise<Answer> {
   refuseTaskSubscriptions(r.message)
   const filter = listenFilterOf(r.message)
   const uris = filter.resourceSubscriptions ?? []
-  const policy = r.ctx.policy
-  // A URI goes to the member that serves it. One its member's policy denies the caller refuses the
-  // whole listen, as on the member's own endpoint (docs/virtual-servers.md §Policy), before any
-  // member stream is opened; a URI no member is known to serve is not honoured.
+  // A URI goes to the member that serves it; a URI no member is known to serve is not honoured.
   const owners = new Map<string, number>()
+  const watched = new Map<number, McpTarget[]>()
   for (const uri of uris) {
     const route = routeResource(uri, v.state, v.resourceRoute)
     if (route.kind !== 'member') continue
-    const member = v.members[route.member] as MemberServer
-    const target = { kind: 'resource', uri } as const
-    if (policy !== undefined && !policy.check(r.principal, member.name, target).allow) {
-      r.out.outcome = 'policy_denied'
-      return json(renderDenial(target, r.rawId))
-    }
     owners.set(uri, route.member)
+    const targets = watched.get(route.member) ?? []
+    targets.push({ kind: 'resource', uri })
+    watched.set(route.member, targets)
   }
-  // Each member's capabilities, asked in parallel, within the fan-out deadline.
-  const members = await listenMembers(r, undefined)
-  return merged(r, members, filter, (uri) => owners.get(uri), 'listen')
+  // SECURITY: each member that serves some of the URIs admits the listen it is asked for with
+  // them, as its own endpoint admits a listen (endpoint/admit.ts: URI form, scopes, policy,
+  // audit, limits), before any member is asked anything; one refusal refuses the whole listen
+  // (docs/virtual-servers.md §Policy).
+  const asks = [...watched].map(([m, targets]) => ({
+    member: v.members[m] as MemberServer,
+    method: 'subscriptions/listen',
+    targets,
+  }))
+  let release: () => void
+  try {
+    release = await admitAll(listenCaller(r), asks)
+  } catch (err) {
+    if (!(err instanceof MemberDenied)) throw err
+    r.out.outcome = 'policy_denied'
+    const target = err.target ?? (asks[0]?.targets[0] as McpTarget)
+    return json(renderDenial(target, r.rawId))
+  }
+  try {
+    // Each member's capabilities, asked in parallel, within the fan-out deadline.
+    const members = await listenMembers(r, undefined)
+    return await merged(r, members, filter, (uri) => owners.get(uri), 'listen', undefined, watched)
+  } finally {
+    release()
+  }
 }
 
 /**
@@ -152,13 +170,16 @@ async function merged(
   memberForUri: (uri: string) => number | undefined,
   mode: 'listen' | 'get',
   session?: string,
+  /** The members whose listen was admitted already, with the URIs they watch (virtualListen). */
+  admitted?: ReadonlyMap<number, unknown>,
 ): Promise<Answer> {
   const { v } = r
   const limits = r.ctx.limits
   const streams = memberTargets(members, filter, memberForUri)
-  // SECURITY: each member stream counts against its member's limits for as long as it is open,
-  // as a listen on the member's own endpoint does; refused, the listen opens nothing.
-  const release = await admitAll(r.limiting, r, streamAsks(v, streams))
+  // SECURITY: each member stream is admitted by its member for as long as it is open (its limits
+  // included), as a listen on the member's own endpoint is; refused, the listen opens nothing.
+  const asks = streamAsks(v, streams).filter((a) => !admitted?.has(v.members.indexOf(a.member)))
+  const release = await admitAll(listenCaller(r), asks)
   let stop: StreamStop | undefined
   let untrack: (() => void) | undefined
   const lifecycle = (v.members[0] as MemberServer).balancing.lifecycle
@@ -184,6 +205,17 @@ async function merged(
     untrack?.()
     if (stop !== undefined) lifecycle.closeStream(stop)
     release()
+  }
+}
+
+/** The caller of a listen, as its member requests are admitted for it. */
+function listenCaller(r: Omit<ListenRequest, 'message' | 'rawId'>): AdmittedCaller {
+  return {
+    principal: r.principal,
+    call: r.call,
+    res: r.res,
+    endpoints: r.endpoints,
+    endpoint: r.v.name,
   }
 }
 
@@ -229,7 +261,7 @@ async function listenMembers(
     method: 'server/discover',
     targets: [],
   }))
-  const release = await admitAll(r.limiting, r, discoveries)
+  const release = await admitAll(listenCaller(r), discoveries)
   const deadline = fanOutDeadline(v.config.fanOutTimeoutMs)
   const outcomes = await fanOut(
     v.members.map((_, i) => i),

@@ -9,8 +9,7 @@ import { callerKey, type EndpointCall } from '../endpoint/call.js'
 import type { EraCaller } from '../endpoint/era.js'
 import type { ClientSession } from '../endpoint/era-session.js'
 import type { HeaderChanges } from '../endpoint/headers.js'
-import type { JudgeDeps } from '../endpoint/judge.js'
-import type { LimitDeps } from '../endpoint/limit.js'
+import type { Endpoints } from '../endpoint/endpoint.js'
 import { GatewayError } from '../errors.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
@@ -99,12 +98,11 @@ export interface VirtualDeps {
   readonly metrics: GatewayMetrics
   /** The edge cache, when `cache:` is configured: members' answers are cached as on their own endpoints. */
   readonly cache: EdgeCache | undefined
-  /** The app's audit log and metrics: each member's policy decisions, as on its own endpoint. */
-  readonly judging: JudgeDeps
-  /** Each routed call counts against the member's limits (endpoint/limit.ts); none without limits. */
-  readonly limiting: LimitDeps | undefined
-  /** Whether `telemetry:` is on (policy events on the span, as on a member's endpoint). */
-  readonly tracing: boolean
+  /**
+   * Every server's endpoint (endpoint/endpoint.ts): each member request is admitted by its
+   * member's, so it is judged, limited and audited by what that member's own endpoint runs.
+   */
+  readonly endpoints: Endpoints
 }
 
 /** Who a member request is made for. */

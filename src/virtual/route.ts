@@ -4,21 +4,21 @@ import type { AuthRuntime } from '../auth/compile.js'
 import type { Principal } from '../auth/principal.js'
 import { attemptEvents, propagationOf, type EndpointCall } from '../endpoint/call.js'
 import { askInEra, streamInEra } from '../endpoint/era.js'
-import { exchangeFor, exchanges } from '../endpoint/exchange.js'
+import { exchangeFor } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
-import { admit, argumentsOf } from '../endpoint/judge.js'
-import type { LimitDeps } from '../endpoint/limit.js'
-import { planAttempt } from '../endpoint/plan.js'
+import type { Admission } from '../endpoint/admit.js'
+import { endpointOf } from '../endpoint/endpoint.js'
+import { outcomeOf, type Seen } from '../endpoint/send.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
-import { isRecord } from '../mcp/jsonrpc.js'
+import { isRecord, methodNotFoundBody } from '../mcp/jsonrpc.js'
 import type { TaskIdSealer } from '../mcp/task-ids.js'
-import { EVENT } from '../telemetry/events.js'
-import { sendWithRetries } from '../upstream/attempts.js'
 import { legacyResult } from './envelope.js'
-import { admitMember, noteLimitHeaders } from './member-limits.js'
+import { noteLimitHeaders } from './member-admission.js'
 import {
   eraCaller,
+  denied,
   inBand,
+  json,
   memberCall,
   memberChanges,
   readBody,
@@ -121,53 +121,66 @@ function memberCacheRequest(
 }
 
 /**
- * Runs `send` inside the member's rate limits (endpoint/limit.ts), with the member and its own
- * target passed as they are on its own endpoint, so a limit on `weather`'s tools counts the same
- * calls whichever endpoint they come through (docs/rate-limits.md). A task follow-up names no
- * target, as on the member's own endpoint. Over a limit it throws 429 and nothing is forwarded.
+ * Admits the client's request at `member`'s endpoint with the member's own target (endpoint/admit.ts:
+ * method, names, URI form, scopes, policy, limits, audited under the member's name; a 403 names
+ * this virtual endpoint), then runs `send`, holding the member's concurrency slots until it is
+ * over. A denial is answered as the member answers a target it does not have, in the `exposed`
+ * name the client used, and nothing is forwarded. A task follow-up names no target, as on the
+ * member's own endpoint.
  */
-export function limited(
+export function admitted(
   r: VirtualRequest,
   member: MemberServer,
   target: McpTarget | undefined,
+  exposed: McpTarget | undefined,
   send: () => Promise<Answer>,
 ): Promise<Answer> {
-  const limiting = r.deps.limiting
-  // Without limits, no async frame of its own: a routed call is on the hot path.
-  return limiting === undefined ? send() : limitedBy(limiting, r, member, target, send)
+  const c = r.call
+  const admission = endpointOf(r.deps.endpoints, member.name).admit(
+    {
+      http: 'POST',
+      requestId: c.requestId,
+      // The client's own request, in its era, with the member's target.
+      mcp: {
+        era: c.mcp.era,
+        method: r.method,
+        targets: target === undefined ? [] : [target],
+        message: r.message,
+      },
+      principal: r.principal,
+      peer: c.peer,
+      headers: c.headers,
+      trace: c.trace,
+    },
+    r.v.name,
+  )
+  // Decided synchronously (no limits): no async frame of its own on the routed call's hot path.
+  return admission instanceof Promise
+    ? admission.then((a) => proceed(r, a, exposed, send))
+    : proceed(r, admission, exposed, send)
 }
 
-async function limitedBy(
-  limiting: LimitDeps,
+async function proceed(
   r: VirtualRequest,
-  member: MemberServer,
-  target: McpTarget | undefined,
+  admission: Admission,
+  exposed: McpTarget | undefined,
   send: () => Promise<Answer>,
 ): Promise<Answer> {
-  const targets = target === undefined ? [] : [target]
-  const verdict = await admitMember(limiting, r, { member, method: r.method, targets })
-  noteLimitHeaders(r.res, verdict.headers)
+  if (admission.kind === 'refused') {
+    if (admission.target === undefined || exposed === undefined) {
+      r.out.outcome = admission.outcome
+      return json(methodNotFoundBody(r.rawId), r.session === undefined ? 404 : 200)
+    }
+    return denied(r, exposed, admission.outcome)
+  }
+  if (admission.limitHeaders !== undefined) noteLimitHeaders(r.res, admission.limitHeaders)
+  const release = admission.release
+  if (release === undefined) return send()
   try {
     return await send()
   } finally {
-    verdict.release?.()
+    release()
   }
-}
-
-/**
- * The member's own scopes and policy decide (docs/virtual-servers.md §Policy): exactly what its
- * endpoint would allow, checked on its own name, audited under its own server name; a target the
- * token has no scope for throws the 403 (endpoint/judge.ts admit).
- */
-export function allowed(r: VirtualRequest, member: MemberServer, target: McpTarget): boolean {
-  const policy = r.ctx.policy
-  const deps = r.deps.judging
-  if (policy === undefined && deps.scopes === undefined) return true
-  const at = { endpoint: r.v.name, server: member.name, requestId: r.call.requestId }
-  // The member's scopes, then its policy; a 403 names this virtual endpoint (endpoint/judge.ts).
-  const allow = admit(policy, deps, r.principal, at, r.method, target, argumentsOf(r.message))
-  if (allow && r.deps.tracing) r.call.trace?.event(EVENT.policy, { decision: 'allow' })
-  return allow
 }
 
 const LEGACY_RESULT = Object.freeze([legacyResult])
@@ -188,10 +201,6 @@ export async function forwardTo(
 ): Promise<Answer> {
   const body = text === r.text ? r.call.body : Buffer.from(text, 'utf8')
   const runtime = r.ctx
-  // No await (a microtask turn per call) unless the member exchanges tokens.
-  const auth = exchanges(runtime.auth, member.name)
-    ? await exchangeFor(runtime.auth, member.name, r.principal)
-    : undefined
   // A member's era is learnt from its discovery before the first call is streamed to it.
   if (r.v.eras.of(member.name) === undefined) {
     const probe = readBody(r, 'server/discover', undefined)
@@ -204,7 +213,7 @@ export async function forwardTo(
     // A 2025-only member is answered within its session, streamed as it answers, its result given
     // `resultType` for a 2026-07-28 client (docs/virtual-servers.md "2025-only members").
     const opts = {
-      auth,
+      auth: await exchangeFor(runtime.auth, member.name, r.principal),
       propagation: propagationOf(call),
       changes: memberChanges(undefined, name),
       maxInspectBytes: runtime.limits.maxInspectBytes,
@@ -213,30 +222,34 @@ export async function forwardTo(
     }
     const era = await streamInEra(res, r.v.eras, member, { call, opts }, eraCaller(r), tasks)
     if (era.upstream !== undefined) r.out.upstreamId = era.upstream.id
-    r.out.outcome = era.result.kind === 'done' ? 'ok' : era.result.kind
+    r.out.outcome = outcomeOf(era.result)
     return SENT
   }
-  // One literal, no spread: this is the routed call's hot path.
-  const planned = planAttempt(member, call, {
-    auth,
-    // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
-    propagation: propagationOf(call),
-    changes: memberChanges(undefined, name),
-    // A 2025-era client gets the result its era has, as from the member's own endpoint.
-    rewriters: r.session === undefined ? undefined : LEGACY_RESULT,
-    // SECURITY: a member's task id reaches the client only sealed with its member.
-    tasks: tasks ?? 'none',
-    maxInspectBytes: runtime.limits.maxInspectBytes,
-    maxStreams: runtime.limits.maxStreamsPerPrincipal,
-    onAttempt: attemptEvents(call),
-  })
-  if (planned.kind === 'answer') return inBand(r, planned.outcome, planned.body)
-  const plan = planned.plan
+  const seen: Seen = { upstream: undefined }
   try {
-    const result = await sendWithRetries(res, member.balancing, plan)
-    r.out.outcome = result.kind === 'done' ? 'ok' : result.kind
+    // The member's own send (endpoint/endpoint.ts): its credentials, plan and attempt loop. One
+    // literal, no spread: this is the routed call's hot path.
+    const sent = await endpointOf(r.deps.endpoints, member.name).send(
+      call,
+      res,
+      {
+        // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
+        propagation: propagationOf(call),
+        changes: memberChanges(undefined, name),
+        // A 2025-era client gets the result its era has, as from the member's own endpoint.
+        rewriters: r.session === undefined ? undefined : LEGACY_RESULT,
+        // SECURITY: a member's task id reaches the client only sealed with its member.
+        tasks: tasks ?? 'none',
+        maxInspectBytes: runtime.limits.maxInspectBytes,
+        maxStreams: runtime.limits.maxStreamsPerPrincipal,
+        onAttempt: attemptEvents(call),
+      },
+      seen,
+    )
+    if (sent.kind === 'answer') return inBand(r, sent.outcome, sent.body)
+    r.out.outcome = outcomeOf(sent.result)
     return SENT
   } finally {
-    if (plan.upstream !== undefined) r.out.upstreamId = plan.upstream.id
+    if (seen.upstream !== undefined) r.out.upstreamId = seen.upstream.id
   }
 }

@@ -29,6 +29,23 @@ function run(args: string[], config = CONFIG, files: Record<string, string> = {}
 }
 
 describe('mcp-edge explain --scopes', () => {
+  it('reads the scopes of --claims as the gateway reads the token, without --scopes', () => {
+    // `scope` (space-separated) and `scp` (an array, or a string) both count, as in serve.
+    for (const claims of [
+      { sub: 'alice', scope: 'mcp docs:read' },
+      { sub: 'alice', scp: ['mcp', 'docs:read'] },
+      { sub: 'alice', scp: 'mcp docs:read' },
+    ]) {
+      const args = ['--server', 'docs', '--tool', 'write_page', '--claims', JSON.stringify(claims)]
+      const r = run(args)
+      expect(r.code).toBe(3)
+      expect(r.out).toContain('403 insufficient_scope')
+      expect(r.out).toContain('missing "docs:write"')
+    }
+    const enough = JSON.stringify({ sub: 'alice', scope: 'mcp docs:read docs:write' })
+    expect(run(['--server', 'docs', '--tool', 'write_page', '--claims', enough]).code).toBe(0)
+  })
+
   it('names the missing scope, and denies before policy (exit 3)', () => {
     const r = run(['--server', 'docs', '--tool', 'write_page', '--scopes', 'mcp docs:read'])
     expect(r.code).toBe(3)

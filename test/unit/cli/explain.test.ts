@@ -85,11 +85,21 @@ describe('mcp-edge explain', () => {
 
   it('explains a method target (extraMethods): allowed only by a methods rule', () => {
     const rules = `${RULES}  - name: vendor\n    servers: [docs]\n    allow: { methods: ["x-docs/*"] }\n`
-    const allowed = run(['--server', 'docs', '--method', 'x-docs/reindex'], CONFIG, rules)
+    const extra = CONFIG.replace(
+      'docs: { upstreams: [{ url: "http://127.0.0.1:2/mcp" }] }',
+      'docs: { upstreams: [{ url: "http://127.0.0.1:2/mcp" }], extraMethods: ["x-docs/*"] }',
+    )
+    const allowed = run(['--server', 'docs', '--method', 'x-docs/reindex'], extra, rules)
     expect(allowed.code).toBe(0)
     expect(allowed.out).toContain('target: method "x-docs/reindex" on server "docs"')
     expect(allowed.out).toContain('rule: vendor')
-    expect(run(['--server', 'weather', '--method', 'x-docs/reindex'], CONFIG, rules).code).toBe(3)
+    expect(run(['--server', 'weather', '--method', 'x-docs/reindex'], extra, rules).code).toBe(3)
+    // Without `extraMethods` the gateway answers it as an unknown method, whatever the rules say.
+    const unknown = run(['--server', 'docs', '--method', 'x-docs/reindex'], CONFIG, rules)
+    expect(unknown.code).toBe(3)
+    expect(unknown.out).toBe(
+      'decision: deny\nreason: method_not_found (refused before policy, as the gateway refuses it)\n',
+    )
   })
 
   it('shows a dry-run "would deny" and exits 0, since the request goes through', () => {

@@ -41,11 +41,15 @@ describe('judge', () => {
     const d = judge(
       policy,
       { audit, metrics: createMetrics() },
-      undefined,
-      { endpoint: 's', server: 's', requestId: 'req-1' },
-      'tools/call',
-      target,
-      args,
+      {
+        endpoint: 's',
+        server: 's',
+        requestId: 'req-1',
+        principal: undefined,
+        method: 'tools/call',
+        target,
+        args,
+      },
     )
     expect(d.allow).toBe(true)
     expect(entries).toEqual([

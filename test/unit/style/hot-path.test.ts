@@ -30,7 +30,10 @@ const HOT: readonly { file: string; fns: readonly string[]; allow?: readonly str
   { file: 'src/pipeline/read-request.ts', fns: ['readRequest'] },
   { file: 'src/pipeline/read-body.ts', fns: ['readBody', 'buffered'] },
   { file: 'src/pipeline/classify.ts', fns: ['classifyRequest'] },
-  { file: 'src/pipeline/authorize.ts', fns: ['authorize'], allow: ['body'] },
+  { file: 'src/pipeline/admit.ts', fns: ['admit', 'proceed'], allow: ['body'] },
+  { file: 'src/endpoint/admit.ts', fns: ['admit'] },
+  { file: 'src/endpoint/send.ts', fns: ['sendPlanned'] },
+  { file: 'src/endpoint/endpoint.ts', fns: ['admit', 'send'] },
   { file: 'src/pipeline/edge-cache.ts', fns: ['edgeCache', 'serve'] },
   // An in-band answer (a task this caller does not own) is built with `c.body`, off the bench.
   { file: 'src/pipeline/proxy.ts', fns: ['proxy'], allow: ['body'] },
