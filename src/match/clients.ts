@@ -8,17 +8,20 @@ import { compilePatterns } from './pattern.js'
 
 /**
  * The client id of a verified token: `azp` (OIDC Core §2, the authorized party) when the token
- * has one, else `client_id` (RFC 9068 §2.2, RFC 8693 §4.3); a string, or undefined. A present
- * `azp` decides even when it is not a string, as in the cache's authorization context
- * (cache/key.ts), so a token that says two things never reads as the friendlier one.
+ * has one, else `client_id` (RFC 9068 §2.2, RFC 8693 §4.3); undefined when the deciding claim is
+ * not a non-empty string (docs/auth.md §Client applications). Presence decides, not the value:
+ * a present `azp` of any other JSON type (`null` included, which `??` would skip) names no
+ * client and never falls back to `client_id`, so a token that says two things never reads as the
+ * friendlier one. The empty string is no client either: `clients: ["*"]` means "some client".
  */
 export function clientIdOf(caller: PolicyCaller | undefined): string | undefined {
   if (caller === undefined) return undefined
   const claims = caller.claims
   // SECURITY: own claims only, so `constructor` or `__proto__` never read inherited values.
-  const azp = Object.hasOwn(claims, 'azp') ? claims['azp'] : undefined
-  const id = azp ?? (Object.hasOwn(claims, 'client_id') ? claims['client_id'] : undefined)
-  return typeof id === 'string' ? id : undefined
+  // SECURITY: the first claim present decides, whatever its value (`azp: null` stays azp's).
+  const name = Object.hasOwn(claims, 'azp') ? 'azp' : 'client_id'
+  const id = Object.hasOwn(claims, name) ? claims[name] : undefined
+  return typeof id === 'string' && id !== '' ? id : undefined
 }
 
 /**

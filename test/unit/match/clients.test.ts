@@ -11,6 +11,10 @@ describe('client applications (azp, else client_id)', () => {
     [{ client_id: 'cli' }, 'cli'],
     // A present azp decides; a non-string one names no client (never the friendlier client_id).
     [{ azp: 7, client_id: 'cli' }, undefined],
+    [{ azp: null, client_id: 'cli' }, undefined],
+    [{ azp: '', client_id: 'cli' }, undefined],
+    [{ client_id: '' }, undefined],
+    [{ azp: 'web', client_id: null }, 'web'],
     [{ client_id: ['cli'] }, undefined],
     [{}, undefined],
   ])('%j → %s', (claims, id) => {
