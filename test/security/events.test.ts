@@ -92,6 +92,14 @@ describe.each([false, true])(
       ['http://127.0.0.1:9/hook', ['https://*']],
       ['https://10.0.0.5/hook', ['https://*']],
       ['https://hooks.example.com/x', []],
+      // IPv6 transition forms are judged by the IPv4 address they carry (docs/events.md).
+      ['https://[64:ff9b:1::a00:5]/hook', ['https://*']],
+      ['https://[::a00:5]/hook', ['https://*']],
+      ['https://[2002:a00:5::]/hook', ['https://*']],
+      ['https://[2001:0:4136:e378:8000:63bf:f5ff:fffa]/hook', ['https://*']],
+      ['https://[64:ff9b::a9fe:a9fe]/latest/meta-data/', ['https://[64:ff9b::a9fe:a9fe]']],
+      ['https://localhost.localdomain/hook', ['https://*']],
+      ['https://localhost../hook', ['https://*']],
     ])('never lets the backend POST to %s (callbacks %j)', async (url, callbacks) => {
       const backend = await closing(startEventsServer())
       const gw = await startTestGateway(
@@ -108,7 +116,11 @@ describe.each([false, true])(
         { id: 5 },
       )
       expect(res.status).toBe(400)
-      expect(res.response()).toMatchObject({ id: 5, error: { code: -32602 } })
+      expect(res.response()).toMatchObject({
+        id: 5,
+        error: { code: -32602, data: { reason: 'invalid_params' } },
+      })
+      expect(res.headers['x-mcp-gateway-error']).toBe('invalid_params')
       expect(backend.calls('events/subscribe')).toEqual([])
     })
   },
