@@ -108,8 +108,9 @@ export const ERRORS = {
     rpc: -31502,
     message: 'Bad response from upstream: unexpected content type',
   },
-  // SECURITY: an answer the gateway must filter, curate, pin, splice or cache and cannot read
-  // (not strict JSON, not one JSON-RPC response) is refused, never relayed unchanged.
+  // SECURITY: an answer that is not one JSON-RPC response (not one object, no result or error,
+  // or both: JSON-RPC 2.0 §5), or one the gateway must filter, curate, pin, splice or cache and
+  // cannot read (not strict JSON), is refused, never relayed unchanged.
   upstream_unreadable: {
     status: 502,
     rpc: -31502,

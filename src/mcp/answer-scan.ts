@@ -54,6 +54,11 @@ export interface AnswerShape {
   /** Has a top-level `result` or `error` (whatever else it has: some clients test these first). */
   readonly response: boolean
   readonly error: boolean
+  /**
+   * Top-level `result` and `error` members written: a response has exactly one (JSON-RPC 2.0 §5:
+   * either MUST NOT exist when the other does), so more is an answer readers take differently.
+   */
+  readonly answers: number
   /** A top-level key was written with an escape (`"\u0069d"`): readers differ on such keys. */
   readonly escapedKey: boolean
   /**
@@ -95,6 +100,7 @@ export class AnswerScan {
   private members = 0
   private response = false
   private error = false
+  private answers = 0
   private idParts: Buffer[] | undefined
   private idBytes = 0
   /**
@@ -271,6 +277,7 @@ export class AnswerScan {
       object,
       response: this.response,
       error: this.error,
+      answers: this.answers,
       escapedKey: this.keyEscaped,
       members: this.members,
       rawId: this.ids === 1 && this.idParts !== undefined ? idText(this.idParts) : undefined,
@@ -297,10 +304,13 @@ export class AnswerScan {
       this.ids++
       this.idParts = this.ids === 1 ? [] : undefined
       this.idBytes = 0
-    } else if (k === K.Result) this.response = true
-    else if (k === K.Error) {
+    } else if (k === K.Result) {
+      this.response = true
+      this.answers++
+    } else if (k === K.Error) {
       this.response = true
       this.error = true
+      this.answers++
     }
   }
 
@@ -358,7 +368,8 @@ export type ExpectedId = string | null | undefined
  * Why a whole JSON body cannot go to the client as the answer to its request, or undefined. A
  * 2xx must be one JSON-RPC response with the request's id; any status may carry an error with
  * id null (a backend that could not read the request says so); no status may carry another
- * request's id, or a top-level key other readers may take for a protocol key.
+ * request's id, a top-level key other readers may take for a protocol key, or a response that is
+ * both a result and an error.
  */
 export function answerProblem(
   shape: AnswerShape,
@@ -368,6 +379,7 @@ export function answerProblem(
   if (expected === undefined) return undefined
   // SECURITY: readers differ on an escaped key, so what the id is cannot be known here.
   if (shape.escapedKey) return 'upstream_unreadable'
+  if (shape.object && ambiguous(shape)) return 'upstream_unreadable'
   if (!shape.object || !shape.response)
     return status < 300 && expected !== null ? 'upstream_unreadable' : undefined
   return idProblem(shape, expected)
@@ -375,12 +387,23 @@ export function answerProblem(
 
 /**
  * Why one message of an SSE stream cannot go to the client, or undefined: a response with
- * another request's id ends the answer, as does data that starts as JSON and is not one object.
+ * another request's id ends the answer, as does data that starts as JSON and is not one object,
+ * and a response that is both a result and an error (on any stream, tied to a request or not).
  */
 export function eventProblem(shape: AnswerShape, expected: ExpectedId): ErrorCode | undefined {
-  if (!shape.object) return 'upstream_unreadable'
+  if (!shape.object || ambiguous(shape)) return 'upstream_unreadable'
   if (!shape.response || expected === undefined) return undefined
   return idProblem(shape, expected)
+}
+
+/**
+ * A response with both `result` and `error`, or either written twice, is a success to a client
+ * that tests `result` first (or keeps the first key) and a failure to one that tests `error`
+ * first (or keeps the last key): not JSON-RPC 2.0 (§5), and no answer either can rely on.
+ */
+function ambiguous(shape: AnswerShape): boolean {
+  // SECURITY: every client must read the same outcome, or none gets this answer.
+  return shape.answers > 1
 }
 
 function idProblem(shape: AnswerShape, expected: string | null): ErrorCode | undefined {

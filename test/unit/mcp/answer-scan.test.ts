@@ -63,6 +63,7 @@ describe('AnswerScan', () => {
         expect(shape.escapedKey).toBe(false)
         expect(shape.response).toBe('result' in parsed || 'error' in parsed)
         expect(shape.error).toBe('error' in parsed)
+        expect(shape.answers).toBe(Number('result' in parsed) + Number('error' in parsed))
         expect(shape.rawId).toBe(findTopLevelId(text))
         expect(shape.members).toBe(membersOf(parsed))
       }),
@@ -117,6 +118,9 @@ describe('answerProblem', () => {
   const nullError = scanAnswerText('{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}')
   const page = scanAnswerText('<html>')
   const notRpc = scanAnswerText('{"detail":"Not Found"}')
+  const both = scanAnswerText('{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1}}')
+  const nullBoth = scanAnswerText('{"jsonrpc":"2.0","id":null,"error":{"code":1},"result":{}}')
+  const twice = scanAnswerText('{"jsonrpc":"2.0","id":1,"result":{},"result":{"x":1}}')
 
   it.each([
     ['the answer', ok, '1', 200, undefined],
@@ -130,6 +134,11 @@ describe('answerProblem', () => {
     ['a JSON body that is no JSON-RPC on a 404', notRpc, '1', 404, undefined],
     ['a response to a notification', ok, null, 200, 'upstream_id_mismatch'],
     ['a GET stream: nothing expected', other, undefined, 200, undefined],
+    // JSON-RPC 2.0 §5: exactly one of result and error, on any status.
+    ['a result and an error', both, '1', 200, 'upstream_unreadable'],
+    ['a result and an error on a 5xx', both, '1', 500, 'upstream_unreadable'],
+    ['a result and an error with id null', nullBoth, '1', 400, 'upstream_unreadable'],
+    ['a result written twice', twice, '1', 200, 'upstream_unreadable'],
   ] as const)('%s', (_name, shape, expected, status, problem) => {
     expect(answerProblem(shape, expected, status)).toBe(problem)
   })
@@ -139,5 +148,8 @@ describe('answerProblem', () => {
     expect(eventProblem(note, '1')).toBeUndefined()
     expect(eventProblem(other, '1')).toBe('upstream_id_mismatch')
     expect(eventProblem(scanAnswerText('{"id":1,"result":'), '1')).toBe('upstream_unreadable')
+    expect(eventProblem(both, '1')).toBe('upstream_unreadable')
+    expect(eventProblem(both, undefined)).toBe('upstream_unreadable')
+    expect(eventProblem(twice, '1')).toBe('upstream_unreadable')
   })
 })
