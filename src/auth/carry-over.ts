@@ -28,7 +28,12 @@ export class AuthCarryOver {
     this.now = opts.now ?? Date.now
   }
 
-  /** The remote key source for these settings, reused when unchanged; key files are re-read. */
+  /**
+   * The remote key source for these settings, reused when unchanged; key files are re-read. The
+   * source is carried whole, jose's resolver and its `jwksCache` with it, not only that cache:
+   * a resolver rebuilt from the cache per config would let the old and the new config fetch at
+   * once during a reload and would restart the unknown-`kid` cooldown and the failure backoff.
+   */
   keySource(jwt: AuthConfig['jwt'], dir: string): KeySource {
     if (!isRemote(jwt)) return createKeySource(jwt, dir, { now: this.now })
     const { jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs } = jwt

@@ -1,11 +1,11 @@
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
-import { createLocalJWKSet, type CryptoKey, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose'
+import { createLocalJWKSet, type CryptoKey, type JWTVerifyGetKey } from 'jose'
 import type { AuthConfig } from '../config/schema.js'
 import type { Clock } from './clock.js'
 import { discoveredLocation, fixedLocation, type JwksLocation } from './discovery.js'
-import { isJwkSet, parseJson, RemoteJwks } from './remote-jwks.js'
+import { RemoteJwks } from './remote-jwks.js'
 
 export { JwksUnavailable } from './remote-jwks.js'
 
@@ -47,7 +47,7 @@ export function createKeySource(
   // Fixed keys change only with a reload, which builds a new verifier and forgets its memo.
   const always = { warm: () => true, retryAfterSec: () => 0, stillServes: () => true }
   if (jwt.jwksFile !== undefined) {
-    return { key: createLocalJWKSet(readJwks(pathIn(configDir, jwt.jwksFile))), ...always }
+    return { key: readJwks(pathIn(configDir, jwt.jwksFile)), ...always }
   }
   if (jwt.publicKeyFile !== undefined) {
     return { key: readPublicKey(pathIn(configDir, jwt.publicKeyFile)), ...always }
@@ -93,7 +93,7 @@ function remoteKeySource(
 /** Problems with configured key files, for the config loader (fail at startup, not per request). */
 export function checkKeyFiles(jwt: JwtConfig, configDir: string): string[] {
   try {
-    if (jwt.jwksFile !== undefined) createLocalJWKSet(readJwks(pathIn(configDir, jwt.jwksFile)))
+    if (jwt.jwksFile !== undefined) readJwks(pathIn(configDir, jwt.jwksFile))
   } catch (err) {
     return [`auth.jwt.jwksFile: ${(err as Error).message}`]
   }
@@ -105,10 +105,14 @@ export function checkKeyFiles(jwt: JwtConfig, configDir: string): string[] {
   return []
 }
 
-function readJwks(file: string): JSONWebKeySet {
-  const json = parseJson(readFileSync(file, 'utf8'))
-  if (!isJwkSet(json)) throw new Error(`${file} is not a JWK Set ({"keys": [...]})`)
-  return json
+/** jose's resolver over a JWK Set file; jose judges the shape, the message names the file. */
+function readJwks(file: string): ReturnType<typeof createLocalJWKSet> {
+  const text = readFileSync(file, 'utf8')
+  try {
+    return createLocalJWKSet(JSON.parse(text) as Parameters<typeof createLocalJWKSet>[0])
+  } catch (err) {
+    throw new Error(`${file} is not a JWK Set ({"keys": [...]})`, { cause: err })
+  }
 }
 
 function readPublicKey(file: string): KeyObject {

@@ -1,13 +1,19 @@
 import { createPublicKey, type KeyObject } from 'node:crypto'
 import {
   calculateJwkThumbprint,
-  createLocalJWKSet,
+  createRemoteJWKSet,
+  customFetch,
   errors,
+  jwksCache,
   type CryptoKey,
+  type ExportedJWKSCache,
+  type FetchImplementation,
   type FlattenedJWSInput,
   type JSONWebKeySet,
   type JWK,
+  type JWKSCacheInput,
   type JWSHeaderParameters,
+  type RemoteJWKSet,
 } from 'jose'
 import { BoundedFetchFailure, fetchBounded } from './bounded-fetch.js'
 import type { Clock } from './clock.js'
@@ -30,34 +36,50 @@ export interface RemoteJwksOptions {
   readonly now?: Clock
 }
 
-/** One fetched set: jose's resolver over it and the RFC 7638 thumbprints of its keys. */
+/** The set jose installed, with the RFC 7638 thumbprints of its keys and its lifetime. */
 interface Loaded {
-  readonly resolve: ReturnType<typeof createLocalJWKSet>
+  /** jose's own copy (`jwksCache`), compared by identity to know the two still agree. */
+  readonly set: JSONWebKeySet
   readonly thumbprints: ReadonlySet<string>
   /** Clock time until which the set is used without asking again (see `lifetimeMs`). */
   readonly until: number
 }
 
 /**
- * jose's createRemoteJWKSet, re-implemented over a bounded fetch and an injectable clock. Keys
- * are used for as long as the endpoint's `Cache-Control` says, within bounds (`lifetimeMs`), then
- * refetched before use. A token whose `kid` the set lacks refetches at once, unless a refetch
- * for an unknown `kid` was made within `cooldownMs` (its own timer: a set fetched at start or by
- * age does not delay it, so a key the authorization server just rotated in is found on its first
- * token). Concurrent refetches share one request, so fetches never overlap and a set is never
- * replaced by an older answer. After a failed fetch the endpoint is not asked again for 1 s (or
- * the cooldown, if shorter), so an outage does not turn every request into a fetch. Key selection
- * stays jose's (createLocalJWKSet).
+ * The remote JWK Set: jose's createRemoteJWKSet fetches (through the bounded fetch, as its
+ * `customFetch`), checks that the answer is a JWK Set, selects keys and keeps the set (in its
+ * `jwksCache`). What jose cannot do is done here:
+ * - time, on an injectable clock (jose reads `Date.now()`), so its own timers are switched off
+ *   and this class says when to call `reload()`;
+ * - a lifetime per answer from `Cache-Control: max-age` minus `Age`, within bounds (`lifetimeMs`),
+ *   where jose has one fixed `cacheMaxAge`;
+ * - an unknown `kid` refetches at once unless a refetch for an unknown `kid` was made within
+ *   `cooldownMs`: its own timer (jose counts from any fetch, so a key rotated in just after a
+ *   fetch by age would lock its users out for the cooldown);
+ * - a token that finds a refetch under way joins it instead of being refused (jose refuses an
+ *   unknown `kid` during its cooldown, in flight or not);
+ * - a backoff after a failed fetch (1 s, or the cooldown if shorter), so an outage does not turn
+ *   every request into a fetch (jose retries on every call);
+ * - discovery: the URL may come from the issuer's metadata and is looked up again after a
+ *   failure (jose takes one fixed URL); a resolver for a moved URL starts from the set held;
+ * - thumbprints of the keys, for remembered token checks (`serves`).
+ * One fetch is in flight at a time, whoever asks, so a set is never replaced by an older answer.
  */
 export class RemoteJwks {
   readonly #location: JwksLocation
   readonly #opts: Required<RemoteJwksOptions>
   readonly #backoffMs: number
+  /** jose's resolver for the current URL. */
+  #jose: { readonly href: string; readonly keys: RemoteJWKSet } | undefined
+  /** jose's `jwksCache`: it writes the set and the time of each fetch it installs. */
+  readonly #cache: Partial<ExportedJWKSCache> = {}
   #loaded: Loaded | undefined
   #pending: Promise<void> | undefined
   #failedUntil = 0
   /** When the last refetch for an unknown `kid` started. */
   #missAt = -Infinity
+  /** The lifetime the last answer announced, noted by `#fetchBounded` for `#fetch`. */
+  #lifetime = 0
   /** Thumbprints of the keys jose imported, computed once per key object. */
   readonly #ids = new WeakMap<object, Promise<string>>()
 
@@ -72,22 +94,22 @@ export class RemoteJwks {
     header: JWSHeaderParameters,
     token: FlattenedJWSInput,
   ): Promise<CryptoKey> => {
-    let loaded = this.#loaded
-    if (loaded === undefined || !this.fresh()) loaded = await this.#reload()
+    if (!this.fresh()) await this.#reload()
+    const loaded = this.#loaded
     try {
-      return await loaded.resolve(header, token)
+      return await this.#select(header, token)
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey)) throw err
       // A newer set arrived while this token waited: judge by it, without asking again.
-      const newer = this.#loaded
-      if (newer !== undefined && newer !== loaded) return newer.resolve(header, token)
+      if (this.#loaded !== loaded) return this.#select(header, token)
       // A refetch under way (for this miss or any other reason) is joined, never refused.
       if (this.#pending === undefined) {
         // SECURITY: one refetch per cooldown for unknown kids, however many a caller invents.
         if (this.#opts.now() < this.#missAt + this.#opts.cooldownMs) throw err
         this.#missAt = this.#opts.now()
       }
-      return (await this.#reload()).resolve(header, token)
+      await this.#reload()
+      return this.#select(header, token)
     }
   }
 
@@ -104,7 +126,13 @@ export class RemoteJwks {
 
   /** True while the fresh current set holds the key with this RFC 7638 thumbprint. */
   serves(thumbprint: string | undefined): boolean {
-    return thumbprint !== undefined && this.fresh() && this.#loaded!.thumbprints.has(thumbprint)
+    const loaded = this.#loaded
+    // SECURITY: jose switches its set a few microtasks before the thumbprints here follow;
+    // in between, nothing is vouched for (the token is checked again).
+    if (thumbprint === undefined || loaded === undefined || loaded.set !== this.#cache.jwks) {
+      return false
+    }
+    return this.fresh() && loaded.thumbprints.has(thumbprint)
   }
 
   /** The RFC 7638 thumbprint of a key the resolver returned (what signed a verified token). */
@@ -117,45 +145,68 @@ export class RemoteJwks {
     return id
   }
 
-  async #reload(): Promise<Loaded> {
-    // Coalescing: one request in flight, whoever asks.
+  /**
+   * jose's key selection over the set it holds. Only called once a fetch succeeded, so jose has
+   * a set and, with its timers off, never fetches on its own (past the backoff).
+   */
+  #select(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<CryptoKey> {
+    return this.#jose!.keys(header, token)
+  }
+
+  #reload(): Promise<void> {
+    // Coalescing across discovery, the backoff and jose's fetch: one request in flight.
     this.#pending ??= this.#fetch().finally(() => (this.#pending = undefined))
-    await this.#pending
-    // #fetch installed a set or threw.
-    return this.#loaded!
+    return this.#pending
   }
 
   async #fetch(): Promise<void> {
     const now = this.#opts.now
     if (now() < this.#failedUntil) throw new JwksUnavailable('JWKS endpoint failing; backing off')
-    let resolve: Loaded['resolve']
-    let thumbprints: Loaded['thumbprints']
-    let lifetime: number
     try {
-      const url = await this.#location.url()
-      const { text, headers } = await fetchBounded(url, {
-        method: 'GET',
-        headers: { accept: 'application/json, application/jwk-set+json' },
-        timeoutMs: this.#opts.timeoutMs,
-        maxBytes: this.#opts.maxBytes,
-      })
-      const json = parseJson(text)
-      if (!isJwkSet(json)) throw new JwksUnavailable('JWKS endpoint sent no JWK Set')
-      resolve = createLocalJWKSet(json)
-      thumbprints = await thumbprintsOf(json)
-      lifetime = lifetimeMs(headers, this.#opts)
+      const jose = this.#joseFor(await this.#location.url())
+      await jose.reload()
+      // jose wrote the set it installed into the cache; its thumbprints follow it.
+      const set = this.#cache.jwks!
+      this.#loaded = { set, thumbprints: await thumbprintsOf(set), until: now() + this.#lifetime }
     } catch (err) {
       this.#failedUntil = now() + this.#backoffMs
+      // The set may have moved: discovery runs again on the next fetch (docs/auth.md).
       this.#location.forget()
-      if (err instanceof JwksUnavailable) throw err
       const reason =
         err instanceof BoundedFetchFailure || err instanceof DiscoveryFailure
           ? err.message
           : 'not a JWK Set'
       throw new JwksUnavailable(`JWKS fetch failed: ${reason}`, { cause: err })
     }
-    // The set and its thumbprints switch together, so `serves` never judges by a mix.
-    this.#loaded = { resolve, thumbprints, until: now() + lifetime }
+  }
+
+  /** jose's resolver for `href`; a new URL gets a new one, seeded with the set already held. */
+  #joseFor(href: string): RemoteJWKSet {
+    if (this.#jose?.href !== href) {
+      const keys = createRemoteJWKSet(new URL(href), {
+        // Off: jose's timers read Date.now() and know one max age; `resolve` decides instead.
+        cacheMaxAge: Infinity,
+        cooldownDuration: Infinity,
+        timeoutDuration: this.#opts.timeoutMs,
+        [customFetch]: this.#fetchBounded,
+        [jwksCache]: this.#cache as JWKSCacheInput,
+      })
+      this.#jose = { href, keys }
+    }
+    return this.#jose.keys
+  }
+
+  /** jose's `customFetch`: the bounded fetch (deadline, no redirects, size cap) in its place. */
+  readonly #fetchBounded: FetchImplementation = async (url, init) => {
+    const { text, headers } = await fetchBounded(url, {
+      method: 'GET',
+      // jose names the JWK Set media types; the user agent stays the gateway's.
+      headers: { accept: init.headers.get('accept') ?? 'application/json' },
+      timeoutMs: this.#opts.timeoutMs,
+      maxBytes: this.#opts.maxBytes,
+    })
+    this.#lifetime = lifetimeMs(headers, this.#opts)
+    return new Response(text)
   }
 }
 
@@ -227,17 +278,3 @@ type JsonWebKeyInput = Parameters<typeof createPublicKey>[0] extends infer T
     ? K
     : never
   : never
-
-export function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown
-  } catch {
-    return undefined
-  }
-}
-
-/** The same shape test as jose's own (lib/validate.ts isJwkSet). */
-export function isJwkSet(v: unknown): v is JSONWebKeySet {
-  if (typeof v !== 'object' || v === null || !('keys' in v) || !Array.isArray(v.keys)) return false
-  return v.keys.every((k: unknown) => typeof k === 'object' && k !== null && !Array.isArray(k))
-}

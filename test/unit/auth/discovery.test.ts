@@ -134,4 +134,41 @@ describe('issuer metadata discovery', () => {
       '/keys-2',
     ])
   })
+
+  it('keeps the keys it holds when the set moves and the new location fails too', async () => {
+    const [k1, k2] = await Promise.all([
+      generateTestKey('ES256', 'k1'),
+      generateTestKey('ES256', 'k2'),
+    ])
+    let keysPath = '/keys-1'
+    const s = await idp({
+      '/.well-known/oauth-authorization-server': (res, base) => meta('', keysPath)(res, base),
+      '/keys-1': (res, base) =>
+        keysPath === '/keys-1' ? json({ keys: [k1.jwk] })(res, base) : res.writeHead(404).end(),
+      '/keys-2': (res) => void res.writeHead(500).end(),
+    })
+    const clock = manualClock()
+    const remote = new RemoteJwks(discoveredLocation(s.url, 2000), {
+      timeoutMs: 2000,
+      cooldownMs: 5000,
+      cacheMaxAgeMs: 60_000,
+      now: clock.now,
+    })
+    const TOKEN = { payload: '', signature: '' }
+    const k1Key = await remote.resolve({ alg: k1.alg, kid: k1.kid }, TOKEN)
+    // The set moved and its new location fails: an unknown kid finds the old one gone...
+    keysPath = '/keys-2'
+    s.paths.length = 0
+    await expect(remote.resolve({ alg: k2.alg, kid: k2.kid }, TOKEN)).rejects.toThrow(/404/)
+    clock.advance(5000)
+    await expect(remote.resolve({ alg: k2.alg, kid: k2.kid }, TOKEN)).rejects.toThrow(/500/)
+    expect(s.paths).toEqual(['/keys-1', '/.well-known/oauth-authorization-server', '/keys-2'])
+    // ...the next one rediscovers the new one, and the fresh set fetched from the old one still
+    // verifies there, with no fetch of its own (jose's resolver starts from jwksCache).
+    expect(remote.fresh()).toBe(true)
+    const again = await remote.resolve({ alg: k1.alg, kid: k1.kid }, TOKEN)
+    expect(await remote.identify(again)).toBe(await remote.identify(k1Key))
+    expect(remote.serves(await remote.identify(again))).toBe(true)
+    expect(s.paths).toHaveLength(3)
+  })
 })
