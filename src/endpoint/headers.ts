@@ -1,4 +1,5 @@
 import { encodeHeaderValue } from '../mcp/headers.js'
+import { PARAM_HEADER_PREFIX, paramHeaders, type ParamDeclaration } from '../mcp/param-headers.js'
 import { setTraceHeaders } from '../telemetry/propagate.js'
 import type { EndpointCall } from './call.js'
 
@@ -14,6 +15,12 @@ export interface HeaderChanges {
   readonly name?: string | null | undefined
   /** `Mcp-Session-Id`: a string replaces the client's handle, null removes it. */
   readonly sessionId?: string | null | undefined
+  /**
+   * The target tool's parameter headers (mcp/param-headers.ts), for a `tools/call` whose client
+   * cannot send them (a 2025-era client of a virtual server, to a 2026-07-28 member): derived
+   * from the call's judged arguments in place of every client `Mcp-Param-*`.
+   */
+  readonly params?: readonly ParamDeclaration[] | undefined
 }
 
 /**
@@ -31,7 +38,7 @@ export interface HeaderChanges {
  */
 export function forwardHeaders(
   upstreamHeaders: readonly string[],
-  call: Pick<EndpointCall, 'head' | 'peer'>,
+  call: Pick<EndpointCall, 'head' | 'peer' | 'mcp'>,
   auth: string | undefined,
   propagation: Readonly<Record<string, string>> | undefined,
   changes: HeaderChanges | undefined,
@@ -46,11 +53,19 @@ export function forwardHeaders(
       if (k === 'mcp-method' && changes.method !== undefined) continue
       if (k === 'mcp-name' && changes.name !== undefined) continue
       if (k === 'mcp-session-id' && changes.sessionId !== undefined) continue
+      // SECURITY: a header the client's era does not define is no value to trust over the body.
+      if (changes.params !== undefined && k.startsWith(PARAM_HEADER_PREFIX)) continue
       headers.push(head.forward[i] as string, head.forward[i + 1] as string)
     }
     if (changes.method !== undefined) headers.push('mcp-method', changes.method)
     if (typeof changes.name === 'string') headers.push('mcp-name', encodeHeaderValue(changes.name))
     if (typeof changes.sessionId === 'string') headers.push('mcp-session-id', changes.sessionId)
+    // SECURITY: from the parsed message the policy judged, whose `arguments` are the body's bytes
+    // (only `params.name` and `params._meta` are ever rewritten), so the member, which checks
+    // the header against the body it runs (spec 2026-07-28 basic/transports/streamable-http
+    // §Server Validation), is sent the value it executes.
+    if (changes.params !== undefined && changes.params.length > 0)
+      headers.push(...paramHeaders(changes.params, call.mcp.message?.params?.arguments))
   }
   headers.push(...upstreamHeaders)
   // SECURITY: the token exchanged for this backend (RFC 8693), never the caller's own.

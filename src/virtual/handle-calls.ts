@@ -58,9 +58,17 @@ export async function callByName(
     r.method === 'tools/call' && mayCarryTaskIds(r.method, r.message, r.call.body)
       ? r.v.tasks.sealerFor(member.name, r.principal)
       : undefined
+  // A 2025-era client has no way to know a tool's parameter headers, which a 2026-07-28 member
+  // requires (spec 2026-07-28 basic/transports/streamable-http §Custom Headers): they are derived
+  // from the member's own definition of the tool. SECURITY: for every such call, even of a tool
+  // that declares none, so no client `Mcp-Param-*` reaches the member in their place.
+  const params =
+    r.session !== undefined && r.method === 'tools/call'
+      ? r.v.state.paramsOf(route.member, own)
+      : undefined
   const asExposed: McpTarget = { kind: targetKind, name: exposed }
   return admitted(r, member, target, asExposed, () =>
-    forwardTo(r, member, text, [target], name, tasks),
+    forwardTo(r, member, text, [target], name, tasks, params),
   )
 }
 

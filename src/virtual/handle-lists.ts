@@ -263,6 +263,8 @@ async function fetchPage(
     // paginates: its later pages are not read again then, and their names must stay routable.
     const first = pending === undefined && !(fresh && typeof result.nextCursor === 'string')
     v.state.notePage(spec.kind, m, values, first)
+    // The member's own definitions: a 2025-era client's call is sent their parameter headers.
+    if (spec.kind === 'tools') v.state.noteParams(m, result.tools, first)
     if (typeof result.nextCursor === 'string') next.push([m, result.nextCursor])
   })
   const partial = reportPartial(r, method, missing, outcomes)

@@ -13,6 +13,7 @@ import type { Endpoints } from '../endpoint/endpoint.js'
 import { GatewayError } from '../errors.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import type { ParamDeclaration } from '../mcp/param-headers.js'
 import type { GatewayMetrics } from '../observability/metrics.js'
 import { renderDenial } from '../policy/denial.js'
 import type { PolicySet } from '../policy/policy.js'
@@ -147,14 +148,16 @@ export function memberCall(
 
 /**
  * What the member gets beside the client's judged headers (endpoint/headers.ts): `Mcp-Method` /
- * `Mcp-Name` replaced when the member request is another method or a prefix came off the name.
+ * `Mcp-Name` replaced when the member request is another method or a prefix came off the name,
+ * and a 2025-era client's call its tool's parameter headers (docs/virtual-servers.md).
  * SECURITY: a session id is the gateway's own (pipeline/virtual-legacy.ts), never a member's.
  */
 export function memberChanges(
   method: string | undefined,
   name: string | null | undefined,
+  params?: readonly ParamDeclaration[],
 ): HeaderChanges {
-  return { method, name, sessionId: null }
+  return { method, name, sessionId: null, params }
 }
 
 /** The body of a list read the gateway sends a member on the client's behalf (to route a call). */

@@ -11,6 +11,7 @@ import { endpointOf } from '../endpoint/endpoint.js'
 import { outcomeOf, type Seen } from '../endpoint/send.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { isRecord, methodNotFoundBody } from '../mcp/jsonrpc.js'
+import type { ParamDeclaration } from '../mcp/param-headers.js'
 import type { TaskIdSealer } from '../mcp/task-ids.js'
 import { legacyResult } from './envelope.js'
 import { noteLimitHeaders } from './member-admission.js'
@@ -198,6 +199,8 @@ export async function forwardTo(
   name: string | undefined,
   /** Seals the task ids of the answer for this member and caller (mcp/task-ids.ts). */
   tasks?: TaskIdSealer,
+  /** The tool's parameter headers, for a 2025-era client's tools/call (virtual/state.ts). */
+  params?: readonly ParamDeclaration[],
 ): Promise<Answer> {
   const body = text === r.text ? r.call.body : Buffer.from(text, 'utf8')
   const runtime = r.ctx
@@ -235,7 +238,7 @@ export async function forwardTo(
       {
         // The gateway's trace context in `params._meta` (docs/operations.md "Virtual servers").
         propagation: propagationOf(call),
-        changes: memberChanges(undefined, name),
+        changes: memberChanges(undefined, name, params),
         // A 2025-era client gets the result its era has, as from the member's own endpoint.
         rewriters: r.session === undefined ? undefined : LEGACY_RESULT,
         // SECURITY: a member's task id reaches the client only sealed with its member.

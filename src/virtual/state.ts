@@ -1,9 +1,11 @@
+import { paramDeclarations, type ParamDeclaration } from '../mcp/param-headers.js'
 import { buildNameTable, type Collision, type NameTable, type PrefixMode } from './names.js'
 
 /** Shortest time what the lists said is trusted for routing (docs/virtual-servers.md §Routing). */
 const MIN_FRESH_MS = 1000
 /** Shortest time between the end of one routing refresh of a kind and the start of the next. */
 const MIN_REFRESH_INTERVAL_MS = 1000
+const NO_PARAMS: readonly ParamDeclaration[] = Object.freeze([])
 
 /**
  * Named kinds a virtual server renames: tools, prompts and event types (docs/events.md; resource
@@ -21,6 +23,8 @@ export type UriKind = 'resources' | 'resourceTemplates'
 export class VirtualState {
   private readonly owned: Record<NamedKind, Set<string>[]>
   private readonly uris: Record<UriKind, Map<string, Set<number>>>
+  /** Per member: own tool name → its parameter headers (mcp/param-headers.ts), tools with any. */
+  private readonly params: Map<string, readonly ParamDeclaration[]>[]
   private tables: Partial<Record<NamedKind, NameTable>> = {}
   private readonly freshUntil: Partial<Record<NamedKind | UriKind, number>> = {}
   /** The routing refresh of a kind under way, which every miss meanwhile waits for. */
@@ -47,6 +51,7 @@ export class VirtualState {
       events: members.map(() => new Set()),
     }
     this.uris = { resources: new Map(), resourceTemplates: new Map() }
+    this.params = members.map(() => new Map())
   }
 
   /** Records the names of one member's page (`first`: its first page, which restarts its set). */
@@ -71,6 +76,31 @@ export class VirtualState {
       if (owners === undefined) map.set(v, new Set([member]))
       else owners.add(member)
     }
+  }
+
+  /**
+   * Records the parameter-header declarations of one member's `tools/list` page, as the member
+   * itself lists them (its own names, before curation: curation never changes a schema), with
+   * notePage's `first`. What a 2025-era client's call to that tool is sent with (`paramsOf`).
+   */
+  noteParams(member: number, tools: unknown, first: boolean): void {
+    const map = this.params[member]
+    if (map === undefined) return
+    if (first) map.clear()
+    if (!Array.isArray(tools)) return
+    for (const tool of tools as unknown[]) {
+      if (typeof tool !== 'object' || tool === null) continue
+      const { name, inputSchema } = tool as { name?: unknown; inputSchema?: unknown }
+      if (typeof name !== 'string') continue
+      const declared = paramDeclarations(inputSchema)
+      if (declared.length > 0) map.set(name, declared)
+      else map.delete(name)
+    }
+  }
+
+  /** The parameter headers member `member` declares for its own tool `name` (none when unknown). */
+  paramsOf(member: number, name: string): readonly ParamDeclaration[] {
+    return this.params[member]?.get(name) ?? NO_PARAMS
   }
 
   /**

@@ -35,6 +35,7 @@ import { serveMcpHandler } from '../../deploy/demo/serve.js'
  * (test/integration/third-party-matrix.test.ts). Every member serves the same shape under its own
  * words: a tool `echo {text}`, a tool `count` that reports progress twice while it runs, a prompt
  * `greet {name}` whose argument completes from NAMES, and one static resource `<scheme>://info`.
+ * The 2026-07-28 member declares `echo`'s `text` a parameter header (SEP-2243 `x-mcp-header`).
  */
 
 /** What `greet`'s `name` argument completes from, on every member. */
@@ -247,7 +248,11 @@ export async function startSdkMember(): Promise<Member> {
     const server = new McpServer({ name: 'sdk-member', version: '1.0.0' })
     server.registerTool(
       'echo',
-      { description: 'Echoes its text', inputSchema: z.object({ text: z.string() }) },
+      {
+        description: 'Echoes its text',
+        // SEP-2243: a 2026-07-28 call mirrors `text` into Mcp-Param-Text, or the server refuses it
+        inputSchema: z.object({ text: z.string().meta({ 'x-mcp-header': 'Text' }) }),
+      },
       ({ text }) => ({ content: [{ type: 'text', text: `sdk echo: ${text}` }] }),
     )
     server.registerTool(

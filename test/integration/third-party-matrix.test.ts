@@ -17,7 +17,9 @@ import {
 // reached on its own endpoint /mcp/<member> and through one virtual server /mcp/all over all
 // three with `prefix: always` (docs/virtual-servers.md). Every cell asks the same thing on both
 // endpoints and expects the same meaning back: names modulo the `<member>_` prefix, call content
-// and progress, prompt messages, resource contents, completion values.
+// and progress, prompt messages, resource contents, completion values. The v2 member's `echo`
+// declares its `text` a parameter header (SEP-2243): 2026-07-28 clients send `Mcp-Param-Text`
+// themselves, and for 2025-era clients the virtual server derives it.
 
 const MEMBERS = ['fastmcp', 'framework', 'sdk'] as const
 type MemberName = (typeof MEMBERS)[number]

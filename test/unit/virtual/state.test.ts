@@ -72,3 +72,38 @@ describe('fanOut with a deadline already passed', () => {
     ])
   })
 })
+
+describe('VirtualState parameter headers: per member, by its own tool names', () => {
+  const tool = (name: string, header?: string) => ({
+    name,
+    inputSchema: {
+      type: 'object',
+      properties: { region: { type: 'string', ...(header && { 'x-mcp-header': header }) } },
+    },
+  })
+  const region = (header: string) => [{ path: ['region'], header }]
+
+  it('a first page restarts the member; later pages add and replace; members stay apart', () => {
+    const { state } = stateAt()
+    state.noteParams(0, [tool('get_alerts', 'Region'), tool('plain')], true)
+    state.noteParams(1, [tool('get_alerts', 'Zone')], true)
+    expect(state.paramsOf(0, 'get_alerts')).toEqual(region('Region'))
+    expect(state.paramsOf(1, 'get_alerts')).toEqual(region('Zone'))
+    expect(state.paramsOf(0, 'plain')).toEqual([])
+    state.noteParams(0, [tool('lookup', 'Site'), tool('get_alerts')], false)
+    expect(state.paramsOf(0, 'lookup')).toEqual(region('Site'))
+    expect(state.paramsOf(0, 'get_alerts')).toEqual([])
+    state.noteParams(0, [tool('other')], true)
+    expect(state.paramsOf(0, 'lookup')).toEqual([])
+    expect(state.paramsOf(1, 'get_alerts')).toEqual(region('Zone'))
+  })
+
+  it('skips items that are no tool; knows nothing of a member it does not have', () => {
+    const { state } = stateAt()
+    state.noteParams(0, [null, 'x', { inputSchema: tool('a', 'A').inputSchema }], true)
+    state.noteParams(0, { tools: [] }, false)
+    state.noteParams(5, [tool('a', 'A')], true)
+    expect(state.paramsOf(0, 'a')).toEqual([])
+    expect(state.paramsOf(5, 'a')).toEqual([])
+  })
+})
