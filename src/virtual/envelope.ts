@@ -1,6 +1,7 @@
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import type { VirtualSession } from './client-session.js'
 import { locate } from '../mcp/rewrite.js'
+import { SERVER_INFO_META } from './merge.js'
 
 const MODERN = '2026-07-28'
 
@@ -57,8 +58,6 @@ export function modernise(
   }
 }
 
-const SERVER_INFO = 'io.modelcontextprotocol/serverInfo'
-
 /**
  * A 2026-07-28 member's result as a 2025-era client of the virtual server gets it: without the
  * fields its era does not have (`resultType`, `ttlMs`, `cacheScope`, `_meta` serverInfo), as the
@@ -72,7 +71,7 @@ export function legacyResult(
   if (!isRecord(result)) return undefined
   const { resultType: _r, ttlMs: _t, cacheScope: _c, _meta, ...rest } = result
   if (isRecord(_meta)) {
-    const { [SERVER_INFO]: _s, ...meta } = _meta
+    const { [SERVER_INFO_META]: _s, ...meta } = _meta
     if (Object.keys(meta).length > 0) rest._meta = meta
   } else if (_meta !== undefined) rest._meta = _meta
   return { ...message, result: rest }

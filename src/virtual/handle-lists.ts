@@ -12,6 +12,7 @@ import {
   mergeCapabilities,
   mergeHints,
   mergeInstructions,
+  SERVER_INFO_META,
   VIRTUAL_VERSIONS,
 } from './merge.js'
 import type { MergedRequest } from './merged-cache.js'
@@ -81,11 +82,12 @@ async function discoverFrom(
   const result: Record<string, unknown> = {
     supportedVersions: VIRTUAL_VERSIONS,
     capabilities: mergeCapabilities(results.map(([, x]) => x)),
-    serverInfo: GATEWAY_INFO,
     ...withInstructions(mergeInstructions(results)),
     resultType: 'complete',
     ttlMs: hints.ttlMs,
     cacheScope: hints.cacheScope,
+    // The virtual server's own identity, never a member's: it is one server to its clients.
+    _meta: { [SERVER_INFO_META]: GATEWAY_INFO },
   }
   if (!partial) storeMerged(r, cacheKey, result)
   return answer(r, result, partial ? 'virtual_partial' : 'ok')

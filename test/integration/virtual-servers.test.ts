@@ -8,6 +8,7 @@ import { connectClient, mcpPost, rawRequest } from '../helpers/clients.js'
 import { adminUrl, startTestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
+import { GATEWAY_INFO } from '../../src/virtual/merge.js'
 
 /** Three official-SDK servers: weather and docs (the demo's) and a paginating "tickets". */
 async function members(opts: Parameters<typeof startSdkServer>[0] = {}) {
@@ -49,10 +50,12 @@ describe('a virtual server over three SDK servers, with the v2 client (auto)', (
     const client = await closing(connectClient(gw.mcpUrl('workspace')))
     expect(client.getProtocolEra()).toBe('modern')
     const discovered = client.getDiscoverResult()
-    expect(discovered).toMatchObject({
-      serverInfo: { name: 'mcp-edge' },
-      capabilities: { tools: {}, prompts: {}, resources: {} },
-    })
+    expect(discovered).toMatchObject({ capabilities: { tools: {}, prompts: {}, resources: {} } })
+    // the virtual server names itself where the v2 client reads a server's identity (spec
+    // 2026-07-28 server/discover: `_meta` io.modelcontextprotocol/serverInfo), as a member does
+    expect(client.getServerVersion()).toEqual({ name: 'mcp-edge', version: GATEWAY_INFO.version })
+    const direct = await closing(connectClient(gw.mcpUrl('tickets')))
+    expect(direct.getServerVersion()?.name).toBe('tickets')
 
     const { tools } = await client.listTools()
     const names = tools.map((t) => t.name).sort()
@@ -283,9 +286,10 @@ describe('members that fail or hang', () => {
     expect(result.ttlMs).toBeLessThanOrEqual(5000)
     const discover = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
     expect(discover.response().result).toMatchObject({
-      serverInfo: { name: 'mcp-edge' },
+      _meta: { 'io.modelcontextprotocol/serverInfo': GATEWAY_INFO },
       supportedVersions: ['2026-07-28'],
     })
+    expect(discover.response().result).not.toHaveProperty('serverInfo')
   })
 })
 
