@@ -24,7 +24,9 @@ import {
 } from './era-session.js'
 import { MemberSessions, type MemberSession } from './member-sessions.js'
 import type { HeldSession } from './plan.js'
+import { ProgressRelay } from './progress-relay.js'
 import { sendPlanned, type Seen } from './send.js'
+import { SessionStreams } from './session-stream.js'
 
 /**
  * What one virtual server learnt of its members' eras, and the sessions it holds toward the
@@ -34,6 +36,8 @@ import { sendPlanned, type Seen } from './send.js'
 export class MemberEras {
   readonly eras = new Map<string, MemberEra>()
   readonly sessions = new MemberSessions()
+  /** The standalone GET streams of those sessions, one each however many read it. */
+  readonly streams = new SessionStreams()
   /**
    * What each 2025-only member said it can do in its first `initialize`: discovery is answered
    * from it, so a new caller does not cost the member a session (its first routed call opens one).
@@ -313,7 +317,10 @@ export async function streamInEra(
     const session = await eras.sessions.get(key, member.name, () =>
       initializeMember(send, caller.session),
     )
-    const body = withoutEnvelope(req.call.body)
+    const bare = withoutEnvelope(req.call.body)
+    // A call that asks for progress also hears the session's own stream while it runs.
+    const progress = ProgressRelay.of(bare, res)
+    const body = progress?.body ?? bare
     const seen: Seen = { upstream: undefined }
     try {
       // Not a long-lived stream (no onStreamEnd): the send returns once the answer is over.
@@ -333,6 +340,10 @@ export async function streamInEra(
             // SECURITY: the member's session id is the gateway's business; the client has its own.
             delete h['mcp-session-id']
           },
+          prepare:
+            progress === undefined
+              ? undefined
+              : (plan) => progress.attach(plan, eras.streams, member, session),
         },
         seen,
       )
@@ -344,6 +355,8 @@ export async function streamInEra(
       // The client's own session is fine: a member that loses a fresh session is at fault (502).
       if (attempt > 0) throw new GatewayError('upstream_bad_response', { cause: err })
       await eras.sessions.forget(key, member.name, session)
+    } finally {
+      progress?.close()
     }
   }
 }

@@ -83,6 +83,11 @@ export interface PlanOptions {
   readonly onHeaders?: ((status: number, headers: HeaderMap) => void) | undefined
   readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
   readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
+  /**
+   * Changes the plan once it is built, before the first try (endpoint/progress-relay.ts: a call
+   * that also reads its 2025-era member session's stream); applied by the send.
+   */
+  readonly prepare?: ((plan: AttemptPlan) => AttemptPlan | Promise<AttemptPlan>) | undefined
 }
 
 /** A request the gateway answers itself, in the server's name (a JSON-RPC body on HTTP 200). */

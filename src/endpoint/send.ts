@@ -63,11 +63,12 @@ export async function sendPlanned(
         },
   )
   if (planned.kind === 'answer') return planned
-  const plan = planned.plan
+  let plan = planned.plan
   const stop = plan.stop
   books.stop = stop
   let streaming = false
   try {
+    if (opts.prepare !== undefined) plan = await opts.prepare(plan)
     const result = await sendWithRetries(sink, server.balancing, plan)
     streaming = result.kind === 'streaming'
     return { kind: 'sent', result, upstream: plan.upstream }

@@ -16,6 +16,7 @@ import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
 import { exchangeFor } from '../endpoint/exchange.js'
 import type { Endpoints } from '../endpoint/endpoint.js'
 import type { MemberSession } from '../endpoint/member-sessions.js'
+import { getHeaders } from '../endpoint/session-stream.js'
 import { GatewayError } from '../errors.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
@@ -425,22 +426,6 @@ function lease(m: MemberServer): MemberLease {
   }
 }
 
-const GET_REPLACED: ReadonlySet<string> = new Set([
-  'accept',
-  'content-type',
-  'content-length',
-  'last-event-id',
-])
-
-function withoutHeaders(headers: readonly string[], drop: ReadonlySet<string>): string[] {
-  const out: string[] = []
-  for (let i = 0; i < headers.length; i += 2) {
-    if (drop.has((headers[i] as string).toLowerCase())) continue
-    out.push(headers[i] as string, headers[i + 1] as string)
-  }
-  return out
-}
-
 /** What a 2025-only member is asked to notify about: no `resources/subscribe` is sent to it. */
 function withoutSubscribe(caps: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const { resources, ...rest } = caps
@@ -497,16 +482,14 @@ async function legacyListenMember(
       let released = false
       return {
         open: (filter, _id, onChange) => {
-          const get = withoutHeaders(legacyHeaders(headers, s), GET_REPLACED)
-          get.push('accept', 'text/event-stream')
           const ep = {
             url: up.url.href,
-            headers: get,
+            headers: getHeaders(legacyHeaders(headers, s)),
             dispatcher: up.dispatcher,
             headersTimeoutMs: timeouts.responseHeadersMs,
             bodyTimeoutMs: timeouts.streamIdleMs,
           }
-          const stream = new LegacyGetStream(ep, filter, onChange)
+          const stream = new LegacyGetStream(v.eras.streams, s, ep, filter, onChange)
           void stream.ended.then((err) =>
             err instanceof SessionGone ? v.eras.sessions.forget(key, member.name, s) : undefined,
           )

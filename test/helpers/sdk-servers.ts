@@ -260,14 +260,25 @@ export interface LegacyTestServer extends TestServer {
  */
 export async function startLegacyV1Server(
   options: {
-    readonly progress?: boolean
+    /**
+     * `'session'`: the tool's progress goes on the session's GET stream (no related request, as
+     * mcp-framework sends it), after one for `foreignProgress`, a token no request of the session
+     * carries (another session's, from a server that broadcasts progress to every session).
+     */
+    readonly progress?: boolean | 'session'
+    readonly foreignProgress?: string
     /** The server's `instructions`, read at every `initialize` (a backend that changes them). */
     readonly instructions?: () => string | undefined
   } = {},
 ): Promise<LegacyTestServer> {
   const sessions = new Map<string, { transport: V1Transport; server: V1McpServer }>()
   const added: string[] = []
-  const gate = { waiters: new Set<() => void>(), tool: options.progress === true }
+  const gate: Gate & { readonly tool: boolean } = {
+    waiters: new Set(),
+    tool: options.progress !== undefined && options.progress !== false,
+    onSession: options.progress === 'session',
+    foreign: options.foreignProgress,
+  }
   const http = await startRecording(async (req, res, rec) => {
     const sessionId = rec.header('mcp-session-id')
     const session = sessionId === undefined ? undefined : sessions.get(sessionId)
@@ -344,17 +355,25 @@ function createV1Server(
   return server
 }
 
-type Gate = { readonly waiters: Set<() => void> }
+type Gate = {
+  readonly waiters: Set<() => void>
+  readonly onSession?: boolean
+  readonly foreign?: string | undefined
+}
 
 /** `progress`: one progress notification, then the result once the gate opens (or after 5 s). */
 function registerProgressTool(server: V1McpServer, gate: Gate): void {
   server.registerTool('progress', { description: 'Progress, then a result' }, async (extra) => {
     const token = extra._meta?.progressToken
-    if (token !== undefined)
-      await extra.sendNotification({
-        method: 'notifications/progress',
-        params: { progressToken: token, progress: 1, total: 2 },
-      })
+    const note = (progressToken: string | number, progress: number) => ({
+      method: 'notifications/progress' as const,
+      params: { progressToken, progress, total: 2 },
+    })
+    if (token !== undefined && gate.onSession === true) {
+      // no related request: the SDK sends these on the session's standalone GET stream
+      if (gate.foreign !== undefined) await server.server.notification(note(gate.foreign, 99))
+      await server.server.notification(note(token, 1))
+    } else if (token !== undefined) await extra.sendNotification(note(token, 1))
     await new Promise<void>((resolve) => {
       const wake = (): void => {
         clearTimeout(timer)

@@ -139,6 +139,16 @@ class FrameworkEcho implements ToolProtocol {
   setAbortSignal(): void {}
 }
 
+/**
+ * How long `count` works after its last progress report. mcp-framework sends progress with
+ * `server.notification()`, on the session's standalone GET stream rather than the request's
+ * (spec 2025-11-25 basic/transports §Listening for Messages from the Server), so a client sees it
+ * only if it arrives before the result on the POST stream. A tool that returned at once would
+ * always lose that race (Node flushes the GET stream's write on the next tick and the POST's end
+ * at once); one that works after reporting, as a real tool does, gives its progress the time.
+ */
+const FRAMEWORK_WORK_MS = 100
+
 class FrameworkCount extends MCPTool {
   name = 'count'
   description = 'Counts to two, reporting progress'
@@ -147,6 +157,7 @@ class FrameworkCount extends MCPTool {
   protected async execute(): Promise<unknown> {
     await this.reportProgress(1, 2)
     await this.reportProgress(2, 2)
+    await new Promise((resolve) => setTimeout(resolve, FRAMEWORK_WORK_MS))
     return 'mcp-framework counted to 2'
   }
 }

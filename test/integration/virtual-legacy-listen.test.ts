@@ -5,6 +5,8 @@ import {
   connectClient,
   connectLegacyClient,
   LEGACY_INITIALIZE,
+  mcpBody,
+  mcpHeaders,
   mcpPost,
   rawPost,
   rawRequest,
@@ -19,6 +21,7 @@ import {
   type BehaviourHook,
   type TestServer,
 } from '../helpers/sdk-servers.js'
+import { streamOf } from '../helpers/streams.js'
 import { claimsFor, generateTestKey, mintToken, startJwks } from '../helpers/tokens.js'
 
 // 2025-era clients listening on a virtual server, 2025-only members listened to, and calls to a
@@ -46,6 +49,21 @@ function memberListens(server: TestServer) {
 }
 
 const gets = (server: TestServer) => server.requests.filter((r) => r.method === 'GET')
+
+/** The JSON-RPC messages of an SSE body. */
+function sseMessages(text: string): Record<string, unknown>[] {
+  return text
+    .split('\n\n')
+    .map((event) =>
+      event
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trim())
+        .join('\n'),
+    )
+    .filter((data) => data !== '')
+    .map((data) => JSON.parse(data) as Record<string, unknown>)
+}
 
 /** Refuses 2026-07-28 requests as a 2025-era server does (then: hook). */
 function legacyOnly(hook: BehaviourHook): BehaviourHook {
@@ -316,8 +334,13 @@ describe('subscriptions/listen of a 2026-07-28 client reaches a 2025-only member
 })
 
 describe('calls routed to a 2025-only member are streamed', () => {
-  async function setup() {
-    const old = await closing(startLegacyV1Server({ progress: true }))
+  async function setup(progress: true | 'session' = true, foreignProgress?: string) {
+    const old = await closing(
+      startLegacyV1Server({
+        progress,
+        ...(foreignProgress !== undefined && { foreignProgress }),
+      }),
+    )
     const gw = await startTestGateway({
       legacySessions: { key: KEY },
       servers: upstreams({ old }),
@@ -364,6 +387,72 @@ describe('calls routed to a 2025-only member are streamed', () => {
     expect(textOf(result)).toBe('progressed')
     // a 2025-era client gets the member's result as is
     expect(result).not.toHaveProperty('resultType')
+  })
+
+  it('relays progress the member sends on its session stream, to the v2 client', async () => {
+    const { old, gw } = await setup('session')
+    const client = await closing(connectClient(gw.mcpUrl('workspace')))
+    const progress: unknown[] = []
+    const call = client.callTool(
+      { name: 'progress', arguments: {} },
+      { onprogress: (p) => void progress.push(p) },
+    )
+    // nobody else reads the session the gateway holds: the call read its GET stream while it ran
+    await vi.waitFor(() => expect(progress).toHaveLength(1), { timeout: 3000 })
+    old.finishProgress()
+    expect(textOf(await call)).toBe('progressed')
+    expect(progress[0]).toMatchObject({ progress: 1, total: 2 })
+    const get = gets(old)[0]
+    expect(get?.header('mcp-session-id')).toBe(old.calls('tools/call')[0]?.header('mcp-session-id'))
+  })
+
+  it('relays session-stream progress to the v1 client on the stream its listen shares', async () => {
+    const { old, gw } = await setup('session')
+    const client = await closing(connectLegacyClient(gw.mcpUrl('workspace')))
+    const changes: unknown[] = []
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changes.push(n))
+    // the client's GET stream has the gateway listen on the member session's own
+    await expect.poll(() => gets(old).length).toBe(1)
+    const progress: unknown[] = []
+    const call = client.callTool({ name: 'progress', arguments: {} }, undefined, {
+      onprogress: (p) => void progress.push(p),
+    })
+    await vi.waitFor(() => expect(progress).toHaveLength(1), { timeout: 3000 })
+    old.finishProgress()
+    expect(textOf(await call)).toBe('progressed')
+    // one stream per session (the v1 SDK refuses a second one with 409), read by both
+    expect(gets(old)).toHaveLength(1)
+    old.addTool('added_legacy')
+    await expect.poll(() => changes.length).toBe(1)
+  })
+
+  it('relays only the call’s own progress, under the client’s token', async () => {
+    // the member first sends progress for the client's token value, as for another session's call
+    const { old, gw } = await setup('session', 'mine')
+    const params = { name: 'progress', arguments: {}, _meta: { progressToken: 'mine' } }
+    const res = await request(gw.mcpUrl('workspace'), {
+      method: 'POST',
+      headers: mcpHeaders('tools/call', 'progress'),
+      body: JSON.stringify(mcpBody('tools/call', params, 'call-1')),
+    })
+    const stream = streamOf(res)
+    await expect.poll(() => stream.text()).toContain('"progress":1')
+    old.finishProgress()
+    await stream.ended
+    const messages = sseMessages(stream.text())
+    expect(messages.filter((m) => m.method === 'notifications/progress')).toEqual([
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 'mine', progress: 1, total: 2 },
+      },
+    ])
+    expect(messages.at(-1)).toMatchObject({ id: 'call-1', result: { resultType: 'complete' } })
+    // the member was given a token of the gateway's own for the call, never the client's
+    const sent = old.calls('tools/call')[0]?.json() as {
+      params: { _meta: Record<string, unknown> }
+    }
+    expect(sent.params._meta.progressToken).toMatch(/^mcp-edge-progress-[0-9a-f]{32}$/)
   })
 
   it('initialises the member again when it no longer knows its session, once', async () => {

@@ -5,6 +5,7 @@ import { Agent } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { Invalidation } from '../../../src/cache/key.js'
 import { ListenStream } from '../../../src/cache/listen-stream.js'
+import { SessionStreams } from '../../../src/endpoint/session-stream.js'
 import { LegacyGetStream } from '../../../src/virtual/legacy-get-stream.js'
 import { ListenMerge, memberFilter, type ListenMember } from '../../../src/virtual/listen-merge.js'
 import { closing } from '../../helpers/lifecycle.js'
@@ -26,6 +27,9 @@ function member(
 ): ListenMember {
   const dispatcher = new Agent()
   onTestFinished(() => dispatcher.close())
+  // a 2025-only member's stream is the one of the member session, re-opened in the same session
+  const streams = new SessionStreams()
+  const session = {}
   let leases = 0
   return {
     name,
@@ -44,6 +48,8 @@ function member(
           era === 'modern'
             ? new ListenStream(ep, filter, id, onChange)
             : new LegacyGetStream(
+                streams,
+                session,
                 { ...ep, headers: ['accept', 'text/event-stream'] },
                 filter,
                 onChange,
