@@ -107,7 +107,7 @@ async function serve(file: string): Promise<number> {
     return 1
   }
   const workers = workerCount(loaded.config.workers)
-  if (workers > 1 && cluster.isPrimary) return runPrimary(loaded.config, workers)
+  if (workers > 1 && cluster.isPrimary) return runPrimary(loaded, workers)
   const gw = await startGateway(loaded, { worker: cluster.isWorker })
   const exit = new Promise<number>((resolve) => {
     let stopping = false

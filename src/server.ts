@@ -59,6 +59,8 @@ export interface StartOptions {
   readonly auth?: AuthStateOptions
   /** A worker of `workers` > 1: no admin listener (the primary's), health shared (src/cluster/). */
   readonly worker?: boolean
+  /** The admin listener's clock (sign-in sessions and their throttle), for tests. */
+  readonly admin?: { readonly now?: () => number }
 }
 
 /** Starts the gateway on the configured (or given) port. */
@@ -200,22 +202,26 @@ export async function startGateway(
   const page =
     config.admin === undefined || source === undefined
       ? undefined
-      : (await import('./status/admin-page.js')).createStatusPage(source, {
+      : (await import('./status/web/admin-page.js')).createStatusPage(source, {
           admin: config.admin,
           workers: 1,
           startedAt,
+          metrics: metrics.registry,
+          now: opts.admin?.now,
         })
   for (const warning of page?.warnings ?? []) log.warn(warning)
   const admin =
-    config.admin === undefined || worker !== undefined
+    config.admin === undefined || page === undefined
       ? undefined
-      : await startAdmin(metrics.registry, config.admin.host, config.admin.port, page?.routes)
+      : await startAdmin(config.admin.host, config.admin.port, page.listener)
   if (admin !== undefined)
     log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
   const reload = async (next: LoadedConfig): Promise<void> => {
     const old = ref.current
     ref.current = createRuntime(next.config, log, next.dir, next.policy, shared)
     status?.config.applied('config', next.config, next.policy)
+    // A changed admin.token takes effect now and ends every sign-in made with the old one.
+    page?.setToken(next.config.admin?.token)
     cache?.sync(ref.current.servers.values(), next.config.cache)
     retireRuntime(old)
     retiring.add(old)

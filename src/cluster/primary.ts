@@ -5,6 +5,8 @@ import { AggregatorRegistry } from 'prom-client'
 import type { GatewayConfig } from '../config/schema.js'
 import { startAdmin } from '../observability/admin.js'
 import { createLogger } from '../observability/log.js'
+import type { LoadedConfig } from '../runtime/load.js'
+import { watchConfig } from '../runtime/watch.js'
 import { isHealthMessage, KEY_ENV, SLOT_ENV, type HealthMessage } from './messages.js'
 import { ClusterStatus } from './status.js'
 
@@ -27,7 +29,8 @@ export function workerCount(setting: GatewayConfig['workers']): number {
  * starting or restarting at that moment; 1 when one failed its drain, or when a worker fails
  * before the gateway ever listened.
  */
-export async function runPrimary(config: GatewayConfig, count: number): Promise<number> {
+export async function runPrimary(loaded: LoadedConfig, count: number): Promise<number> {
+  const config = loaded.config
   const log = createLogger(config.log.level).child({ role: 'primary' })
   const aggregator = new AggregatorRegistry()
   const slots: (Worker | undefined)[] = Array.from({ length: count }, () => undefined)
@@ -37,23 +40,37 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   const page =
     config.admin === undefined || status === undefined
       ? undefined
-      : (await import('../status/admin-page.js')).createStatusPage(status, {
+      : (await import('../status/web/admin-page.js')).createStatusPage(status, {
           admin: config.admin,
           workers: count,
           startedAt: Date.now(),
+          metrics: {
+            contentType: aggregator.contentType,
+            metrics: () => aggregator.clusterMetrics(),
+          },
         })
   for (const warning of page?.warnings ?? []) log.warn(warning)
+  // Before any worker is forked: the data port opens only once the admin listener listens.
   const admin =
-    config.admin === undefined
+    config.admin === undefined || page === undefined
       ? undefined
-      : await startAdmin(
-          { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() },
-          config.admin.host,
-          config.admin.port,
-          page?.routes,
-        )
+      : await startAdmin(config.admin.host, config.admin.port, page.listener)
   if (admin !== undefined)
     log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
+  // The admin listener is the primary's, so is its admin.token: the primary reads the config the
+  // workers reload (the same files, polled, and SIGHUP) for it; a new token ends every sign-in.
+  const watcher =
+    page === undefined
+      ? undefined
+      : watchConfig({
+          loaded,
+          log,
+          applyConfig: (next) => {
+            page.setToken(next.config.admin?.token)
+            return Promise.resolve()
+          },
+          applyPolicy: () => undefined,
+        })
 
   const crashes: number[] = slots.map(() => 0)
   const restarts = new Set<NodeJS.Timeout>()
@@ -75,6 +92,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   const settle = (): void => {
     if (settled || live().length > 0) return
     settled = true
+    watcher?.close()
     page?.close()
     const close = admin?.close() ?? Promise.resolve()
     void close.then(() => finish(failed ? 1 : 0))
@@ -172,6 +190,7 @@ export async function runPrimary(config: GatewayConfig, count: number): Promise<
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
   process.on('SIGHUP', () => {
+    void watcher?.check()
     for (const w of live()) w.process.kill('SIGHUP')
   })
   const code = await done

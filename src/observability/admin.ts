@@ -1,43 +1,44 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createServer, type RequestListener, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
-/** Answers a request the admin listener does not know itself; false when it is not one of its. */
-export type AdminRoutes = (req: IncomingMessage, res: ServerResponse) => boolean
+/**
+ * A request to the admin listener is a header block and, for a sign-in, a short form: all of it
+ * arrives within this long or the connection is answered 408 and closed.
+ */
+const REQUEST_MS = 5000
+/** How often Node looks for requests past REQUEST_MS (its default is every 30 s). */
+const CHECK_MS = 500
 
 /**
- * The admin listener: `/metrics` in Prometheus text format on its own host/port, never on the
- * data plane (clients of the gateway must not read its internals; Envoy edge practice "restrict
- * admin"), and whatever `routes` serve (the status page and /readyz with details:
- * docs/operations.md §Status page).
+ * The admin listener's socket: `/metrics`, the status page and /readyz with details, on their own
+ * host/port, never on the data plane (clients of the gateway must not read its internals; Envoy
+ * edge practice "restrict admin"). What it answers is `listener` (src/status/web/app.ts, on
+ * @hono/node-server); this module only binds it, bounds slow clients and closes it.
  */
 export async function startAdmin(
-  registry: { metrics(): Promise<string>; readonly contentType: string },
   host: string,
   port: number,
-  routes?: AdminRoutes,
+  listener: RequestListener,
 ): Promise<{ readonly port: number; close(): Promise<void> }> {
-  const server: Server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/metrics') {
-      registry.metrics().then(
-        (text) => {
-          res.writeHead(200, { 'content-type': registry.contentType })
-          res.end(text)
-        },
-        () => {
-          res.writeHead(500).end()
-        },
-      )
-      return
-    }
-    if (routes?.(req, res) === true) return
-    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n')
-  })
-  // Bounded like the data plane's: a slow client cannot hold the listener's sockets for ever.
-  server.headersTimeout = 10_000
-  server.requestTimeout = 30_000
+  const server: Server = createServer(
+    {
+      // Bounded like the data plane's: a slow client cannot hold the listener's sockets for ever.
+      headersTimeout: REQUEST_MS,
+      requestTimeout: REQUEST_MS,
+      connectionsCheckingInterval: CHECK_MS,
+      // SECURITY: never relax llhttp (request smuggling); stated, not defaulted.
+      insecureHTTPParser: false,
+      // SECURITY: RFC 9112 §3.2: no Host, no request: the Host rule has something to judge.
+      requireHostHeader: true,
+    },
+    listener,
+  )
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(port, host, () => resolve())
+    server.listen(port, host, () => {
+      server.off('error', reject)
+      resolve()
+    })
   })
   return {
     port: (server.address() as AddressInfo).port,

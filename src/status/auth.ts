@@ -1,80 +1,105 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
-import type { IncomingHttpHeaders } from 'node:http'
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { SessionTable } from './sessions.js'
+import { FailureThrottle } from './throttle.js'
 
-/** The login cookie: an HMAC of the token (never the token), HttpOnly, SameSite=Strict. */
-const SESSION_COOKIE = 'mcp_edge_admin'
-/** How long a browser keeps the login. */
-const SESSION_SECONDS = 8 * 3600
-/** Failed logins allowed per minute, over all clients: guessing stays slow, memory stays flat. */
-const MAX_FAILURES = 20
-const FAILURE_WINDOW_MS = 60_000
+/** What a request to the admin listener presents: a bearer token, a session cookie, or neither. */
+export interface Presented {
+  /** The token of `Authorization: Bearer <token>` (RFC 6750 §2.1). */
+  readonly bearer?: string | undefined
+  /** The login cookie's value. */
+  readonly session?: string | undefined
+}
+
+/** Whether a request may read the status, and if not, why. */
+export type Verdict =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly why: 'missing' | 'wrong' }
+  | { readonly ok: false; readonly why: 'throttled'; readonly retryAfter: number }
+
+/** A sign-in through the page's form. */
+export type SignIn =
+  | { readonly ok: true; readonly session: string; readonly seconds: number }
+  | { readonly ok: false; readonly why: 'no-token' | 'wrong' }
+  | { readonly ok: false; readonly why: 'throttled'; readonly retryAfter: number }
+
+const OK = { ok: true } as const
 
 /**
  * `admin.token` (docs/operations.md §Status page): when set, the page, status.json, its event
- * stream and /readyz (admin) need it, as `Authorization: Bearer <token>` (scripts) or the login
- * cookie (browsers, from the form the page shows). Every comparison is of SHA-256 digests with
- * timingSafeEqual, so neither the token's length nor its content leaks through timing.
+ * stream and /readyz (admin) need it, as `Authorization: Bearer <token>` (scripts) or a session
+ * cookie from the page's sign-in form (browsers; sessions.ts). Every presented token, in any of
+ * these ways, is a try: a wrong one counts against its source (throttle.ts), and a source past its
+ * budget is refused before its token is read, the right one included. A valid session is honoured
+ * even then: its id is 256 random bits, so reading it gives a guesser nothing. Tokens are compared
+ * as SHA-256 digests with timingSafeEqual, so neither their length nor content leaks in timing.
  */
 export class AdminAuth {
-  private readonly digest: Buffer | undefined
-  private readonly session: string | undefined
-  private failures: number[] = []
+  private digest: Buffer | undefined
+  private readonly sessions: SessionTable
+  private readonly throttle: FailureThrottle
 
-  constructor(
-    token: string | undefined,
-    private readonly now: () => number = Date.now,
-  ) {
-    if (token === undefined) return
-    this.digest = sha256(token)
-    this.session = createHmac('sha256', token)
-      .update('mcp-edge admin session 1')
-      .digest('base64url')
+  constructor(token: string | undefined, now: () => number = Date.now) {
+    this.digest = token === undefined ? undefined : sha256(token)
+    this.sessions = new SessionTable(now)
+    this.throttle = new FailureThrottle(now)
   }
 
   get required(): boolean {
     return this.digest !== undefined
   }
 
-  /** Whether a request may read the status (always, without a token configured). */
-  allows(headers: IncomingHttpHeaders): boolean {
-    if (this.digest === undefined || this.session === undefined) return true
-    const auth = headers.authorization
-    if (auth !== undefined && /^bearer /i.test(auth))
-      return same(sha256(auth.slice(7).trim()), this.digest)
-    const cookie = cookieValue(headers.cookie, SESSION_COOKIE)
-    return cookie !== undefined && same(sha256(cookie), sha256(this.session))
+  /**
+   * The token of a reloaded config. SECURITY: a different token ends every session (a sign-in
+   * made with the old token must not outlive it); the same token keeps them.
+   */
+  setToken(token: string | undefined): void {
+    const next = token === undefined ? undefined : sha256(token)
+    const same =
+      next === undefined || this.digest === undefined
+        ? next === this.digest
+        : timingSafeEqual(next, this.digest)
+    if (same) return
+    this.digest = next
+    this.sessions.clear()
   }
 
-  /** A login attempt: the Set-Cookie value on success; `throttled` past MAX_FAILURES a minute. */
-  login(candidate: string): { readonly cookie: string } | { readonly throttled: boolean } {
-    if (this.digest === undefined || this.session === undefined) return { throttled: false }
-    const now = this.now()
-    this.failures = this.failures.filter((t) => now - t < FAILURE_WINDOW_MS)
-    if (this.failures.length >= MAX_FAILURES) return { throttled: true }
-    if (same(sha256(candidate), this.digest)) {
-      return {
-        cookie: `${SESSION_COOKIE}=${this.session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_SECONDS}`,
-      }
+  /** Whether a request from `peer` (its TCP peer address) may read the status. */
+  check(peer: string | undefined, presented: Presented): Verdict {
+    const digest = this.digest
+    if (digest === undefined) return OK
+    const { bearer, session } = presented
+    if (bearer === undefined && session !== undefined && this.sessions.valid(session)) return OK
+    // Nothing presented is not a guess: the login form, not a count.
+    if (bearer === undefined && session === undefined) return { ok: false, why: 'missing' }
+    // SECURITY: a source past its budget is refused before its token is compared.
+    const retryAfter = this.throttle.wait(peer)
+    if (retryAfter > 0) return { ok: false, why: 'throttled', retryAfter }
+    if (bearer !== undefined && timingSafeEqual(sha256(bearer), digest)) return OK
+    // SECURITY: every wrong token counts, bearer and cookie as well as the form.
+    this.throttle.fail(peer)
+    return { ok: false, why: 'wrong' }
+  }
+
+  /** A sign-in from `peer` with the form's `candidate`: a new session when it is the token. */
+  signIn(peer: string | undefined, candidate: string): SignIn {
+    const digest = this.digest
+    if (digest === undefined) return { ok: false, why: 'no-token' }
+    const retryAfter = this.throttle.wait(peer)
+    if (retryAfter > 0) return { ok: false, why: 'throttled', retryAfter }
+    if (!timingSafeEqual(sha256(candidate), digest)) {
+      this.throttle.fail(peer)
+      return { ok: false, why: 'wrong' }
     }
-    this.failures.push(now)
-    return { throttled: false }
+    const { id, seconds } = this.sessions.open()
+    return { ok: true, session: id, seconds }
+  }
+
+  /** Sign-out: ends the session the cookie names, if any. */
+  signOut(session: string | undefined): void {
+    if (session !== undefined) this.sessions.end(session)
   }
 }
 
 function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest()
-}
-
-function same(a: Buffer, b: Buffer): boolean {
-  return timingSafeEqual(a, b)
-}
-
-/** One cookie's value from a Cookie header (RFC 6265 §5.4: `name=value` pairs split by `;`). */
-export function cookieValue(header: string | undefined, name: string): string | undefined {
-  if (header === undefined) return undefined
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=')
-    if (eq !== -1 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
-  }
-  return undefined
 }

@@ -74,10 +74,10 @@ interface Served {
  * script it runs, and compiled workers start in a fraction of tsx's time) with `workers: 2`,
  * port 0 for both listeners, and reads the JSON log from stdout.
  */
-async function serveWorkers(upstream: string): Promise<Served> {
+async function serveWorkers(upstream: string, config = workersConfig(upstream)): Promise<Served> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-edge-workers-'))
   const file = join(dir, 'gateway.yaml')
-  await writeFile(file, workersConfig(upstream))
+  await writeFile(file, config)
   const child = spawn(process.execPath, ['dist/cli.js', 'serve', '--config', file], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -111,11 +111,18 @@ async function serveWorkers(upstream: string): Promise<Served> {
   }
 }
 
-/** Two workers, port 0 for both listeners, one server `app` (and more as `extra` servers). */
-function workersConfig(upstream: string, extra: Record<string, unknown> = {}): string {
+/**
+ * Two workers, port 0 for both listeners, one server `app` (and more as `extra` servers), and
+ * `adminToken` as admin.token when given.
+ */
+function workersConfig(
+  upstream: string,
+  extra: Record<string, unknown> = {},
+  adminToken?: string,
+): string {
   return stringify({
     listen: { host: '127.0.0.1', port: 0 },
-    admin: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0, ...(adminToken !== undefined && { token: adminToken }) },
     workers: 2,
     log: { level: 'info' },
     shutdown: { drainMs: 10_000 },
@@ -267,6 +274,38 @@ describe('workers: 2 (mcp-edge serve as a cluster)', () => {
       expect(await gw.exited).toBe(0)
       expect(gw.lines.filter((l) => l['msg'] === 'draining')).toHaveLength(2)
       await expect(call(gw.base, 5)).rejects.toThrow() // nothing listens any more
+    },
+  )
+
+  it(
+    "a new admin.token reaches the primary's admin listener and ends every sign-in",
+    { timeout: 60_000 },
+    async () => {
+      const [before, after] = ['admin-token-before-the-edit', 'admin-token-after-the-edit']
+      const backend = await startBackend()
+      const gw = await serveWorkers(backend.url, workersConfig(backend.url, {}, before))
+      const admin = gw.admin.replace('/metrics', '')
+      const signIn = await request(`${admin}/login`, {
+        method: 'POST',
+        headers: { origin: admin, 'content-type': 'application/x-www-form-urlencoded' },
+        body: `token=${before}`,
+      })
+      await signIn.body.dump()
+      expect(signIn.statusCode).toBe(303)
+      const cookie = String(signIn.headers['set-cookie']).split(';')[0] ?? ''
+      const status = async (headers: Record<string, string>): Promise<number> => {
+        const res = await request(`${admin}/status.json`, { headers })
+        await res.body.dump()
+        return res.statusCode
+      }
+      expect(await status({ cookie })).toBe(200)
+      await writeFile(gw.file, workersConfig(backend.url, {}, after))
+      gw.signal('SIGHUP')
+      await expect.poll(() => status({ cookie }), { timeout: 15_000 }).toBe(401)
+      expect(await status({ authorization: `Bearer ${before}` })).toBe(401)
+      expect(await status({ authorization: `Bearer ${after}` })).toBe(200)
+      gw.signal('SIGTERM')
+      expect(await gw.exited).toBe(0)
     },
   )
 })

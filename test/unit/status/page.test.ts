@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { escapeHtml, html, Html, join } from '../../../src/status/html.js'
 import type { StatusDocument } from '../../../src/status/model.js'
-import { renderMain, renderPage } from '../../../src/status/page.js'
+import { html } from '../../../src/status/web/html.js'
+import { renderMain, renderPage } from '../../../src/status/web/page.js'
 
 const EVIL = '<img src=x onerror=alert(1)>"\'&'
 
@@ -107,23 +107,29 @@ const doc: StatusDocument = {
   },
 }
 
+/** The five characters that end text or a quoted attribute, escaped as the page must. */
+const escapeHtml = (text: string): string =>
+  text
+    .replaceAll('&', '&amp;')
+    .replaceAll('<', '&lt;')
+    .replaceAll('>', '&gt;')
+    .replaceAll('"', '&quot;')
+    .replaceAll("'", '&#39;')
+
 describe('html``', () => {
   it('escapes every interpolation that is not Html, in text and in quoted attributes', () => {
     expect(escapeHtml(EVIL)).toBe('&lt;img src=x onerror=alert(1)&gt;&quot;&#39;&amp;')
-    expect(
-      html`<p title="${EVIL}">${EVIL}${[EVIL, html`<b>ok</b>`]}${null}${undefined}${false}</p>`
-        .text,
-    ).toBe(`<p title="${escapeHtml(EVIL)}">${escapeHtml(EVIL)}${escapeHtml(EVIL)}<b>ok</b></p>`)
-    expect(join([html`<i>a</i>`, html`${'<'}`], ',').text).toBe('<i>a</i>,&lt;')
-  })
-  it('cannot be handed raw markup: Html is made by html`` only', () => {
-    expect(() => new Html(Symbol('html'), '<script>')).toThrow(TypeError)
+    const bold = html`<b>ok</b>`
+    const made = html`<p title="${EVIL}">${EVIL}${[EVIL, bold]}${null}${undefined}${false}${0}</p>`
+    const evil = escapeHtml(EVIL)
+    expect(String(made)).toBe(`<p title="${evil}">${evil}${evil}<b>ok</b>0</p>`)
+    expect(String(html`${[html`<i>a</i>`, [html`${'<'}`, ',']]}`)).toBe('<i>a</i>&lt;,')
   })
 })
 
 describe('the page', () => {
   it('shows every backend, client and policy string as text, and carries no inline script or style', () => {
-    const page = renderPage(doc).text
+    const page = String(renderPage(doc, { signOut: false }))
     expect(page).not.toContain('<img')
     expect(page).not.toContain('onerror=alert(1)>')
     expect(page.split(escapeHtml(EVIL)).length - 1).toBeGreaterThanOrEqual(20)
@@ -134,8 +140,14 @@ describe('the page', () => {
     expect(markup).not.toMatch(/\son[a-z]+=/)
     expect(page).toContain('<script src="status.js" defer></script>')
   })
+  it('offers sign-out when the listener has a token, outside the part replaced live', () => {
+    const signedIn = String(renderPage(doc, { signOut: true }))
+    expect(signedIn).toContain('<form class="sign-out" method="post" action="logout">')
+    expect(signedIn.indexOf('action="logout"')).toBeLessThan(signedIn.indexOf('<main'))
+    expect(String(renderPage(doc, { signOut: false }))).not.toContain('logout')
+  })
   it('renders the live part alone, as the event stream sends it', () => {
-    const main = renderMain(doc).text
+    const main = String(renderMain(doc))
     expect(main.startsWith('<main id="status"')).toBe(true)
     expect(main).not.toContain('<img')
     expect(main).toContain('data-replica="app#0" data-state="unhealthy"')

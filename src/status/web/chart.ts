@@ -1,5 +1,5 @@
-import { html, join, type Html } from './html.js'
-import type { HistoryPoint } from './windows.js'
+import { html, type Html } from './html.js'
+import type { HistoryPoint } from '../windows.js'
 
 /** Series colours are classes (status.css `.s0` … `.s7`): the CSP allows no inline style. */
 const SERIES = 8
@@ -42,16 +42,14 @@ export function lineChart(
       }
       runs[runs.length - 1]?.push(`${x(at).toFixed(1)},${y(v).toFixed(1)}`)
     }
-    return join(
-      runs
-        .filter((r) => r.length > 0)
-        .map(
-          (r) =>
-            html`<polyline class="series s${i % SERIES}" points="${r.join(' ')}"
-              ><title>${s.name}</title></polyline
-            >`,
-        ),
-    )
+    return runs
+      .filter((r) => r.length > 0)
+      .map(
+        (r) =>
+          html`<polyline class="series s${i % SERIES}" points="${r.join(' ')}"
+            ><title>${s.name}</title></polyline
+          >`,
+      )
   })
   const label = (v: number): string => (opts.ratio ? `${Math.round(v * 100)}%` : formatRate(v))
   return html`<figure class="chart">

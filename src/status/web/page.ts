@@ -1,15 +1,15 @@
 import { lineChart, formatRate } from './chart.js'
 import { html, type Html } from './html.js'
-import type { StatusDocument } from './model.js'
-import type { NameSets, ReplicaReport } from './report.js'
-import type { TrafficWindow } from './windows.js'
+import type { StatusDocument } from '../model.js'
+import type { NameSets, ReplicaReport } from '../report.js'
+import type { TrafficWindow } from '../windows.js'
 
 /**
  * The status page, rendered on the server from the same document as status.json: it works with
  * JavaScript off (the snapshot it was served with); with it on, status.js swaps in the `<main>`
  * the event stream sends every few seconds (renderMain), so there is one renderer.
  */
-export function renderPage(doc: StatusDocument): Html {
+export function renderPage(doc: StatusDocument, opts: { readonly signOut: boolean }): Html {
   return html`<!doctype html>
     <html lang="en">
       <head>
@@ -31,6 +31,13 @@ export function renderPage(doc: StatusDocument): Html {
             title="Figures of the moment this page was served; with JavaScript they update live"
             >snapshot</span
           >
+          ${
+            opts.signOut
+              ? html`<form class="sign-out" method="post" action="logout">
+                  <button type="submit">Sign out</button>
+                </form>`
+              : ''
+          }
         </header>
         ${renderMain(doc)}
       </body>

@@ -55,6 +55,8 @@ header h1 { font-size: 1.25rem; margin: 0; }
 .live { margin-left: auto; padding: .1rem .6rem; border-radius: 1rem; border: 1px solid var(--line); color: var(--muted); }
 .live.on { color: var(--good); border-color: var(--good); }
 .live.off { color: var(--warn); border-color: var(--warn); }
+.sign-out { margin: 0; }
+.sign-out button { font: inherit; color: var(--muted); background: none; border: 1px solid var(--line); border-radius: 1rem; padding: .1rem .6rem; cursor: pointer; }
 main { padding: 0 1.25rem 2rem; max-width: 1600px; display: grid; gap: 0 1.25rem;
   grid-template-columns: repeat(auto-fit, minmax(min(100%, 34rem), 1fr)); align-items: start; }
 #gateway, #charts, #servers, #virtual-servers, #policy, #catalog, .footnote { grid-column: 1 / -1; }
