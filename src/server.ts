@@ -175,16 +175,6 @@ export async function startGateway(
   // Node silently drops headers past maxHeadersCount; 0 lifts that so our own count check sees
   // them all (the byte size stays bounded by maxHeaderSize).
   server.maxHeadersCount = 0
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(opts.port ?? config.listen.port, config.listen.host, () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
-  const port = (server.address() as AddressInfo).port
-  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
-  log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
   // Runtimes a reload replaced, until their pools close: the page shows what they still carry.
   const retiring = new Set<GatewayRuntime>()
   const report = status?.reporter({
@@ -210,12 +200,34 @@ export async function startGateway(
           now: opts.admin?.now,
         })
   for (const warning of page?.warnings ?? []) log.warn(warning)
-  const admin =
-    config.admin === undefined || page === undefined
-      ? undefined
-      : await startAdmin(config.admin.host, config.admin.port, page.listener)
+  // A gateway is ready only when every listener it was configured with listens: the admin
+  // listener binds first, and the data port (its /healthz and /readyz included) opens only after
+  // it (docs/operations.md §Readiness). Either failing stops the start, nothing left open.
+  let admin: Awaited<ReturnType<typeof startAdmin>> | undefined
+  try {
+    if (config.admin !== undefined && page !== undefined)
+      admin = await startAdmin(config.admin.host, config.admin.port, page.listener)
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(opts.port ?? config.listen.port, config.listen.host, () => {
+        server.off('error', reject)
+        resolve()
+      })
+    })
+  } catch (err) {
+    await admin?.close()
+    page?.close()
+    await cache?.close()
+    await closeRuntime(ref.current)
+    await tracing?.shutdown()
+    access.close()
+    throw err
+  }
   if (admin !== undefined)
     log.info({ host: config.admin?.host, port: admin.port }, 'admin listening')
+  const port = (server.address() as AddressInfo).port
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
+  log.info({ host: config.listen.host, port, servers: Object.keys(config.servers) }, 'listening')
   const reload = async (next: LoadedConfig): Promise<void> => {
     const old = ref.current
     ref.current = createRuntime(next.config, log, next.dir, next.policy, shared)

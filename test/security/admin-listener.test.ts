@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
 import { createServer as createTlsServer } from 'node:https'
-import type { AddressInfo } from 'node:net'
+import { connect, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Registry } from 'prom-client'
@@ -16,9 +18,10 @@ import { selfSigned } from '../helpers/tls.js'
 
 /**
  * The admin listener's trust rules (docs/security.md §The admin listener): one Host rule for
- * every route, sign-in sessions that end, and a sign-in throttle no one else can trip for you.
- * Every request goes over a real socket to the real gateway; clients at different addresses are
- * connections bound to different loopback addresses (127.0.0.0/8 is all loopback on Linux).
+ * every route, sign-in sessions that end, a sign-in throttle no one else can trip for you, and a
+ * gateway that is ready only once every listener it was configured with listens. Every request
+ * goes over a real socket to the real gateway; clients at different addresses are connections
+ * bound to different loopback addresses (127.0.0.0/8 is all loopback on Linux).
  */
 
 const TOKEN = 'admin-token-of-the-security-test'
@@ -373,4 +376,93 @@ describe('the sign-in throttle', () => {
     expect(wrong.status).toBe(401)
     expect((await signIn(TOKEN, '127.0.0.6')).status).toBe(303)
   })
+})
+
+/** A port free right now on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const s = createServer()
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
+  const port = (s.address() as AddressInfo).port
+  await new Promise<void>((resolve) => s.close(() => resolve()))
+  return port
+}
+
+/** Whether a TCP connection to 127.0.0.1:`port` is accepted. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1')
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+describe('readiness: ready only once every configured listener listens', () => {
+  it('never opens the data port when the admin listener cannot listen', async () => {
+    const taken: Server = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => taken.close(() => resolve())))
+    const adminPort = (taken.address() as AddressInfo).port
+    const dataPort = await freePort()
+    await expect(
+      startTestGateway(
+        {
+          listen: { host: '127.0.0.1', port: dataPort },
+          admin: { host: '127.0.0.1', port: adminPort },
+          ...oneServer(NOBODY),
+        },
+        { autoClose: false },
+      ),
+    ).rejects.toThrow(/EADDRINUSE/)
+    expect(await accepts(dataPort)).toBe(false)
+  })
+
+  it(
+    'answers /readyz 200 on the data port only when the admin port takes connections',
+    { timeout: 60_000 },
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-ready-'))
+      onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+      const seen: { dataReady: boolean; adminListens: boolean }[] = []
+      for (let start = 0; start < 2; start++) {
+        const [dataPort, adminPort] = [await freePort(), await freePort()]
+        const file = join(dir, `gateway-${start}.yaml`)
+        writeFileSync(
+          file,
+          stringify({
+            listen: { host: '127.0.0.1', port: dataPort },
+            admin: { host: '127.0.0.1', port: adminPort },
+            log: { level: 'silent' },
+            ...oneServer(NOBODY),
+          }),
+        )
+        // `mcp-edge serve` as an orchestrator runs it; its probe polls the data port's /readyz.
+        const child = spawn(
+          process.execPath,
+          ['--import', 'tsx', 'src/cli.ts', 'serve', '--config', file],
+          {
+            stdio: 'ignore',
+          },
+        )
+        onTestFinished(() => void child.kill('SIGKILL'))
+        const deadline = Date.now() + 20_000
+        for (;;) {
+          const ready = await request(`http://127.0.0.1:${dataPort}/readyz`).then(
+            (res) => res.body.dump().then(() => res.statusCode === 200),
+            () => false,
+          )
+          if (ready) {
+            seen.push({ dataReady: true, adminListens: await accepts(adminPort) })
+            break
+          }
+          if (Date.now() > deadline) throw new Error('the gateway did not become ready')
+          await new Promise((resolve) => setTimeout(resolve, 2))
+        }
+        child.kill('SIGKILL')
+      }
+      expect(seen).toEqual(seen.map(() => ({ dataReady: true, adminListens: true })))
+    },
+  )
 })
