@@ -132,7 +132,7 @@ const call = (url: string, name: string, args: Record<string, unknown> = {}) =>
 
 describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () => {
   it(
-    'shows calls, a cache hit, a denial, a 429, a replica out and back, drift and a refused reload live; escapes; CSP holds; needs its token',
+    'shows calls, a cache hit, a denial, a 429, a replica out and back, drift and a refused reload live; escapes; CSP holds; needs its token; signs out',
     { timeout: 90_000 },
     async () => {
       if (CHROMIUM === undefined) throw new Error(MISSING_CHROMIUM)
@@ -244,6 +244,26 @@ describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () 
         mkdirSync(dirname(resolve(docsCopy)), { recursive: true })
         copyFileSync(shot, resolve(docsCopy))
       }
+
+      // The sign-in was a session cookie no script can read; signing out ends it on the gateway.
+      const [session, ...others] = await page.context().cookies()
+      expect(others).toEqual([])
+      expect(session).toMatchObject({
+        name: 'mcp_edge_admin',
+        path: '/',
+        httpOnly: true,
+        sameSite: 'Strict',
+        secure: false,
+      })
+      expect(session?.value).not.toContain(TOKEN)
+      await Promise.all([page.waitForURL(`${s.adminUrl}/`), page.click('form.sign-out button')])
+      expect(await page.locator('input[name="token"]').count()).toBe(1)
+      expect(await page.context().cookies()).toEqual([])
+      const stale = await rawRequest('GET', `${s.adminUrl}/status.json`, {
+        headers: { cookie: `mcp_edge_admin=${session?.value ?? ''}` },
+      })
+      expect(stale.status).toBe(401)
+      expect(stale.text).toBe('{"error":"unauthorized"}\n')
     },
   )
 })
