@@ -509,7 +509,8 @@ export const configSchema = z.strictObject({
       port: z.int().min(0).max(65535),
       /**
        * Required, when set, for the status page, status.json and /readyz (admin), as a bearer
-       * token or the page's login cookie. Give it as an env reference (`${MCP_EDGE_ADMIN_TOKEN}`).
+       * token or a session of the page's sign-in; a reload that changes it ends every session.
+       * Give it as an env reference (`${MCP_EDGE_ADMIN_TOKEN}`).
        */
       token: z.string().min(16, 'use at least 16 characters').optional(),
       /** Show callers' issuer and subject on the status page instead of a short hash of them. */
