@@ -2,7 +2,7 @@ import { isIP } from 'node:net'
 
 /** Failed attempts one source may make in a window; the next is refused unread until one ages out. */
 export const MAX_FAILURES = 20
-export const FAILURE_WINDOW_MS = 60_000
+const FAILURE_WINDOW_MS = 60_000
 /** Sources remembered at once; past that the one that failed longest ago is forgotten. */
 const MAX_SOURCES = 4096
 
