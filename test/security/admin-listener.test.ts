@@ -378,19 +378,26 @@ describe('the sign-in throttle', () => {
   })
 })
 
-/** A port free right now on 127.0.0.1. */
-async function freePort(): Promise<number> {
+/**
+ * Listeners of the readiness tests go on loopback addresses of their own, where no parallel test
+ * (all on 127.0.0.1) takes the port between choosing it and the gateway binding it.
+ */
+const TAKEN_HOST = '127.0.0.77'
+const READY_HOST = '127.0.0.78'
+
+/** A port free right now on `host`. */
+async function freePort(host: string): Promise<number> {
   const s = createServer()
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => s.listen(0, host, resolve))
   const port = (s.address() as AddressInfo).port
   await new Promise<void>((resolve) => s.close(() => resolve()))
   return port
 }
 
-/** Whether a TCP connection to 127.0.0.1:`port` is accepted. */
-function accepts(port: number): Promise<boolean> {
+/** Whether a TCP connection to `host`:`port` is accepted. */
+function accepts(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1')
+    const socket = connect(port, host)
     socket.once('connect', () => {
       socket.destroy()
       resolve(true)
@@ -402,21 +409,21 @@ function accepts(port: number): Promise<boolean> {
 describe('readiness: ready only once every configured listener listens', () => {
   it('never opens the data port when the admin listener cannot listen', async () => {
     const taken: Server = createServer()
-    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    await new Promise<void>((resolve) => taken.listen(0, TAKEN_HOST, resolve))
     onTestFinished(() => new Promise<void>((resolve) => taken.close(() => resolve())))
     const adminPort = (taken.address() as AddressInfo).port
-    const dataPort = await freePort()
+    const dataPort = await freePort(TAKEN_HOST)
     await expect(
       startTestGateway(
         {
-          listen: { host: '127.0.0.1', port: dataPort },
-          admin: { host: '127.0.0.1', port: adminPort },
+          listen: { host: TAKEN_HOST, port: dataPort },
+          admin: { host: TAKEN_HOST, port: adminPort },
           ...oneServer(NOBODY),
         },
         { autoClose: false },
       ),
     ).rejects.toThrow(/EADDRINUSE/)
-    expect(await accepts(dataPort)).toBe(false)
+    expect(await accepts(TAKEN_HOST, dataPort)).toBe(false)
   })
 
   it(
@@ -427,13 +434,13 @@ describe('readiness: ready only once every configured listener listens', () => {
       onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
       const seen: { dataReady: boolean; adminListens: boolean }[] = []
       for (let start = 0; start < 2; start++) {
-        const [dataPort, adminPort] = [await freePort(), await freePort()]
+        const [dataPort, adminPort] = [await freePort(READY_HOST), await freePort(READY_HOST)]
         const file = join(dir, `gateway-${start}.yaml`)
         writeFileSync(
           file,
           stringify({
-            listen: { host: '127.0.0.1', port: dataPort },
-            admin: { host: '127.0.0.1', port: adminPort },
+            listen: { host: READY_HOST, port: dataPort },
+            admin: { host: READY_HOST, port: adminPort },
             log: { level: 'silent' },
             ...oneServer(NOBODY),
           }),
@@ -449,12 +456,12 @@ describe('readiness: ready only once every configured listener listens', () => {
         onTestFinished(() => void child.kill('SIGKILL'))
         const deadline = Date.now() + 20_000
         for (;;) {
-          const ready = await request(`http://127.0.0.1:${dataPort}/readyz`).then(
+          const ready = await request(`http://${READY_HOST}:${dataPort}/readyz`).then(
             (res) => res.body.dump().then(() => res.statusCode === 200),
             () => false,
           )
           if (ready) {
-            seen.push({ dataReady: true, adminListens: await accepts(adminPort) })
+            seen.push({ dataReady: true, adminListens: await accepts(READY_HOST, adminPort) })
             break
           }
           if (Date.now() > deadline) throw new Error('the gateway did not become ready')
