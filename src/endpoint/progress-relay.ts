@@ -4,7 +4,7 @@ import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { locate } from '../mcp/rewrite.js'
 import type { AttemptPlan } from '../upstream/attempts.js'
-import { hasRoom } from '../upstream/pool.js'
+import { hasRoom, leaseStream } from '../upstream/pool.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { AskServer } from './ask.js'
 import type { MemberSession } from './member-sessions.js'
@@ -110,12 +110,7 @@ export class ProgressRelay {
     if (up === undefined || session.sessionId === undefined || streams.none.has(member.name))
       return planned
     if (!hasRoom(up, true)) return planned
-    up.inFlight++
-    up.streams++
-    this.release = () => {
-      up.inFlight--
-      up.streams--
-    }
+    this.release = leaseStream(up)
     const timeouts = member.config.timeouts
     const ep = {
       url: up.url.href,

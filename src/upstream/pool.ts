@@ -140,6 +140,26 @@ export function hasRoom(u: Upstream, stream: boolean): boolean {
   return stream ? u.streams < u.maxStreams : u.inFlight - u.streams < u.maxInFlight
 }
 
+/**
+ * A replica's slot for a long-lived stream the gateway holds open itself, outside the attempt loop
+ * (a virtual server's member listen, the GET stream of a session it holds toward a 2025-only
+ * member): counted as the attempt loop counts a stream (`inFlight` and `streams`, against
+ * `maxStreams`), so balancing, capacity and the status page see it. Throws `streams_at_capacity`
+ * when the replica has no room; the release gives the slot back, exactly once.
+ */
+export function leaseStream(u: Upstream): () => void {
+  if (!hasRoom(u, true)) throw full(true)
+  u.inFlight++
+  u.streams++
+  let released = false
+  return () => {
+    if (released) return
+    released = true
+    u.inFlight--
+    u.streams--
+  }
+}
+
 /** The 503 for a pool whose available replicas have no room left. */
 export function full(stream: boolean): GatewayError {
   return new GatewayError(stream ? 'streams_at_capacity' : 'overloaded')

@@ -22,7 +22,7 @@ import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
-import { full, hasRoom } from '../upstream/pool.js'
+import { leaseStream } from '../upstream/pool.js'
 import type { StreamStop } from '../upstream/lifecycle.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { VirtualSession } from './client-session.js'
@@ -405,9 +405,7 @@ function endpointOf(m: MemberServer): UpstreamEndpoint {
  */
 function lease(m: MemberServer): MemberLease {
   const up = m.balancing.pool.select(undefined, undefined, true)
-  up.inFlight++
-  up.streams++
-  let released = false
+  const release = leaseStream(up)
   const ep: UpstreamEndpoint = {
     url: up.url.href,
     headers: m.upstreamHeaders,
@@ -417,12 +415,7 @@ function lease(m: MemberServer): MemberLease {
   }
   return {
     open: (filter, id, onChange) => new ListenStream(ep, filter, id, onChange),
-    release: () => {
-      if (released) return
-      released = true
-      up.inFlight--
-      up.streams--
-    },
+    release,
   }
 }
 
@@ -476,10 +469,7 @@ async function legacyListenMember(
         throw new GatewayError('session_not_found', 'the session is no longer available')
       }
       const up = pinned ?? member.balancing.pool.select(undefined, undefined, true)
-      if (!hasRoom(up, true)) throw full(true)
-      up.inFlight++
-      up.streams++
-      let released = false
+      const release = leaseStream(up)
       return {
         open: (filter, _id, onChange) => {
           const ep = {
@@ -495,12 +485,7 @@ async function legacyListenMember(
           )
           return stream
         },
-        release: () => {
-          if (released) return
-          released = true
-          up.inFlight--
-          up.streams--
-        },
+        release,
       }
     },
   }

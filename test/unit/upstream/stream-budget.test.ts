@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../../src/errors.js'
 import { Lifecycle } from '../../../src/upstream/lifecycle.js'
-import { UpstreamPool } from '../../../src/upstream/pool.js'
+import { hasRoom, leaseStream, UpstreamPool } from '../../../src/upstream/pool.js'
 import { replicaFactory, type ReplicaState as State } from '../../helpers/replica-fixtures.js'
 
 /** A replica with maxInFlight 2 and maxStreams 2 in the given state. */
@@ -80,5 +80,25 @@ describe('Lifecycle: per-caller stream counts', () => {
     life.closeStream(before)
     life.closeStream(during)
     expect(life.openStreams()).toBe(0)
+  })
+})
+
+describe('leaseStream: a stream the gateway holds open itself', () => {
+  const replicaOf = replicaFactory(10, 2)
+
+  it('counts against maxStreams like an attempt-loop stream, and gives the slot back once', () => {
+    const u = replicaOf(7)
+    const first = leaseStream(u)
+    const second = leaseStream(u)
+    expect([u.inFlight, u.streams]).toEqual([2, 2])
+    // SECURITY: a third stream over maxStreams is refused, as the attempt loop refuses one.
+    expect(() => leaseStream(u)).toThrow(expect.objectContaining({ code: 'streams_at_capacity' }))
+    first()
+    first()
+    expect([u.inFlight, u.streams]).toEqual([1, 1])
+    second()
+    expect([u.inFlight, u.streams]).toEqual([0, 0])
+    // Ordinary requests never lose their slots to held streams.
+    expect(hasRoom(u, false)).toBe(true)
   })
 })
