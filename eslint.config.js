@@ -5,35 +5,39 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 /**
- * The folders of src/, bottom to top (CONTRIBUTING.md "Layering", docs/design/member-path.md): a
- * folder imports only folders below it, type imports included, so no two folders know each other.
- * `errors`, `app`, `server` and `cli` include the files of that name in src/.
+ * The layers of src/, bottom to top: the one written copy (CONTRIBUTING.md "Layering" and
+ * docs/design/member-path.md refer here). A partial order: a folder imports only folders of lower
+ * tiers, type imports included, so no two folders know each other; folders that never meet share
+ * a tier (neither may import the other). `errors`, `app`, `server` and `cli` include the files of
+ * that name in src/.
  */
-const LAYERS = [
-  'errors',
-  'mcp',
-  'config',
-  'auth',
-  'match',
-  'redis',
-  'limits',
-  'policy',
-  'observability',
-  'cache',
-  'telemetry',
-  'upstream',
-  'endpoint',
-  'catalog',
-  'virtual',
-  'cards',
-  'runtime',
-  'status',
-  'cluster',
-  'pipeline',
-  'app',
-  'server',
-  'cli',
+const TIERS = [
+  ['errors', 'redis'],
+  ['mcp'],
+  ['config'],
+  ['match'],
+  ['auth', 'limits'],
+  ['policy'],
+  ['observability'],
+  ['cache', 'telemetry', 'upstream'],
+  ['endpoint'],
+  ['catalog'],
+  ['virtual'],
+  ['cards'],
+  ['runtime'],
+  ['status', 'pipeline'],
+  ['cluster', 'app'],
+  ['server'],
+  ['cli'],
 ]
+const LAYERS = TIERS.flat()
+/** The folders a folder may not import: the rest of its tier and every tier above it. */
+const notBelow = (folder) => {
+  const tier = TIERS.findIndex((t) => t.includes(folder))
+  return TIERS.slice(tier)
+    .flat()
+    .filter((f) => f !== folder)
+}
 
 /** The pure core: every folder below runtime/, testable without hono. */
 const PURE_CORE = LAYERS.slice(1, LAYERS.indexOf('runtime')).map((f) => `src/${f}/**`)
@@ -65,13 +69,14 @@ const RAW_BAN = [
  * folder with a HONO_ALLOWED exception gets a second block for those files, layering kept.
  */
 function layerRules() {
-  return LAYERS.slice(1, LAYERS.indexOf('pipeline') + 1).flatMap((folder, i) => {
-    const above = LAYERS.slice(i + 2)
+  const isFolder = (f) => !['errors', 'app', 'server', 'cli'].includes(f)
+  return LAYERS.filter(isFolder).flatMap((folder) => {
+    const above = notBelow(folder)
     const up = above.flatMap((f) => [`../${f}/*`, `../${f}.js`, `../../${f}/*`, `../../${f}.js`])
     const patterns = [
       {
         group: up,
-        message: `${folder}/ imports only folders below it (CONTRIBUTING.md "Layering"); move the code or the type to its owner`,
+        message: `${folder}/ imports only folders of lower tiers (eslint.config.js TIERS); move the code or the type to its owner`,
       },
     ]
     const files = `src/${folder}/**`

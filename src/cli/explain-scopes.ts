@@ -1,5 +1,5 @@
 import type { GatewayConfig } from '../config/schema.js'
-import { ScopeGate } from '../match/scopes.js'
+import { ScopeGate } from '../auth/scopes.js'
 import type { McpTarget } from '../mcp/classify.js'
 
 /**
@@ -27,7 +27,7 @@ export function parseScopes(text: string | undefined): ReadonlySet<string> | und
  * What calling `target` of `server` through `endpoint` (the server itself, or a virtual server it
  * is a member of) needs: the endpoint's `requiredScopes` (a virtual server's: every member's),
  * the server's, then those of every `scopes:` pattern the target matches, as the runtime's
- * challenge lists them (match/scopes.ts). Undefined when nothing is needed and nothing was given.
+ * challenge lists them (auth/scopes.ts). Undefined when nothing is needed and nothing was given.
  */
 export function explainScopes(
   config: GatewayConfig,

@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js'
 import { GatewayError } from '../errors.js'
-import type { ScopeGate } from '../match/scopes.js'
+import type { ScopeGate } from '../auth/scopes.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { chainFilters, type ListFilter } from '../mcp/list-filter.js'

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { compileAuth } from '../../../src/auth/compile.js'
-import { ScopeGate } from '../../../src/match/scopes.js'
+import { ScopeGate } from '../../../src/auth/scopes.js'
 import { ConfigError, parseConfigText } from '../../../src/runtime/load.js'
 
 const PUBLIC = 'https://mcp.example.com'

@@ -1,8 +1,8 @@
-import type { AuthRuntime } from '../auth/compile.js'
-import { insufficientScope } from '../auth/resource.js'
+import type { AuthRuntime } from './compile.js'
+import { insufficientScope } from './resource.js'
 import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { McpTarget } from '../mcp/classify.js'
-import { compilePattern, type Matcher } from './pattern.js'
+import { compilePattern, type Matcher } from '../match/pattern.js'
 
 /**
  * Scopes per tool, prompt and resource (docs/auth.md §Scopes per tool): a call needs its server's
