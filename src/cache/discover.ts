@@ -1,5 +1,6 @@
 import { request, type Dispatcher } from 'undici'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { GATEWAY_INFO, MODERN_VERSION } from '../mcp/protocol.js'
 import { parseJson, SseParser } from './sse.js'
 
 /** Where and how the gateway itself talks to one backend (its static upstream credentials). */
@@ -26,14 +27,13 @@ export class ListenUnsupported extends Error {
   override readonly name = 'ListenUnsupported'
 }
 
-const VERSION = '2026-07-28'
 const MAX_DISCOVER_BYTES = 1024 * 1024
 
 /** The 2026-07-28 request envelope (basic/index.mdx: every request carries it in `_meta`). */
 export function rpcBody(id: string, method: string, params: Record<string, unknown> = {}): string {
   const _meta = {
-    'io.modelcontextprotocol/protocolVersion': VERSION,
-    'io.modelcontextprotocol/clientInfo': { name: 'mcp-edge', version: '0.1.0' },
+    'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
+    'io.modelcontextprotocol/clientInfo': GATEWAY_INFO,
     'io.modelcontextprotocol/clientCapabilities': {},
   }
   return JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta } })
@@ -47,7 +47,7 @@ export function rpcHeaders(ep: UpstreamEndpoint, method: string): string[] {
     'accept',
     'application/json, text/event-stream',
     'mcp-protocol-version',
-    VERSION,
+    MODERN_VERSION,
     'mcp-method',
     method,
     ...ep.headers,

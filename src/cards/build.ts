@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import type { AuthRuntime } from '../auth/compile.js'
 import { metadataUrl, publicBase, resourceUrl, type PublicBase } from '../auth/resource.js'
 import type { EndpointCardConfig, GatewayConfig } from '../config/schema.js'
-import { GATEWAY_INFO } from '../virtual/merge.js'
+import { GATEWAY_INFO, LEGACY_VERSION, MODERN_VERSION } from '../mcp/protocol.js'
 
 /**
  * Server Cards and the AI Catalog of the endpoints the gateway exposes (MCP Server Card
@@ -21,8 +21,6 @@ export const CARD_SUFFIX = '/server-card'
 export const CATALOG_PATH = '/.well-known/ai-catalog.json'
 /** `_meta` key of the authorization hints (not a reserved prefix: MCP basic §_meta). */
 const AUTH_META = 'mcp-edge/authorization'
-const MODERN = '2026-07-28'
-const LEGACY = '2025-11-25'
 /** The card schema's `description` is required; said when the config gives none. */
 const DEFAULT_DESCRIPTION = 'An MCP server reached through this gateway.'
 /** The card schema's bound on `name` (namespace/server). */
@@ -77,12 +75,12 @@ export function compileCards(
       name,
       card: s.card,
       // 2025-era clients are passed on only where the server allows them (front-door.ts).
-      versions: s.legacyClients === 'allow' ? [MODERN, LEGACY] : [MODERN],
+      versions: s.legacyClients === 'allow' ? [MODERN_VERSION, LEGACY_VERSION] : [MODERN_VERSION],
     })
   }
   // A virtual server serves 2025-era clients itself (docs/virtual-servers.md "2025-era clients").
   for (const [name, v] of Object.entries(config.virtualServers))
-    endpoints.push({ name, card: v.card, versions: [MODERN, LEGACY] })
+    endpoints.push({ name, card: v.card, versions: [MODERN_VERSION, LEGACY_VERSION] })
 
   const cards = new Map<string, CardDocument>()
   const entries: Record<string, unknown>[] = []

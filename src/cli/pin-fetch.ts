@@ -10,6 +10,7 @@
  */
 import { instructionsOf, type CatalogKind } from '../catalog/definition.js'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { LEGACY_VERSION } from '../mcp/protocol.js'
 import { UpstreamFailure } from '../upstream/failure.js'
 import {
   ask,
@@ -30,8 +31,6 @@ import {
 import { type MemberSession, MemberSessions } from '../endpoint/member-sessions.js'
 import type { HeldSession } from '../endpoint/plan.js'
 
-/** What a 2025-era server is asked for when it refuses 2026-07-28 (spec 2025-11-25). */
-const LEGACY = '2025-11-25'
 /** Pages one list may have before the server counts as looping (its cursors never end). */
 const MAX_PAGES = 1000
 
@@ -193,7 +192,8 @@ async function legacy(
   const sessions = new MemberSessions(1)
   const client: ClientSession = {
     id: 'pin',
-    version: LEGACY,
+    // What a 2025-era server is asked for when it refuses 2026-07-28 (spec 2025-11-25).
+    version: LEGACY_VERSION,
     capabilities: as.clientCapabilities,
     clientInfo: as.clientInfo,
   }

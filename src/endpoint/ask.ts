@@ -3,6 +3,7 @@ import type { ServerConfig } from '../config/schema.js'
 import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 import { parseMessage } from '../mcp/jsonrpc.js'
+import { MODERN_VERSION } from '../mcp/protocol.js'
 import type { RequestHead } from '../mcp/request-head.js'
 import { locate } from '../mcp/rewrite.js'
 import type { Upstream } from '../upstream/upstream.js'
@@ -98,7 +99,6 @@ export async function ask(
 }
 
 const NO_PRINCIPAL_HEADERS = Object.freeze({})
-const MODERN = '2026-07-28'
 
 /**
  * How the gateway's own reads present themselves (config `ownRequests`, compiled by
@@ -132,7 +132,7 @@ function ownRequestId(): string {
 /** The `_meta` envelope of a 2026-07-28 request (spec basic/index), as the client sends it. */
 function ownEnvelope(as: OwnIdentity): Record<string, unknown> {
   return {
-    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
     'io.modelcontextprotocol/clientInfo': as.clientInfo,
     'io.modelcontextprotocol/clientCapabilities': as.clientCapabilities,
   }
@@ -189,7 +189,7 @@ export function ownRequest(server: AskServer, body: Buffer, as: OwnIdentity): En
     configured.add((server.upstreamHeaders[i] as string).toLowerCase())
   // prettier-ignore
   const forward = [
-    'mcp-protocol-version', MODERN,
+    'mcp-protocol-version', MODERN_VERSION,
     'mcp-method', method,
     'content-type', 'application/json',
     'accept', 'application/json, text/event-stream',
@@ -198,7 +198,7 @@ export function ownRequest(server: AskServer, body: Buffer, as: OwnIdentity): En
     if (!configured.has((as.headers[i] as string).toLowerCase()))
       forward.push(as.headers[i] as string, as.headers[i + 1] as string)
   const head: RequestHead = {
-    version: MODERN,
+    version: MODERN_VERSION,
     method,
     name: undefined,
     sessionId: undefined,
@@ -215,7 +215,7 @@ export function ownRequest(server: AskServer, body: Buffer, as: OwnIdentity): En
   }
   const mcp: McpRequestInfo = {
     era: 'modern',
-    version: MODERN,
+    version: MODERN_VERSION,
     method,
     kind: message.kind === 'notification' ? 'notification' : 'request',
     targets: [],

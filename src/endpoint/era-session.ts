@@ -1,3 +1,4 @@
+import { GATEWAY_INFO, LEGACY_VERSION } from '../mcp/protocol.js'
 import type { MemberSession, MemberSessions } from './member-sessions.js'
 
 /** The era a member speaks: 2026-07-28 (sessionless), or only 2025 (`initialize` and a session). */
@@ -36,8 +37,6 @@ export type MemberSend = (
 ) => Promise<EraAnswer>
 
 const INIT_ID = 'mcp-edge-initialize'
-/** What the gateway asks a 2025-only member for when the client gave no version of its own. */
-const DEFAULT_LEGACY_VERSION = '2025-11-25'
 /** Headers that name the era or the session: replaced for a 2025-only member, never relayed. */
 const ERA_HEADERS: ReadonlySet<string> = new Set([
   'mcp-protocol-version',
@@ -94,11 +93,12 @@ export async function initializeMember(
   send: MemberSend,
   client: ClientSession | undefined,
 ): Promise<MemberSession> {
-  const version = client?.version ?? DEFAULT_LEGACY_VERSION
+  // What the gateway asks a 2025-only member for when the client gave no version of its own.
+  const version = client?.version ?? LEGACY_VERSION
   const params = {
     protocolVersion: version,
     capabilities: relayable(client?.capabilities),
-    clientInfo: client?.clientInfo ?? { name: 'mcp-edge', version: '0.1.0' },
+    clientInfo: client?.clientInfo ?? GATEWAY_INFO,
   }
   const init = Buffer.from(
     JSON.stringify({ jsonrpc: '2.0', id: INIT_ID, method: 'initialize', params }),

@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js'
 import type { BodyTransform } from '../mcp/body-transform.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { CACHEABLE_METHODS } from '../mcp/methods.js'
+import { MODERN_VERSIONS } from '../mcp/protocol.js'
 import { locate } from '../mcp/rewrite.js'
 import type { ResultHook } from '../mcp/result-transform.js'
 import type { TaskIdSealer } from '../mcp/task-ids.js'
@@ -137,7 +138,7 @@ export async function askInEra(
       message: {
         jsonrpc: '2.0',
         result: {
-          supportedVersions: ['2026-07-28'],
+          supportedVersions: MODERN_VERSIONS,
           capabilities: session.capabilities ?? {},
           ...(typeof session.instructions === 'string'
             ? { instructions: session.instructions }

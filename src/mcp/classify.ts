@@ -3,18 +3,9 @@ import { decodeHeaderValue } from './headers.js'
 import { checkEncoding, isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
 import { EVENT_NAME_METHODS, NAMED_METHODS, type NamedKind } from './methods.js'
 import { hasForbiddenNameCharacter, printable } from './names.js'
+import { LEGACY_VERSIONS, MODERN_VERSION } from './protocol.js'
 import type { RequestHead } from './request-head.js'
 
-/** The protocol revision whose clients mirror method and name into headers (SEP-2243). */
-const MODERN_VERSION = '2026-07-28'
-/** 2025-era revisions: no request-metadata headers, so their headers are never trusted. */
-const LEGACY_VERSIONS: ReadonlySet<string> = new Set([
-  '2025-11-25',
-  '2025-06-18',
-  '2025-03-26',
-  '2024-11-05',
-  '2024-10-07',
-])
 const META_VERSION = 'io.modelcontextprotocol/protocolVersion'
 
 /**
@@ -114,7 +105,7 @@ function classifyModern(
   }
   const msg = parseMessage(body, policy.maxDepth, head.contentType, policy.judgesArguments)
   if (msg.kind === 'response')
-    throw new GatewayError('invalid_request', 'clients do not send responses in 2026-07-28')
+    throw new GatewayError('invalid_request', `clients do not send responses in ${MODERN_VERSION}`)
   if (method === undefined && msg.kind === 'request') {
     throw mismatch(
       `the body names method ${msg.method} but the required Mcp-Method header is absent`,

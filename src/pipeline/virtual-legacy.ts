@@ -6,6 +6,7 @@ import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { encodeHeaderValue } from '../mcp/headers.js'
+import { GATEWAY_INFO, MODERN_VERSION } from '../mcp/protocol.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
 import type { VirtualSession } from '../virtual/client-session.js'
 import { modernise } from '../virtual/envelope.js'
@@ -15,7 +16,6 @@ import {
   negotiateVersion,
   pingAnswer,
 } from '../virtual/legacy-lifecycle.js'
-import { GATEWAY_INFO } from '../virtual/merge.js'
 import { endMemberSessions } from '../endpoint/era.js'
 import type { Endpoints } from '../endpoint/endpoint.js'
 import { endLegacyListens, legacyListen } from '../virtual/listen.js'
@@ -23,7 +23,6 @@ import type { MemberHeaders } from '../virtual/request.js'
 import { respond, virtualContext } from './virtual-answer.js'
 import { callOf } from './endpoint-call.js'
 
-const MODERN = '2026-07-28'
 /** Request headers that name the era, the session or the routing: replaced when modernising. */
 const REPLACED = new Set(['mcp-protocol-version', 'mcp-session-id', 'mcp-method', 'mcp-name'])
 
@@ -133,7 +132,7 @@ function discoverMessage(rawId: string, session: VirtualSession): JsonRpcMessage
     rawId,
     params: {
       _meta: {
-        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
         'io.modelcontextprotocol/clientCapabilities': session.capabilities,
         'io.modelcontextprotocol/clientInfo': session.clientInfo,
       },
@@ -155,18 +154,18 @@ function asModern(c: Context<GatewayEnv>, mcp: McpRequestInfo, message: JsonRpcM
     forward.push(head.forward[i] as string, head.forward[i + 1] as string)
   }
   const method = message.method as string
-  forward.push('mcp-protocol-version', MODERN, 'mcp-method', method)
+  forward.push('mcp-protocol-version', MODERN_VERSION, 'mcp-method', method)
   const name = nameOf(method, message.params)
   if (name !== undefined) forward.push('mcp-name', encodeHeaderValue(name))
   c.set('head', {
     ...head,
     forward,
-    version: MODERN,
+    version: MODERN_VERSION,
     method,
     name: name === undefined ? undefined : encodeHeaderValue(name),
     sessionId: undefined,
   })
-  c.set('mcp', { ...mcp, era: 'modern', version: MODERN, method, message })
+  c.set('mcp', { ...mcp, era: 'modern', version: MODERN_VERSION, method, message })
 }
 
 /** The Mcp-Name of a 2026-07-28 request (SEP-2243): tool or prompt name, or resource URI. */

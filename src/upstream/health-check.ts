@@ -1,4 +1,5 @@
 import { Client } from 'undici'
+import { MODERN_VERSION } from '../mcp/protocol.js'
 import type { Upstream } from './upstream.js'
 
 /** `healthCheck:` of a server (defaults in config/schema.ts; docs/balancing.md §Health). */
@@ -17,7 +18,7 @@ const DISCOVER = JSON.stringify({
   method: 'server/discover',
   params: {
     _meta: {
-      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
       'io.modelcontextprotocol/clientCapabilities': {},
       'io.modelcontextprotocol/clientInfo': { name: 'mcp-edge-health', version: '1' },
     },
@@ -51,7 +52,7 @@ export class ActiveHealthCheck {
     this.headers = [
       'content-type', 'application/json',
       'accept', 'application/json, text/event-stream',
-      'mcp-protocol-version', '2026-07-28',
+      'mcp-protocol-version', MODERN_VERSION,
       'mcp-method', 'server/discover',
       ...staticHeaders,
     ]

@@ -1,9 +1,8 @@
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import type { VirtualSession } from './client-session.js'
+import { MODERN_VERSION } from '../mcp/protocol.js'
 import { locate } from '../mcp/rewrite.js'
 import { SERVER_INFO_META } from './merge.js'
-
-const MODERN = '2026-07-28'
 
 /** The body and message of a 2025-era request as the 2026-07-28 request a virtual server serves. */
 export interface Modernised {
@@ -29,7 +28,7 @@ export function modernise(
   const meta = isRecord(params?._meta) ? params._meta : {}
   const envelope = {
     ...meta,
-    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
     'io.modelcontextprotocol/clientCapabilities': session.capabilities,
     'io.modelcontextprotocol/clientInfo': session.clientInfo,
   }

@@ -3,18 +3,12 @@ import { endpointOf } from '../endpoint/endpoint.js'
 import { GatewayError } from '../errors.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { chainFilters, type ListFilter } from '../mcp/list-filter.js'
+import { GATEWAY_INFO, MODERN_VERSIONS } from '../mcp/protocol.js'
 import { replaceParam } from '../mcp/rewrite.js'
 import type { PendingPages } from './cursor.js'
 import { fanOut, fanOutDeadline, type Outcome } from './fan-out.js'
 import { itemsOf, LISTS, mergeItems, type ListSpec, type MemberPage } from './lists.js'
-import {
-  GATEWAY_INFO,
-  mergeCapabilities,
-  mergeHints,
-  mergeInstructions,
-  SERVER_INFO_META,
-  VIRTUAL_VERSIONS,
-} from './merge.js'
+import { mergeCapabilities, mergeHints, mergeInstructions, SERVER_INFO_META } from './merge.js'
 import type { MergedRequest } from './merged-cache.js'
 import {
   answer,
@@ -80,7 +74,8 @@ async function discoverFrom(
     partial,
   )
   const result: Record<string, unknown> = {
-    supportedVersions: VIRTUAL_VERSIONS,
+    // What the gateway serves a virtual server's clients (it speaks each member's own era to it).
+    supportedVersions: MODERN_VERSIONS,
     capabilities: mergeCapabilities(results.map(([, x]) => x)),
     ...withInstructions(mergeInstructions(results)),
     resultType: 'complete',

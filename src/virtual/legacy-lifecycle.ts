@@ -1,11 +1,5 @@
 import { isRecord } from '../mcp/jsonrpc.js'
-
-/**
- * 2025-era revisions a virtual server offers its clients, newest first. The gateway answers
- * `initialize` itself (spec 2025-11-25 basic/lifecycle §Initialization), so it offers the
- * revisions it can translate every member to; 2024-era revisions had no Streamable HTTP.
- */
-const OFFERED: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26']
+import { LEGACY_VERSION, OFFERED_LEGACY_VERSIONS } from '../mcp/protocol.js'
 
 /**
  * The version to answer `initialize` with: the client's own when the gateway speaks it, else the
@@ -13,9 +7,9 @@ const OFFERED: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26']
  * with another protocol version it supports", the client disconnects if it cannot use it).
  */
 export function negotiateVersion(requested: unknown): string {
-  return typeof requested === 'string' && OFFERED.includes(requested)
+  return typeof requested === 'string' && OFFERED_LEGACY_VERSIONS.includes(requested)
     ? requested
-    : (OFFERED[0] as string)
+    : LEGACY_VERSION
 }
 
 /**

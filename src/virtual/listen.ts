@@ -20,6 +20,7 @@ import { getHeaders } from '../endpoint/session-stream.js'
 import { GatewayError } from '../errors.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { MODERN_VERSION } from '../mcp/protocol.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
 import { leaseStream } from '../upstream/pool.js'
@@ -310,7 +311,7 @@ function postCall(client: EndpointCall, method: string, body: Buffer, rawId: str
   }
   forward.push(
     'mcp-protocol-version',
-    '2026-07-28',
+    MODERN_VERSION,
     'content-type',
     'application/json',
     'accept',

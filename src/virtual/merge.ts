@@ -1,7 +1,5 @@
 import { isRecord } from '../mcp/jsonrpc.js'
 
-/** The gateway's own identity: a virtual server's, in its discovery and 2025-era `initialize`. */
-export const GATEWAY_INFO = { name: 'mcp-edge', version: '0.1.0' } as const
 /**
  * Where a 2026-07-28 result names the server that sent it (spec 2026-07-28 basic/index §_meta:
  * `io.modelcontextprotocol/serverInfo` in a result's `_meta`). A `server/discover` result has no
@@ -9,8 +7,6 @@ export const GATEWAY_INFO = { name: 'mcp-edge', version: '0.1.0' } as const
  * identity from this key only, as the SDK servers write it.
  */
 export const SERVER_INFO_META = 'io.modelcontextprotocol/serverInfo'
-/** What the gateway serves a virtual server's clients (it speaks each member's own era to it). */
-export const VIRTUAL_VERSIONS: readonly string[] = ['2026-07-28']
 /** A partial answer (a member left out) is fresh this long, and never cached as complete. */
 const PARTIAL_TTL_MS = 5000
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -8,7 +8,14 @@ import { connectClient, mcpPost, rawRequest } from '../helpers/clients.js'
 import { adminUrl, startTestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import { startNonValidatingBackend, startSdkServer } from '../helpers/sdk-servers.js'
-import { GATEWAY_INFO } from '../../src/virtual/merge.js'
+
+/** The gateway's identity as its package.json gives it (name and version). */
+const PACKAGE = JSON.parse(
+  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+) as {
+  name: string
+  version: string
+}
 
 /** Three official-SDK servers: weather and docs (the demo's) and a paginating "tickets". */
 async function members(opts: Parameters<typeof startSdkServer>[0] = {}) {
@@ -53,7 +60,7 @@ describe('a virtual server over three SDK servers, with the v2 client (auto)', (
     expect(discovered).toMatchObject({ capabilities: { tools: {}, prompts: {}, resources: {} } })
     // the virtual server names itself where the v2 client reads a server's identity (spec
     // 2026-07-28 server/discover: `_meta` io.modelcontextprotocol/serverInfo), as a member does
-    expect(client.getServerVersion()).toEqual({ name: 'mcp-edge', version: GATEWAY_INFO.version })
+    expect(client.getServerVersion()).toEqual({ name: 'mcp-edge', version: PACKAGE.version })
     const direct = await closing(connectClient(gw.mcpUrl('tickets')))
     expect(direct.getServerVersion()?.name).toBe('tickets')
 
@@ -286,7 +293,9 @@ describe('members that fail or hang', () => {
     expect(result.ttlMs).toBeLessThanOrEqual(5000)
     const discover = await mcpPost(gw.mcpUrl('ws'), 'server/discover')
     expect(discover.response().result).toMatchObject({
-      _meta: { 'io.modelcontextprotocol/serverInfo': GATEWAY_INFO },
+      _meta: {
+        'io.modelcontextprotocol/serverInfo': { name: PACKAGE.name, version: PACKAGE.version },
+      },
       supportedVersions: ['2026-07-28'],
     })
     expect(discover.response().result).not.toHaveProperty('serverInfo')

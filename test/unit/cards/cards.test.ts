@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { compileAuth } from '../../../src/auth/compile.js'
 import { cardsProblems, compileCards } from '../../../src/cards/build.js'
@@ -5,6 +6,10 @@ import { cardAnswer, catalogAnswer, matches } from '../../../src/cards/serve.js'
 import { configSchema } from '../../../src/config/schema.js'
 
 const BACKEND = 'http://10.1.2.3:9000/internal/mcp'
+/** A card without a version of its own gives the gateway's, from its package.json. */
+const { version: GATEWAY_VERSION } = JSON.parse(
+  readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'),
+) as { version: string }
 
 function config(extra: Record<string, unknown> = {}) {
   return configSchema.parse({
@@ -55,7 +60,7 @@ describe('compileCards', () => {
     expect(card).toEqual({
       $schema: 'https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json',
       name: 'example.gw/old',
-      version: '0.1.0',
+      version: GATEWAY_VERSION,
       description: 'An MCP server reached through this gateway.',
       remotes: [
         {
