@@ -2,6 +2,7 @@ import { GatewayError } from '../errors.js'
 import { encodeHeaderValue } from '../mcp/headers.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { JsonRpcMessage } from '../mcp/jsonrpc.js'
+import { NAME_PARAMS } from '../mcp/methods.js'
 import { replaceParam } from '../mcp/rewrite.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'
@@ -26,8 +27,10 @@ export function callNameOf(
   const t = targets[0]
   if (t === undefined || (t.kind !== 'tool' && t.kind !== 'prompt')) return undefined
   const kind = t.kind === 'tool' ? 'tools' : 'prompts'
-  if (method === 'tools/call' || method === 'prompts/get')
-    return { kind, target: t.kind, exposed: t.name, path: ['name'], header: true }
+  // The method that names this kind in Mcp-Name (tools/call, prompts/get), at its own place.
+  const named = method === undefined ? undefined : NAME_PARAMS.get(method)
+  if (named?.kind === t.kind)
+    return { kind, target: t.kind, exposed: t.name, path: [named.field], header: true }
   if (method === 'completion/complete' && t.kind === 'prompt')
     return { kind, target: t.kind, exposed: t.name, path: ['ref', 'name'], header: false }
   return undefined

@@ -2,6 +2,7 @@ import type { ServerConfig } from '../config/schema.js'
 import type { OwnIdentity } from '../endpoint/ask.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import type { ListFilter } from '../mcp/list-filter.js'
+import { CURATED_ANSWERS } from '../mcp/methods.js'
 import { instructionsOf, type CatalogKind, type PinnedKind } from './definition.js'
 import { foldName } from './fold.js'
 import type { PinState } from './pin-state.js'
@@ -14,14 +15,10 @@ export type CuratedConfig = Pick<ServerConfig, 'tools' | 'prompts' | 'instructio
 
 /**
  * The answers a catalog view judges, and what in them: a list's items of its kind, and the
- * server's `instructions` in discovery (2026-07-28 server/discover, 2025-era initialize).
+ * server's `instructions` in discovery (2026-07-28 server/discover, 2025-era initialize); the
+ * method table's `curatedAnswer` column (mcp/methods.ts).
  */
-export const CATALOG_LISTS: Readonly<Record<string, PinnedKind>> = {
-  'tools/list': 'tools',
-  'prompts/list': 'prompts',
-  'server/discover': 'instructions',
-  initialize: 'instructions',
-}
+export const CATALOG_LISTS: Readonly<Record<string, PinnedKind>> = CURATED_ANSWERS
 
 /** The curation of one kind (tools or prompts) of one server, compiled once. */
 class KindCuration {

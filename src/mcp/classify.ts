@@ -1,7 +1,7 @@
 import { GatewayError } from '../errors.js'
 import { decodeHeaderValue } from './headers.js'
 import { checkEncoding, isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
-import { EVENT_NAME_METHODS, NAMED_METHODS, type NamedKind } from './methods.js'
+import { EVENT_NAME_METHODS, NAME_PARAMS, NAMED_METHODS, type NamedKind } from './methods.js'
 import { hasForbiddenNameCharacter, printable } from './names.js'
 import { LEGACY_VERSIONS, MODERN_VERSION } from './protocol.js'
 import type { RequestHead } from './request-head.js'
@@ -191,9 +191,9 @@ function bodyTargets(
 ): McpTarget[] {
   const method = msg.method ?? ''
   const params = msg.params
-  const named = NAMED_METHODS.get(method)
-  if (named !== undefined) {
-    const field = named === 'resource' ? 'uri' : 'name'
+  const named = NAME_PARAMS.get(method)
+  if (named !== undefined && named.kind !== 'event') {
+    const { kind, field } = named
     const value = params?.[field]
     if (typeof value !== 'string') {
       if (headerName !== undefined) {
@@ -209,7 +209,7 @@ function bodyTargets(
         `the body carries params.${field}=${JSON.stringify(value)} but the Mcp-Name header names ${JSON.stringify(headerName)}`,
       )
     }
-    return [targetOf(named, value)]
+    return [targetOf(kind, value)]
   }
   if (EVENT_NAME_METHODS.has(method)) return eventTargets(method, params, headerName)
   if (method === 'completion/complete') return refTargets(params)

@@ -40,6 +40,11 @@ interface MethodSpec {
   readonly resultArray?: string
   /** Names a tool or prompt a catalog's curation renames (docs/catalog.md §Curation). */
   readonly curatedName?: true
+  /**
+   * What of its answer a catalog view curates and pins (docs/catalog.md §Curation, §Run-time
+   * pinning): a list's items of that kind, or the server's `instructions` in discovery.
+   */
+  readonly curatedAnswer?: 'tools' | 'prompts' | 'instructions'
   /** caching.mdx §Cacheable Results: its results carry cache hints. */
   readonly cacheable?: true
   /** Only reads: safe to send again after it may have reached a replica. */
@@ -60,12 +65,12 @@ interface MethodSpec {
 
 const TABLE: Readonly<Record<string, MethodSpec>> = {
   // prettier-ignore
-  'server/discover': { eras: 'modern', cacheable: true, retrySafe: true, resultArray: 'supportedVersions' },
+  'server/discover': { eras: 'modern', cacheable: true, retrySafe: true, resultArray: 'supportedVersions', curatedAnswer: 'instructions' },
   // prettier-ignore
-  'tools/list': { eras: 'both', listKey: 'tools', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'tools' },
+  'tools/list': { eras: 'both', listKey: 'tools', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'tools', curatedAnswer: 'tools' },
   'tools/call': { eras: 'both', named: 'tool', curatedName: true, arguments: 'arguments' },
   // prettier-ignore
-  'prompts/list': { eras: 'both', listKey: 'prompts', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'prompts' },
+  'prompts/list': { eras: 'both', listKey: 'prompts', itemField: 'name', cacheable: true, retrySafe: true, resultArray: 'prompts', curatedAnswer: 'prompts' },
   // prettier-ignore
   'prompts/get': { eras: 'both', named: 'prompt', retrySafe: true, curatedName: true, arguments: 'arguments' },
   // prettier-ignore
@@ -90,7 +95,7 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   'tasks/cancel': { eras: 'both' },
   'tasks/list': { eras: 'legacy' },
   'tasks/result': { eras: 'legacy' },
-  initialize: { eras: 'legacy' },
+  initialize: { eras: 'legacy', curatedAnswer: 'instructions' },
   ping: { eras: 'legacy' },
   'logging/setLevel': { eras: 'legacy' },
   'resources/subscribe': { eras: 'legacy', bodyTargets: true },
@@ -128,6 +133,25 @@ export const NAMED_METHODS: ReadonlyMap<string, NamedKind> = new Map(
   rows.flatMap(([name, m]) => (m.named === undefined ? [] : [[name, m.named] as const])),
 )
 
+/** A method that designates one name: what it names, and where in `params` the name sits. */
+export interface NameParam {
+  readonly kind: NamedKind | 'event'
+  readonly field: 'name' | 'uri'
+}
+
+/**
+ * The methods that designate one name (`named`, `eventName`) and where it sits: the value Mcp-Name
+ * mirrors, `params.uri` for a resource and `params.name` for a tool or prompt (spec 2026-07-28
+ * streamable-http §Standard Headers), or the event type in `params.name` (SEP-3415).
+ */
+export const NAME_PARAMS: ReadonlyMap<string, NameParam> = new Map(
+  rows.flatMap(([name, m]) => {
+    const kind = m.named ?? (m.eventName === true ? 'event' : undefined)
+    if (kind === undefined) return []
+    return [[name, { kind, field: kind === 'resource' ? 'uri' : 'name' }] as const]
+  }),
+)
+
 /** What a list method's items are: the result array they sit in and the field that names each. */
 export interface ListItems {
   readonly key: NonNullable<MethodSpec['listKey']>
@@ -160,6 +184,18 @@ export const RESULT_ARRAYS: Readonly<Record<string, string>> = Object.freeze(
 
 /** Methods whose tool or prompt name a catalog's curation renames. */
 export const CURATED_NAME_METHODS = namesWhere((m) => m.curatedName === true)
+
+type CuratedAnswer = NonNullable<MethodSpec['curatedAnswer']>
+
+/** The answers a catalog view curates, by method (no prototype), and what in each. */
+export const CURATED_ANSWERS: Readonly<Record<string, CuratedAnswer>> = Object.freeze(
+  Object.assign(
+    Object.create(null) as Record<string, CuratedAnswer>,
+    Object.fromEntries(
+      rows.flatMap(([name, m]) => (m.curatedAnswer === undefined ? [] : [[name, m.curatedAnswer]])),
+    ),
+  ),
+)
 
 /**
  * The methods whose results carry cache hints (caching.mdx §Cacheable Results): discovery and the

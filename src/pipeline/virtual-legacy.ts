@@ -6,6 +6,7 @@ import { GatewayError } from '../errors.js'
 import type { McpRequestInfo } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { encodeHeaderValue } from '../mcp/headers.js'
+import { NAME_PARAMS } from '../mcp/methods.js'
 import { GATEWAY_INFO, MODERN_VERSION } from '../mcp/protocol.js'
 import type { VirtualRuntime } from '../runtime/runtime.js'
 import type { VirtualSession } from '../virtual/client-session.js'
@@ -170,12 +171,9 @@ function asModern(c: Context<GatewayEnv>, mcp: McpRequestInfo, message: JsonRpcM
 
 /** The Mcp-Name of a 2026-07-28 request (SEP-2243): tool or prompt name, or resource URI. */
 function nameOf(method: string, params: JsonRpcMessage['params']): string | undefined {
-  const v =
-    method === 'tools/call' || method === 'prompts/get'
-      ? params?.name
-      : method === 'resources/read'
-        ? params?.uri
-        : undefined
+  // The events extension mirrors no name into Mcp-Name (SEP-3415).
+  const named = NAME_PARAMS.get(method)
+  const v = named === undefined || named.kind === 'event' ? undefined : params?.[named.field]
   return typeof v === 'string' ? v : undefined
 }
 

@@ -1,8 +1,23 @@
-import { EVENT_NAME_METHODS, LIST_METHODS } from '../mcp/methods.js'
+import { LIST_METHODS, NAME_PARAMS, type NameParam } from '../mcp/methods.js'
 import { callByName, complete, readResource } from './handle-calls.js'
 import { discover, list } from './handle-lists.js'
 import { taskFollowUp, taskList } from './handle-tasks.js'
 import type { VirtualHandler, VirtualRequest } from './request.js'
+import type { NamedKind } from './state.js'
+
+/** The routing table (virtual/state.ts) a tool, prompt or event type name is looked up in. */
+const ROUTES: Readonly<Record<Exclude<NameParam['kind'], 'resource'>, NamedKind>> = {
+  tool: 'tools',
+  prompt: 'prompts',
+  event: 'events',
+}
+
+/** The handler of each method that names a tool, prompt or event type: routed by that name. */
+const BY_NAME = [...NAME_PARAMS].flatMap(([method, { kind, field }]) => {
+  if (kind === 'resource') return []
+  const routes = ROUTES[kind]
+  return [[method, (r: VirtualRequest) => callByName(r, routes, [field])]] as const
+})
 
 /**
  * What a virtual server answers, by method (docs/virtual-servers.md). Discovery and lists fan out
@@ -16,16 +31,9 @@ export const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
   Object.assign(Object.create(null) as Record<string, VirtualHandler>, {
     'server/discover': discover,
     ...Object.fromEntries(Object.keys(LIST_METHODS).map((m) => [m, list])),
-    'tools/call': (r: VirtualRequest) => callByName(r, 'tools', ['name']),
-    'prompts/get': (r: VirtualRequest) => callByName(r, 'prompts', ['name']),
+    ...Object.fromEntries(BY_NAME),
     'resources/read': readResource,
     'completion/complete': complete,
-    ...Object.fromEntries(
-      [...EVENT_NAME_METHODS].map((m) => [
-        m,
-        (r: VirtualRequest) => callByName(r, 'events', ['name']),
-      ]),
-    ),
     'tasks/get': taskFollowUp,
     'tasks/result': taskFollowUp,
     'tasks/cancel': taskFollowUp,

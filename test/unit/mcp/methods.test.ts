@@ -5,7 +5,9 @@ import {
   CACHEABLE_METHODS,
   LIST_METHODS,
   RESULT_ARRAYS,
+  CURATED_ANSWERS,
   CURATED_NAME_METHODS,
+  NAME_PARAMS,
   NAMED_METHODS,
   RETRY_SAFE_METHODS,
   isKnownMethod,
@@ -86,6 +88,22 @@ describe('the method table', () => {
       'events/list': { key: 'events', field: 'name' },
     })
     expect(LIST_METHODS['constructor']).toBeUndefined()
+    expect(Object.fromEntries(NAME_PARAMS)).toEqual({
+      'tools/call': { kind: 'tool', field: 'name' },
+      'prompts/get': { kind: 'prompt', field: 'name' },
+      'resources/read': { kind: 'resource', field: 'uri' },
+      'events/poll': { kind: 'event', field: 'name' },
+      'events/stream': { kind: 'event', field: 'name' },
+      'events/subscribe': { kind: 'event', field: 'name' },
+      'events/unsubscribe': { kind: 'event', field: 'name' },
+    })
+    expect({ ...CURATED_ANSWERS }).toEqual({
+      'server/discover': 'instructions',
+      'tools/list': 'tools',
+      'prompts/list': 'prompts',
+      initialize: 'instructions',
+    })
+    expect(CURATED_ANSWERS['constructor']).toBeUndefined()
     expect({ ...RESULT_ARRAYS }).toEqual({
       'server/discover': 'supportedVersions',
       'tools/list': 'tools',

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { explainCommand } from '../../../src/cli/explain.js'
 import { CursorCodec } from '../../../src/virtual/cursor.js'
+import { HANDLERS } from '../../../src/virtual/handlers.js'
 import {
   buildNameTable,
   MAX_NAME,
@@ -103,5 +104,34 @@ describe('mcp-edge explain on a virtual server', () => {
     const allowed = run('--server', 'workspace', '--tool', 'search_docs', '--json')
     expect(allowed.code).toBe(0)
     expect(JSON.parse(allowed.out)).toMatchObject({ virtualServer: 'workspace', decision: 'allow' })
+  })
+})
+
+describe('the handler map', () => {
+  it('answers discovery, lists, named calls, reads, completions and task follow-ups', () => {
+    expect(Object.keys(HANDLERS).sort()).toEqual(
+      [
+        'server/discover',
+        'tools/list',
+        'prompts/list',
+        'resources/list',
+        'resources/templates/list',
+        'events/list',
+        'tools/call',
+        'prompts/get',
+        'events/poll',
+        'events/stream',
+        'events/subscribe',
+        'events/unsubscribe',
+        'resources/read',
+        'completion/complete',
+        'tasks/get',
+        'tasks/result',
+        'tasks/cancel',
+        'tasks/update',
+        'tasks/list',
+      ].sort(),
+    )
+    expect(HANDLERS['constructor']).toBeUndefined()
   })
 })
