@@ -1,7 +1,8 @@
 import { request, type Dispatcher } from 'undici'
 import { isRecord } from '../mcp/jsonrpc.js'
-import { GATEWAY_INFO, MODERN_VERSION } from '../mcp/protocol.js'
+import { GATEWAY_INFO } from '../mcp/protocol.js'
 import { parseJson, SseParser } from './sse.js'
+import { modernEnvelope, outboundHeaders } from '../mcp/outbound.js'
 
 /** Where and how the gateway itself talks to one backend (its static upstream credentials). */
 export interface UpstreamEndpoint {
@@ -29,29 +30,15 @@ export class ListenUnsupported extends Error {
 
 const MAX_DISCOVER_BYTES = 1024 * 1024
 
-/** The 2026-07-28 request envelope (basic/index.mdx: every request carries it in `_meta`). */
+/** A 2026-07-28 request of the gateway's own, in its own name (mcp/outbound.ts envelope). */
 export function rpcBody(id: string, method: string, params: Record<string, unknown> = {}): string {
-  const _meta = {
-    'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
-    'io.modelcontextprotocol/clientInfo': GATEWAY_INFO,
-    'io.modelcontextprotocol/clientCapabilities': {},
-  }
+  const _meta = modernEnvelope(GATEWAY_INFO)
   return JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta } })
 }
 
-/** SEP-2243 headers for a request the gateway sends on its own behalf. */
+/** The headers of a 2026-07-28 POST of the gateway's own (mcp/outbound.ts, the one builder). */
 export function rpcHeaders(ep: UpstreamEndpoint, method: string): string[] {
-  return [
-    'content-type',
-    'application/json',
-    'accept',
-    'application/json, text/event-stream',
-    'mcp-protocol-version',
-    MODERN_VERSION,
-    'mcp-method',
-    method,
-    ...ep.headers,
-  ]
+  return outboundHeaders(ep.headers, { http: 'POST', method })
 }
 
 /**

@@ -11,6 +11,7 @@ import type { EndpointCall } from './call.js'
 import { CollectingResponse } from './collect.js'
 import type { PlanOptions, PlanServer } from './plan.js'
 import { sendPlanned, type Seen } from './send.js'
+import { modernEnvelope } from '../mcp/outbound.js'
 
 /** What a server is to a read (a ServerRuntime has all of it). */
 export interface AskServer extends PlanServer {
@@ -129,13 +130,9 @@ function ownRequestId(): string {
   return String(randomInt(0, 65_536))
 }
 
-/** The `_meta` envelope of a 2026-07-28 request (spec basic/index), as the client sends it. */
+/** The `_meta` envelope of a 2026-07-28 request (mcp/outbound.ts), as the client sends it. */
 function ownEnvelope(as: OwnIdentity): Record<string, unknown> {
-  return {
-    'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
-    'io.modelcontextprotocol/clientInfo': as.clientInfo,
-    'io.modelcontextprotocol/clientCapabilities': as.clientCapabilities,
-  }
+  return modernEnvelope(as.clientInfo, as.clientCapabilities)
 }
 
 /**

@@ -1,5 +1,6 @@
 import { GATEWAY_INFO, LEGACY_VERSION } from '../mcp/protocol.js'
 import type { MemberSession, MemberSessions } from './member-sessions.js'
+import { outboundHeaders } from '../mcp/outbound.js'
 
 /** The era a member speaks: 2026-07-28 (sessionless), or only 2025 (`initialize` and a session). */
 export type MemberEra = 'modern' | 'legacy'
@@ -37,15 +38,6 @@ export type MemberSend = (
 ) => Promise<EraAnswer>
 
 const INIT_ID = 'mcp-edge-initialize'
-/** Headers that name the era or the session: replaced for a 2025-only member, never relayed. */
-const ERA_HEADERS: ReadonlySet<string> = new Set([
-  'mcp-protocol-version',
-  'mcp-session-id',
-  'mcp-method',
-  'mcp-name',
-  'content-length',
-])
-
 /**
  * The member-session key: the client's own 2025-era session, or, for a 2026-07-28 client (which
  * has none), one per caller, so the gateway's session toward a 2025-only member is never shared
@@ -55,17 +47,13 @@ export function memberSessionKey(client: ClientSession | undefined, owner: strin
   return client === undefined ? `modern\0${owner}` : `session\0${client.id}`
 }
 
-/** The header list for a 2025-only member: era and session headers replaced (spec 2025-11-25). */
+/**
+ * The header list of a message in a 2025-only member's session: the member request's list with
+ * its era and session headers replaced (spec 2025-11-25 basic/transports), by the one builder of
+ * the gateway's own requests (mcp/outbound.ts).
+ */
 export function legacyHeaders(headers: readonly string[], session: SessionHeaders): string[] {
-  const out: string[] = []
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i] as string
-    if (ERA_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('mcp-param-')) continue
-    out.push(name, headers[i + 1] as string)
-  }
-  out.push('mcp-protocol-version', session.version)
-  if (session.sessionId !== undefined) out.push('mcp-session-id', session.sessionId)
-  return out
+  return outboundHeaders(headers, { http: 'POST', session })
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import { GatewayError } from '../errors.js'
 import type { BodyTransform } from '../mcp/body-transform.js'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { outboundHeaders } from '../mcp/outbound.js'
 import { CACHEABLE_METHODS } from '../mcp/methods.js'
 import { MODERN_VERSIONS } from '../mcp/protocol.js'
 import { locate } from '../mcp/rewrite.js'
@@ -396,7 +397,7 @@ export async function endSession(server: AskServer, s: MemberSession): Promise<v
     origin: up.origin,
     path: up.path,
     method: 'DELETE',
-    headers: legacyHeaders(server.upstreamHeaders, s),
+    headers: outboundHeaders(server.upstreamHeaders, { http: 'DELETE', session: s }),
     headersTimeout: server.config.timeouts.responseHeadersMs,
     bodyTimeout: server.config.timeouts.responseHeadersMs,
   })

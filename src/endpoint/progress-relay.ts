@@ -114,7 +114,7 @@ export class ProgressRelay {
     const timeouts = member.config.timeouts
     const ep = {
       url: up.url.href,
-      headers: getHeaders(plan.headers),
+      headers: getHeaders(plan.headers, session),
       dispatcher: up.dispatcher,
       headersTimeoutMs: timeouts.responseHeadersMs,
       bodyTimeoutMs: timeouts.streamIdleMs,

@@ -2,6 +2,8 @@ import { request } from 'undici'
 import type { UpstreamEndpoint } from '../cache/discover.js'
 import { parseJson, SseParser } from '../cache/sse.js'
 import { isRecord } from '../mcp/jsonrpc.js'
+import { outboundHeaders } from '../mcp/outbound.js'
+import type { SessionHeaders } from './era-session.js'
 
 /** The member answered the GET with something other than a stream: its status. */
 export class StreamRefused extends Error {
@@ -27,23 +29,13 @@ export interface SessionTap {
   close(): void
 }
 
-/** Request headers a GET must not carry over from a POST (spec 2025-11-25 basic/transports). */
-const NOT_FOR_GET: ReadonlySet<string> = new Set([
-  'accept',
-  'content-type',
-  'content-length',
-  'last-event-id',
-])
-
-/** A member request's header list made that of its session's standalone GET stream. */
-export function getHeaders(headers: readonly string[]): string[] {
-  const out: string[] = []
-  for (let i = 0; i < headers.length; i += 2) {
-    if (NOT_FOR_GET.has((headers[i] as string).toLowerCase())) continue
-    out.push(headers[i] as string, headers[i + 1] as string)
-  }
-  out.push('accept', 'text/event-stream')
-  return out
+/**
+ * The header list of a member session's standalone GET stream, from the list of a request in that
+ * session (era-session.ts legacyHeaders): remade by the one builder of the gateway's own requests
+ * (mcp/outbound.ts), so no POST header (`Content-Type`, `Accept`) is carried over.
+ */
+export function getHeaders(headers: readonly string[], session: SessionHeaders): string[] {
+  return outboundHeaders(headers, { http: 'GET', session })
 }
 
 /**

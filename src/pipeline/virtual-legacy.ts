@@ -23,6 +23,7 @@ import { endLegacyListens, legacyListen } from '../virtual/listen.js'
 import type { MemberHeaders } from '../virtual/request.js'
 import { respond, virtualContext } from './virtual-answer.js'
 import { callOf } from './endpoint-call.js'
+import { modernEnvelope } from '../mcp/outbound.js'
 
 /** Request headers that name the era, the session or the routing: replaced when modernising. */
 const REPLACED = new Set(['mcp-protocol-version', 'mcp-session-id', 'mcp-method', 'mcp-name'])
@@ -131,13 +132,7 @@ function discoverMessage(rawId: string, session: VirtualSession): JsonRpcMessage
     kind: 'request',
     method: 'server/discover',
     rawId,
-    params: {
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
-        'io.modelcontextprotocol/clientCapabilities': session.capabilities,
-        'io.modelcontextprotocol/clientInfo': session.clientInfo,
-      },
-    },
+    params: { _meta: modernEnvelope(session.clientInfo, session.capabilities) },
   }
 }
 

@@ -1,6 +1,6 @@
 import { Client } from 'undici'
-import { MODERN_VERSION } from '../mcp/protocol.js'
 import type { Upstream } from './upstream.js'
+import { modernEnvelope, outboundHeaders } from '../mcp/outbound.js'
 
 /** `healthCheck:` of a server (defaults in config/schema.ts; docs/balancing.md §Health). */
 export interface HealthCheckSettings {
@@ -16,13 +16,8 @@ const DISCOVER = JSON.stringify({
   jsonrpc: '2.0',
   id: 'mcp-edge-health',
   method: 'server/discover',
-  params: {
-    _meta: {
-      'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
-      'io.modelcontextprotocol/clientCapabilities': {},
-      'io.modelcontextprotocol/clientInfo': { name: 'mcp-edge-health', version: '1' },
-    },
-  },
+  // A name of its own: a backend's logs tell probes from the gateway's other requests.
+  params: { _meta: modernEnvelope({ name: 'mcp-edge-health', version: '1' }) },
 })
 const MAX_BODY = 64 * 1024
 
@@ -48,14 +43,7 @@ export class ActiveHealthCheck {
     private readonly onResult?: () => void,
   ) {
     this.client = new Client(upstream.origin, { connect: { timeout: settings.timeoutMs } })
-    // prettier-ignore
-    this.headers = [
-      'content-type', 'application/json',
-      'accept', 'application/json, text/event-stream',
-      'mcp-protocol-version', MODERN_VERSION,
-      'mcp-method', 'server/discover',
-      ...staticHeaders,
-    ]
+    this.headers = outboundHeaders(staticHeaders, { http: 'POST', method: 'server/discover' })
   }
 
   /** Runs the first check now, then one every interval (never two at once). */

@@ -1,8 +1,8 @@
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import type { VirtualSession } from './client-session.js'
-import { MODERN_VERSION } from '../mcp/protocol.js'
 import { locate } from '../mcp/rewrite.js'
 import { SERVER_INFO_META } from './merge.js'
+import { modernEnvelope } from '../mcp/outbound.js'
 
 /** The body and message of a 2025-era request as the 2026-07-28 request a virtual server serves. */
 export interface Modernised {
@@ -26,12 +26,7 @@ export function modernise(
 ): Modernised | undefined {
   const params = message.params
   const meta = isRecord(params?._meta) ? params._meta : {}
-  const envelope = {
-    ...meta,
-    'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
-    'io.modelcontextprotocol/clientCapabilities': session.capabilities,
-    'io.modelcontextprotocol/clientInfo': session.clientInfo,
-  }
+  const envelope = { ...meta, ...modernEnvelope(session.clientInfo, session.capabilities) }
   const metaText = JSON.stringify(envelope)
   let out: string | undefined
   if (params === undefined) {

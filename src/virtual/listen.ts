@@ -12,7 +12,7 @@ import type { Invalidation } from '../cache/key.js'
 import { ListenStream } from '../cache/listen-stream.js'
 import { callerKey, type EndpointCall } from '../endpoint/call.js'
 import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
-import { legacyHeaders, memberSessionKey } from '../endpoint/era-session.js'
+import { memberSessionKey } from '../endpoint/era-session.js'
 import { exchangeFor } from '../endpoint/exchange.js'
 import type { Endpoints } from '../endpoint/endpoint.js'
 import type { MemberSession } from '../endpoint/member-sessions.js'
@@ -475,7 +475,7 @@ async function legacyListenMember(
         open: (filter, _id, onChange) => {
           const ep = {
             url: up.url.href,
-            headers: getHeaders(legacyHeaders(headers, s)),
+            headers: getHeaders(headers, s),
             dispatcher: up.dispatcher,
             headersTimeoutMs: timeouts.responseHeadersMs,
             bodyTimeoutMs: timeouts.streamIdleMs,

@@ -62,11 +62,15 @@ function legacyMember() {
 
 describe('2025-only members', () => {
   it('swaps the era headers and drops the 2026 routing headers', () => {
+    // Remade by the one builder of the gateway's own requests (mcp/outbound.ts): what says what
+    // the request is comes last, set anew.
     expect(legacyHeaders(HEADERS, { sessionId: 'x', version: '2025-11-25' })).toEqual([
-      'content-type',
-      'application/json',
       'authorization',
       'Bearer member-token',
+      'content-type',
+      'application/json',
+      'accept',
+      'application/json, text/event-stream',
       'mcp-protocol-version',
       '2025-11-25',
       'mcp-session-id',

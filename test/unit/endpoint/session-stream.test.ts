@@ -24,7 +24,10 @@ async function member(answer: (n: number, res: ServerResponse) => void) {
   onTestFinished(() => dispatcher.destroy())
   const ep = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
-    headers: getHeaders(['content-type', 'application/json', 'mcp-session-id', 's-1']),
+    headers: getHeaders(['content-type', 'application/json', 'x-configured', 'a'], {
+      version: '2025-11-25',
+      sessionId: 's-1',
+    }),
     dispatcher,
     headersTimeoutMs: 5000,
     bodyTimeoutMs: 0,
@@ -77,7 +80,12 @@ describe('SessionStreams', () => {
     })
     const tap = new SessionStreams().tap({}, m.ep, () => undefined)
     await tap.opened
-    expect(seen[0]).toMatchObject({ accept: 'text/event-stream', 'mcp-session-id': 's-1' })
+    expect(seen[0]).toMatchObject({
+      accept: 'text/event-stream',
+      'mcp-session-id': 's-1',
+      'mcp-protocol-version': '2025-11-25',
+      'x-configured': 'a',
+    })
     expect(seen[0]).not.toHaveProperty('content-type')
     tap.close()
   })
