@@ -10,7 +10,7 @@ import type { PolicySet } from '../policy/policy.js'
 import { EVENT } from '../telemetry/events.js'
 import type { RequestTrace } from '../telemetry/request-trace.js'
 import { argumentsOf, checkScopes, judge, listView, type JudgeDeps } from './judge.js'
-import { admit as decideLimits, limitedMethod, type LimitDeps } from './limit.js'
+import { decideLimits, limitedMethod, type LimitDeps } from './limit.js'
 
 /** What admission needs of a server (a ServerRuntime has all of it). */
 export interface AdmitServer {

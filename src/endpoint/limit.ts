@@ -47,7 +47,7 @@ export function limitedMethod(
  * Retry-After and the RateLimit fields, audited and counted, and nothing is forwarded. Under it,
  * the verdict carries the remaining quota's headers and the concurrency slots to give back.
  */
-export async function admit(
+export async function decideLimits(
   deps: LimitDeps,
   req: LimitedRequest,
   server: string,
