@@ -1,17 +1,13 @@
-import { execFile } from 'node:child_process'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { UnauthorizedError } from '@modelcontextprotocol/client'
 import { decodeJwt } from 'jose'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { gatewayTrusting, startAuthorizationServer } from '../helpers/authorization-server.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
 import { ERAS, InMemoryOAuthClient, clientFor, trace, type Hop } from '../helpers/oauth-client.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
+import { selfSigned } from '../helpers/tls.js'
 
 /**
  * A client that publishes its metadata at an https URL and uses that URL as its `client_id`
@@ -19,34 +15,6 @@ import { startSdkServer } from '../helpers/sdk-servers.js'
  * registration) signs in through the gateway without registering. The gateway's part is the
  * same as for any client; this shows the official client and oidc-provider agree on it.
  */
-
-/** A self-signed certificate for 127.0.0.1 (openssl), valid for a day. */
-async function selfSigned(): Promise<{ key: string; cert: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'cimd-tls-'))
-  onTestFinished(() => rm(dir, { recursive: true, force: true }))
-  const key = join(dir, 'key.pem')
-  const cert = join(dir, 'cert.pem')
-  await promisify(execFile)('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '1',
-    '-subj',
-    '/CN=127.0.0.1',
-    '-addext',
-    'subjectAltName=IP:127.0.0.1',
-  ])
-  return { key: await readFile(key, 'utf8'), cert: await readFile(cert, 'utf8') }
-}
 
 /** A client's metadata document, served at https://127.0.0.1:<port>/client.json. */
 interface PublishedMetadata {
