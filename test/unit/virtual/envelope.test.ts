@@ -11,8 +11,8 @@ const SESSION: VirtualSession = {
 }
 const ENVELOPE = {
   'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientCapabilities': { elicitation: {} },
   'io.modelcontextprotocol/clientInfo': { name: 'inspector', version: '1' },
+  'io.modelcontextprotocol/clientCapabilities': { elicitation: {} },
 }
 
 function run(text: string) {
