@@ -14,6 +14,8 @@
  * §Body check).
  */
 
+import { readerKey } from './key-fold.js'
+
 export type JsonProblem =
   'syntax' | 'duplicate_key' | 'case_variant_key' | 'too_deep' | 'prototype_key'
 
@@ -117,7 +119,7 @@ const POSITIONS: readonly PositionKeys[] = DECIDING_KEYS.map((keys) => {
   for (const k of keys) (byLength[k.length] ??= []).push(k)
   // Dense, so a read past a length that has no key stays a plain load.
   for (let n = 0; n < byLength.length; n++) byLength[n] ??= undefined
-  return { byLength, folded: new Map(keys.map((k) => [fold(k), k])) }
+  return { byLength, folded: new Map(keys.map((k) => [readerKey(k), k])) }
 })
 
 /** Where the object under `key` sits, given where its parent sits (exact keys only). */
@@ -128,24 +130,6 @@ function childPosition(parent: Position, key: string): Position {
   if (key === 'notifications') return NOTIFICATIONS
   if (key === '_meta') return META
   return OTHER
-}
-
-/**
- * Case folding as Go's encoding/json matches field names (`unicode.ToUpper(unicode.ToLower(r))`
- * per rune): ASCII letters, plus the four non-ASCII letters that fold onto ASCII ones: U+017F
- * (long s) → s, U+212A (Kelvin sign) → k, U+0130 and U+0131 (dotted and dotless I) → i.
- */
-function fold(key: string): string {
-  let out = ''
-  for (let i = 0; i < key.length; i++) {
-    let c = key.charCodeAt(i)
-    if (c >= 0x41 && c <= 0x5a) c += 0x20
-    else if (c === 0x17f) c = 0x73
-    else if (c === 0x212a) c = 0x6b
-    else if (c === 0x130 || c === 0x131) c = 0x69
-    out += String.fromCharCode(c)
-  }
-  return out
 }
 
 const WS = new Uint8Array(0x21)
@@ -265,13 +249,10 @@ class Scanner {
         // not the exact spelling is there too.
         if (deciding !== undefined && deciding.byLength[key.length]?.includes(key) !== true) {
           // SECURITY: C readers (cJSON and its kin) end a key at U+0000, so `ref\u0000x` is `ref`
-          // to them; judged on what such a reader sees.
-          const nul = key.indexOf('\0')
-          const seen = nul === -1 ? key : key.slice(0, nul)
+          // to them; judged on what such a reader sees (a reader key is as long as that).
+          const reads = readerKey(key)
           const meant =
-            deciding.byLength[seen.length] !== undefined
-              ? deciding.folded.get(fold(seen))
-              : undefined
+            deciding.byLength[reads.length] !== undefined ? deciding.folded.get(reads) : undefined
           if (meant !== undefined)
             this.fail(
               'case_variant_key',
@@ -282,8 +263,7 @@ class Scanner {
         // at NUL would take `Database` (or `database\u0000x`) for `database` and run with that
         // value instead (allKeys: bodies whose arguments a condition judges).
         if (readAs !== undefined) {
-          const nul = key.indexOf('\0')
-          if (!readAs.add(fold(nul === -1 ? key : key.slice(0, nul))))
+          if (!readAs.add(readerKey(key)))
             this.fail(
               'case_variant_key',
               `key ${JSON.stringify(key)} reads as another key of its object in readers that fold case or stop at NUL`,

@@ -486,16 +486,19 @@ const GO: View = {
 }
 
 /**
- * Go's `foldName` (`unicode.ToUpper(unicode.ToLower(r))` per rune) for keys compared with ASCII
- * names: ASCII case, plus the four non-ASCII letters that fold onto ASCII ones (ſ → s, Kelvin
- * sign → k, dotted and dotless I → i).
+ * Go's `foldName` (`unicode.ToUpper(unicode.ToLower(r))` per rune, simple case mappings): ASCII
+ * case, the four non-ASCII letters that fold onto ASCII ones (ſ → S, Kelvin sign → K, dotted and
+ * dotless I → I), and every other letter onto its own upper case (`CITTÀ` is `città`, `Σ`, `σ`
+ * and `ς` are one). JavaScript's mappings are the full ones: where one has several code points
+ * the simple mapping keeps the rune, but for U+0130, whose simple lower case is `i`.
  */
 function goFold(s: string): string {
-  return wellFormed(s)
-    .replace(/\u017f/g, 's')
-    .replace(/\u212a/g, 'k')
-    .replace(/[\u0130\u0131]/g, 'i')
-    .replace(/[A-Z]/g, (c) => c.toLowerCase())
+  return wellFormed(s).replace(/[A-Za-z]|[^\0-\x7f]/gu, (r) => {
+    const lower = r === '\u0130' ? 'i' : r.toLowerCase()
+    const one = Array.from(lower).length === 1 ? lower : r
+    const upper = one.toUpperCase()
+    return Array.from(upper).length === 1 ? upper : one
+  })
 }
 
 /** Lone surrogates replaced with U+FFFD, as Go and Rust decoders do. */

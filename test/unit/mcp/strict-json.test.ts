@@ -366,6 +366,11 @@ describe('scanJson allKeys (bodies whose arguments a condition judges)', () => {
     ['the long s', '"ssl":1,"ſſl":2', 'case_variant_key'],
     ['the Kelvin sign', '"kind":1,"\\u212aind":2', 'case_variant_key'],
     ['a key cut at NUL', '"db":"a","db\\u0000x":"b"', 'case_variant_key'],
+    // Go folds every letter, not only ASCII (unicode.ToUpper(unicode.ToLower(r))).
+    ['a non-ASCII case variant', '"città":1,"CITTÀ":2', 'case_variant_key'],
+    ['the Greek sigmas', '"σ":1,"ς":2', 'case_variant_key'],
+    ['ß and ẞ', '"groß":1,"groẞ":2', 'case_variant_key'],
+    ['ß and ss (no full folding)', '"groß":1,"gross":2', 'ok'],
   ])('%s deep in the arguments: %s', (_, members, expected) => {
     for (const fast of [false, true]) expect(kind(deep(members), fast)).toBe(expected)
     // Without allKeys, keys this deep are the tool's business (checked to KEY_CHECK_DEPTH only).
