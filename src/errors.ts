@@ -66,7 +66,7 @@ export const ERRORS = {
   case_variant_key: {
     status: 400,
     rpc: -32600,
-    message: 'Invalid Request: other JSON readers may take a key for a protocol key',
+    message: 'Invalid Request: other JSON readers may take a key for another key',
   },
   prototype_key: { status: 400, rpc: -32600, message: 'Invalid Request: reserved JSON key' },
   invalid_id: {

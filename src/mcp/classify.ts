@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors.js'
+import type { ArgumentKeys } from './argument-keys.js'
 import { decodeHeaderValue } from './headers.js'
 import { checkEncoding, isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
 import { EVENT_NAME_METHODS, NAME_PARAMS, NAMED_METHODS, type NamedKind } from './methods.js'
@@ -47,6 +48,11 @@ export interface ClassifyPolicy {
    * where the gateway decides (strict-json.ts `allKeys`): a policy condition judges arguments.
    */
   readonly judgesArguments: boolean
+  /**
+   * The argument keys the server's conditions read (argument-keys.ts): at every level they read,
+   * a key another reader takes for one of them is refused, alone too (strict-json.ts `reads`).
+   */
+  readonly argumentKeys?: ArgumentKeys | undefined
 }
 
 /**
@@ -103,7 +109,13 @@ function classifyModern(
       message: undefined,
     }
   }
-  const msg = parseMessage(body, policy.maxDepth, head.contentType, policy.judgesArguments)
+  const msg = parseMessage(
+    body,
+    policy.maxDepth,
+    head.contentType,
+    policy.judgesArguments,
+    policy.argumentKeys,
+  )
   if (msg.kind === 'response')
     throw new GatewayError('invalid_request', `clients do not send responses in ${MODERN_VERSION}`)
   if (method === undefined && msg.kind === 'request') {
@@ -137,7 +149,13 @@ function classifyLegacy(
   body: Uint8Array,
   policy: ClassifyPolicy,
 ): McpRequestInfo {
-  const msg = parseMessage(body, policy.maxDepth, head.contentType, policy.judgesArguments)
+  const msg = parseMessage(
+    body,
+    policy.maxDepth,
+    head.contentType,
+    policy.judgesArguments,
+    policy.argumentKeys,
+  )
   const claimed = metaVersion(msg)
   if (claimed !== undefined && !LEGACY_VERSIONS.has(claimed)) {
     throw mismatch(

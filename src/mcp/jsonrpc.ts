@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors.js'
+import type { ArgumentKeys } from './argument-keys.js'
 import { findTopLevelId } from './raw-id.js'
 import { JsonScanError, scanJson } from './strict-json.js'
 
@@ -28,6 +29,8 @@ export function parseMessage(
   contentType?: string,
   /** Judge keys at every depth (strict-json.ts `allKeys`): a condition reads the arguments. */
   allKeys = false,
+  /** The argument keys conditions read (strict-json.ts `reads`), judged where they read them. */
+  reads?: ArgumentKeys,
 ): JsonRpcMessage {
   const text = decodeBody(body, contentType)
   // The fast scan crosses what is never judged (strict-json.ts `fast`) and JSON.parse checks the
@@ -38,7 +41,7 @@ export function parseMessage(
   let value: unknown
   let read = false
   try {
-    const scan = scanJson(text, { maxDepth, fast: true, allKeys })
+    const scan = scanJson(text, { maxDepth, fast: true, allKeys, reads })
     if (!scan.isArray) {
       rawId = scan.rawId
       value = JSON.parse(text)
@@ -47,7 +50,7 @@ export function parseMessage(
   } catch {
     // read again below
   }
-  if (!read) ({ rawId, value } = readStrictly(text, maxDepth, allKeys))
+  if (!read) ({ rawId, value } = readStrictly(text, maxDepth, allKeys, reads))
   return checkShape(value, rawId)
 }
 
@@ -56,10 +59,11 @@ function readStrictly(
   text: string,
   maxDepth: number,
   allKeys: boolean,
+  reads: ArgumentKeys | undefined,
 ): { rawId: string | undefined; value: unknown } {
   let rawId: string | undefined
   try {
-    const scan = scanJson(text, { maxDepth, allKeys })
+    const scan = scanJson(text, { maxDepth, allKeys, reads })
     if (scan.isArray) throw new GatewayError('batch_not_supported')
     rawId = scan.rawId
   } catch (err) {

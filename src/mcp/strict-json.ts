@@ -14,6 +14,7 @@
  * §Body check).
  */
 
+import type { ArgumentKeys, KeyLevel } from './argument-keys.js'
 import { readerKey } from './key-fold.js'
 
 export type JsonProblem =
@@ -49,6 +50,12 @@ export interface ScanOptions {
    * backend reads the arguments the condition read.
    */
   readonly allKeys?: boolean
+  /**
+   * The argument keys policy conditions read (argument-keys.ts; implies `allKeys`): at each level
+   * they read, a key that is not one of them but that a reader folding case, stopping at NUL or
+   * building objects by assignment reads as one is refused, alone as much as next to the exact key.
+   */
+  readonly reads?: ArgumentKeys | undefined
 }
 
 export interface ScanResult {
@@ -137,10 +144,10 @@ for (const c of [0x20, 0x09, 0x0a, 0x0d]) WS[c] = 1
 
 /** Validates `text` as strict JSON (see `fast`); throws JsonScanError. Linear in the text length. */
 export function scanJson(text: string, opts: ScanOptions): ScanResult {
-  const s = new Scanner(text, opts.maxDepth, opts.fast === true, opts.allKeys === true)
+  const s = new Scanner(text, opts.maxDepth, opts.fast === true, opts.allKeys === true, opts.reads)
   s.skipWs()
   const isArray = text.charCodeAt(s.i) === 0x5b
-  s.value(1, ROOT)
+  s.value(1, ROOT, undefined)
   s.skipWs()
   if (s.i !== text.length) s.fail('syntax', 'unexpected data after the JSON value')
   return { rawId: s.rawId, isArray }
@@ -180,13 +187,20 @@ const isDigit = (c: number): boolean => c >= 0x30 && c <= 0x39
 class Scanner {
   i = 0
   rawId: string | undefined = undefined
+  private readonly allKeys: boolean
+  /** The level of `params` when conditions read the arguments. */
+  private readonly params: KeyLevel | undefined
 
   constructor(
     private readonly t: string,
     private readonly maxDepth: number,
     private readonly fast: boolean,
-    private readonly allKeys: boolean,
-  ) {}
+    allKeys: boolean,
+    reads: ArgumentKeys | undefined,
+  ) {
+    this.allKeys = allKeys || reads !== undefined
+    this.params = reads?.params
+  }
 
   fail(kind: JsonProblem, message: string): never {
     throw new JsonScanError(kind, message)
@@ -203,7 +217,8 @@ class Scanner {
     this.i = i
   }
 
-  value(depth: number, pos: Position): void {
+  /** A value; `level` is what conditions read of it (undefined: nothing, or not arguments). */
+  value(depth: number, pos: Position, level: KeyLevel | undefined): void {
     if (depth > this.maxDepth) this.fail('too_deep', `nesting deeper than ${this.maxDepth}`)
     const t = this.t
     const c = t.charCodeAt(this.i)
@@ -217,7 +232,7 @@ class Scanner {
       // deciding positions, so below PROTO_CHECK_DEPTH too); the depth limit holds inside.
       if (this.fast && !this.allKeys && depth > KEY_CHECK_DEPTH && pos === OTHER)
         return this.cross(depth)
-      return c === 0x7b ? this.object(depth, pos) : this.array(depth)
+      return c === 0x7b ? this.object(depth, pos, level) : this.array(depth, level)
     }
     if (c === 0x2d || isDigit(c)) return this.number()
     const i = this.i
@@ -227,7 +242,7 @@ class Scanner {
     this.fail('syntax', `unexpected character at offset ${i}`)
   }
 
-  object(depth: number, pos: Position): void {
+  object(depth: number, pos: Position, level: KeyLevel | undefined): void {
     this.i++ // {
     const checkKeys = this.allKeys || depth <= KEY_CHECK_DEPTH || pos !== OTHER
     const seen = checkKeys ? new KeySet() : undefined
@@ -242,15 +257,18 @@ class Scanner {
       if (this.t.charCodeAt(this.i) !== 0x22) this.fail('syntax', `expected a key at ${this.i}`)
       // Keys deeper than the checked levels are skipped, not decoded.
       const key = checkKeys ? this.key(deciding) : (this.string(false) ?? '')
+      // What conditions read below this key, when they read this level.
+      let below: KeyLevel | undefined
       if (seen !== undefined) {
         if (!seen.add(key)) this.fail('duplicate_key', `duplicate key "${key}"`)
+        let reads: string | undefined
         // SECURITY: a backend that matches keys case-insensitively (Go's encoding/json) reads
         // `Params`, `URI` or `ſcope` as the key we judged, or as the only one; refused whether or
         // not the exact spelling is there too.
         if (deciding !== undefined && deciding.byLength[key.length]?.includes(key) !== true) {
           // SECURITY: C readers (cJSON and its kin) end a key at U+0000, so `ref\u0000x` is `ref`
           // to them; judged on what such a reader sees (a reader key is as long as that).
-          const reads = readerKey(key)
+          reads = readerKey(key)
           const meant =
             deciding.byLength[reads.length] !== undefined ? deciding.folded.get(reads) : undefined
           if (meant !== undefined)
@@ -263,11 +281,14 @@ class Scanner {
         // at NUL would take `Database` (or `database\u0000x`) for `database` and run with that
         // value instead (allKeys: bodies whose arguments a condition judges).
         if (readAs !== undefined) {
-          if (!readAs.add(readerKey(key)))
+          reads ??= readerKey(key)
+          if (!readAs.add(reads))
             this.fail(
               'case_variant_key',
               `key ${JSON.stringify(key)} reads as another key of its object in readers that fold case or stop at NUL`,
             )
+          if (level !== undefined) below = this.judgeRead(level, key, reads)
+          else if (pos === ROOT && key === 'params') below = this.params
         }
         if (checkProto && (key.length === 9 || key.length === 11) && PROTO_KEYS.includes(key))
           this.fail('prototype_key', `key "${key}" is not allowed`)
@@ -277,7 +298,7 @@ class Scanner {
       this.i++
       this.skipWs()
       const start = this.i
-      this.value(depth + 1, deciding === undefined ? OTHER : childPosition(pos, key))
+      this.value(depth + 1, deciding === undefined ? OTHER : childPosition(pos, key), below)
       if (pos === ROOT && key === 'id') this.rawId = this.t.slice(start, this.i)
       this.skipWs()
       const c = this.t.charCodeAt(this.i)
@@ -290,13 +311,50 @@ class Scanner {
     }
   }
 
-  array(depth: number): void {
+  /**
+   * One key of a level conditions read (argument-keys.ts), `reads` its reader key: refused when
+   * some reader takes it for another key the conditions read; else the level below it.
+   */
+  judgeRead(level: KeyLevel, key: string, reads: string): KeyLevel | undefined {
+    // SECURITY: an object built by assignment takes `__proto__`'s members for its own, so
+    // `{"__proto__":{"bcc":…}}` has a `bcc` to such a backend that the condition never saw.
+    if (key.length === 9 && key === '__proto__')
+      this.fail('prototype_key', 'key "__proto__" is not allowed where a policy condition reads')
+    const exact = level.exact[key.length]
+    if (exact !== undefined) for (const e of exact) if (e.key === key) return e.below
+    const spelled = level.spelled[reads.length]
+    let meant: string | undefined
+    if (spelled !== undefined) {
+      for (const s of spelled) {
+        if (s.key === key) return level.other
+        if (s.reads === reads) meant = s.key
+      }
+    }
+    // SECURITY: a lone `Bcc`, `BCC` or `bcc\u0000` is `bcc` to Go (a struct field matched
+    // without an exact spelling) or to a C reader, while `has(args.bcc)` saw no `bcc`.
+    if (meant !== undefined)
+      this.fail(
+        'case_variant_key',
+        `key ${JSON.stringify(key)} reads as "${meant}", which a policy condition reads, in readers that fold case or stop at NUL`,
+      )
+    // SECURITY: where a condition reads every key, one a C reader cuts short is another key to
+    // that reader than the one the condition saw.
+    if (level.every && key.includes('\0'))
+      this.fail(
+        'case_variant_key',
+        `key ${JSON.stringify(key)} reads as another key in readers that stop at NUL, where a policy condition reads every key`,
+      )
+    return level.other
+  }
+
+  array(depth: number, level: KeyLevel | undefined): void {
     this.i++ // [
     this.skipWs()
     if (this.t.charCodeAt(this.i) === 0x5d) return void this.i++
     for (;;) {
       this.skipWs()
-      this.value(depth + 1, OTHER)
+      // Conditions read elements by position (`[0]`) or all of them: the level below any key.
+      this.value(depth + 1, OTHER, level?.other)
       this.skipWs()
       const c = this.t.charCodeAt(this.i)
       if (c === 0x2c) {

@@ -1,8 +1,10 @@
 import { CelScalar, celEnv, isCelError, mapType, plan } from '@bufbuild/cel'
 import { RE2JS } from 're2js'
+import type { ConditionReads } from '../mcp/argument-keys.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { PolicyCaller } from '../match/claims.js'
 import { clientIdOf } from '../match/clients.js'
+import { readsOf } from './condition-keys.js'
 import { checkCondition } from './condition-static.js'
 import {
   ConditionInputError,
@@ -34,6 +36,8 @@ export type ConditionInput =
 export interface CompiledCondition {
   readonly kind: ConditionKind
   readonly source: string
+  /** The argument keys it reads (condition-keys.ts), which no other reader may read otherwise. */
+  readonly reads: ConditionReads
   evaluate(input: ConditionInput): ConditionOutcome
 }
 
@@ -85,6 +89,7 @@ export function compileCondition(source: string, kind: ConditionKind): CompiledC
   return {
     kind,
     source,
+    reads: readsOf(shape.parsed.expr),
     evaluate(input) {
       if ('error' in input) return { error: input.error }
       const steps = estimate(shape.nodes, shape.depth, input.values, input.chars)

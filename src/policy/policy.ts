@@ -1,3 +1,4 @@
+import { compileArgumentKeys, type ArgumentKeys } from '../mcp/argument-keys.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { ListFilter } from '../mcp/list-filter.js'
 import type { CompiledLimit } from '../limits/rules.js'
@@ -139,6 +140,16 @@ export class PolicySet {
   /** Whether some rule for `server` has a condition, so its calls' arguments must be read. */
   hasConditions(server: string): boolean {
     return this.rulesFor(server).conditional
+  }
+
+  /**
+   * The argument keys the conditions of `server`'s rules read (mcp/argument-keys.ts), undefined
+   * when it has none: the strict scanner refuses keys other readers take for them. Compiled on
+   * each call, which the runtime makes once per server and config.
+   */
+  argumentKeys(server: string): ArgumentKeys | undefined {
+    const rules = this.rulesFor(server).all
+    return compileArgumentKeys(rules.flatMap((r) => (r.condition ? [r.condition.reads] : [])))
   }
 
   /**

@@ -9,6 +9,7 @@ import type { GatewayConfig, ServerConfig } from '../config/schema.js'
 import { clientAddress, type ClientAddress } from '../limits/client-ip.js'
 import { Limiter } from '../limits/limiter.js'
 import { LimitState } from '../limits/state.js'
+import { unionArgumentKeys } from '../mcp/argument-keys.js'
 import type { ClassifyPolicy } from '../mcp/classify.js'
 import {
   ARGUMENT_FIELDS,
@@ -235,6 +236,8 @@ export function createRuntime(
         maxDepth: config.limits.maxJsonDepth,
         // SECURITY: what a condition read of the arguments must be what every backend reads.
         judgesArguments: conditional,
+        // SECURITY: and no key another reader takes for one it read, even without that one.
+        argumentKeys: policy?.argumentKeys(name),
       },
       balancing,
       upstreamHeaders,
@@ -301,6 +304,8 @@ function compileVirtualRuntime(
       maxDepth: config.limits.maxJsonDepth,
       // The front parses the bodies its members' conditions judge.
       judgesArguments: members.some((m) => m.classify.judgesArguments),
+      // SECURITY: and judges their keys as each member's own endpoint would, for all of them.
+      argumentKeys: unionArgumentKeys(members.map((m) => m.classify.argumentKeys)),
     },
     balancing: first.balancing,
     upstreamHeaders: [],

@@ -509,6 +509,19 @@ function wellFormed(s: string): string {
   )
 }
 
+/**
+ * How each reader finds a member of an object the backend decodes into a typed value (a struct
+ * field for Go), for what a condition reads of the arguments (differential-conditions.test.ts).
+ * `last-key` is what the gateway's JSON.parse, and so a condition, reads.
+ */
+export const MEMBER_READERS = {
+  'last-key': (node: JsonNode | undefined, key: string) => LAST.get(node, key),
+  'first-key': (node: JsonNode | undefined, key: string) => FIRST.get(node, key),
+  go: (node: JsonNode | undefined, key: string) => GO.get(node, key, 'struct'),
+  cjson: (node: JsonNode | undefined, key: string) => CJSON.get(node, key),
+  'js-assign': (node: JsonNode | undefined, key: string) => PROTO.get(node, key),
+} as const
+
 // ---------------------------------------------------------------------------------------------
 // What a message names.
 
