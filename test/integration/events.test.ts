@@ -439,3 +439,25 @@ describe('events on a virtual server for a 2025-11-25 client (SDK v1)', () => {
     expect(ci.calls('events/poll')).toEqual([])
   })
 })
+
+describe('events/stream through a virtual server', () => {
+  it("gives the caller's stream slot back each time the stream ends", async () => {
+    const { backend, gw } = await setup({
+      limits: { maxStreamsPerPrincipal: 1 },
+      virtualServers: { desk: { members: ['app'], prefix: 'never' } },
+    })
+    for (let i = 0; i < 3; i++) {
+      // The client reads a while, then goes; the member's stream is cancelled with it.
+      const read = await mcpPost(
+        gw.mcpUrl('desk'),
+        'events/stream',
+        { name: 'ci.failed' },
+        { timeoutMs: 400, id: i },
+      )
+      expect(read.status).toBe(200)
+      expect(read.truncated).toBe(true)
+      await expect.poll(() => backend.openStreams).toBe(0)
+    }
+    expect(backend.calls('events/stream')).toHaveLength(3)
+  })
+})
