@@ -109,13 +109,7 @@ function classifyModern(
       message: undefined,
     }
   }
-  const msg = parseMessage(
-    body,
-    policy.maxDepth,
-    head.contentType,
-    policy.judgesArguments,
-    policy.argumentKeys,
-  )
+  const msg = parseUnder(policy, head, body)
   if (msg.kind === 'response')
     throw new GatewayError('invalid_request', `clients do not send responses in ${MODERN_VERSION}`)
   if (method === undefined && msg.kind === 'request') {
@@ -144,18 +138,23 @@ function classifyModern(
   }
 }
 
-function classifyLegacy(
-  head: RequestHead,
-  body: Uint8Array,
-  policy: ClassifyPolicy,
-): McpRequestInfo {
-  const msg = parseMessage(
+/** A body parsed as this server's policy says: depth, charset, and the key rules of conditions. */
+function parseUnder(policy: ClassifyPolicy, head: RequestHead, body: Uint8Array): JsonRpcMessage {
+  return parseMessage(
     body,
     policy.maxDepth,
     head.contentType,
     policy.judgesArguments,
     policy.argumentKeys,
   )
+}
+
+function classifyLegacy(
+  head: RequestHead,
+  body: Uint8Array,
+  policy: ClassifyPolicy,
+): McpRequestInfo {
+  const msg = parseUnder(policy, head, body)
   const claimed = metaVersion(msg)
   if (claimed !== undefined && !LEGACY_VERSIONS.has(claimed)) {
     throw mismatch(
