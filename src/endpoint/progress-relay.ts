@@ -48,9 +48,12 @@ const PROGRESS_TOKEN = Buffer.from('"progressToken"')
  * the events of the call's own SSE answer.
  */
 export class ProgressRelay {
-  /** The member's token as JSON text, and the client's as the client wrote it. */
-  private readonly quoted: Buffer
+  /** The member's token's text (a JSON string's content, nothing to escape in it). */
+  private readonly bare: Buffer
+  /** The client's token as the client wrote it: a JSON string or an integer. */
   private readonly client: Buffer
+  /** The client's token as text inside a JSON string: a string's content, or the digits. */
+  private readonly clientText: Buffer
   /** The call's SSE answer once its head is out: progress goes between its events. */
   private answer: BodyTransform | undefined
   /** The answer is not an SSE stream (JSON, a refusal): there is nowhere to put progress. */
@@ -67,8 +70,11 @@ export class ProgressRelay {
     clientToken: string,
     private readonly res: ServerResponse,
   ) {
-    this.quoted = Buffer.from(JSON.stringify(token))
+    this.bare = Buffer.from(token)
     this.client = Buffer.from(clientToken)
+    this.clientText = clientToken.startsWith('"')
+      ? this.client.subarray(1, this.client.length - 1)
+      : this.client
   }
 
   /** The relay of a call whose body asks for progress; undefined when it does not. */
@@ -206,18 +212,49 @@ export class ProgressRelay {
     return out === undefined ? undefined : this.restore(out)
   }
 
-  /** Every occurrence of the gateway's token (a JSON string) as the client's token. */
+  /**
+   * Every occurrence of the gateway's token as the client's, as the member would have written the
+   * client's: the value of a `progressToken` member becomes the client's token as the client wrote
+   * it (a string or an integer), and the token inside any other string (a tool that echoes it)
+   * becomes the client's token as text, so `"text":"<token>"` stays a string whatever the client's
+   * token is.
+   */
   private restore(out: Buffer): Buffer {
-    let at = out.indexOf(this.quoted)
+    let at = out.indexOf(this.bare)
     if (at === -1) return out
     const parts: Buffer[] = []
     let pos = 0
     while (at !== -1) {
-      parts.push(out.subarray(pos, at), this.client)
-      pos = at + this.quoted.length
-      at = out.indexOf(this.quoted, pos)
+      const end = at + this.bare.length
+      if (isProgressTokenValue(out, at - 1, end)) {
+        parts.push(out.subarray(pos, at - 1), this.client)
+        pos = end + 1
+      } else {
+        parts.push(out.subarray(pos, at), this.clientText)
+        pos = end
+      }
+      at = out.indexOf(this.bare, pos)
     }
     parts.push(out.subarray(pos))
     return Buffer.concat(parts)
   }
+}
+
+const QUOTE = 0x22
+const COLON = 0x3a
+
+/** Whether the string `out[open..close]` (its quotes) is the value of a `progressToken` member. */
+function isProgressTokenValue(out: Buffer, open: number, close: number): boolean {
+  if (open < 0 || out[open] !== QUOTE || out[close] !== QUOTE) return false
+  let i = skipSpaceBack(out, open - 1)
+  if (out[i] !== COLON) return false
+  i = skipSpaceBack(out, i - 1)
+  const start = i + 1 - PROGRESS_TOKEN.length
+  return start >= 0 && out.subarray(start, i + 1).equals(PROGRESS_TOKEN)
+}
+
+/** The last index at or before `i` that is not JSON whitespace. */
+function skipSpaceBack(out: Buffer, i: number): number {
+  while (i >= 0 && (out[i] === 0x20 || out[i] === 0x09 || out[i] === 0x0a || out[i] === 0x0d)) i--
+  return i
 }

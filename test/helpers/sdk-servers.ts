@@ -361,7 +361,10 @@ type Gate = {
   readonly foreign?: string | undefined
 }
 
-/** `progress`: one progress notification, then the result once the gate opens (or after 5 s). */
+/**
+ * `progress`: one progress notification, then the result once the gate opens (or after 5 s); the
+ * result's text is the call's progress token (as `String(token)`), or `progressed` without one.
+ */
 function registerProgressTool(server: V1McpServer, gate: Gate): void {
   server.registerTool('progress', { description: 'Progress, then a result' }, async (extra) => {
     const token = extra._meta?.progressToken
@@ -383,7 +386,9 @@ function registerProgressTool(server: V1McpServer, gate: Gate): void {
       const timer = setTimeout(wake, 5_000)
       gate.waiters.add(wake)
     })
-    return { content: [{ type: 'text', text: 'progressed' }] }
+    // Echoes the token, as the conformance suite's reference tool does.
+    const text = token === undefined ? 'progressed' : String(token)
+    return { content: [{ type: 'text', text }] }
   })
 }
 

@@ -361,7 +361,7 @@ describe('calls routed to a 2025-only member are streamed', () => {
     await vi.waitFor(() => expect(progress).toHaveLength(1), { timeout: 3000 })
     old.finishProgress()
     const result = await call
-    expect(textOf(result)).toBe('progressed')
+    expect(textOf(result)).toMatch(/^\d+$/)
     expect(progress[0]).toMatchObject({ progress: 1, total: 2 })
     // streamed answers carry resultType for a 2026-07-28 client, and never the member's session id
     const raw = await mcpPost(gw.mcpUrl('workspace'), 'tools/call', {
@@ -384,7 +384,7 @@ describe('calls routed to a 2025-only member are streamed', () => {
     await vi.waitFor(() => expect(progress).toHaveLength(1), { timeout: 3000 })
     old.finishProgress()
     const result = await call
-    expect(textOf(result)).toBe('progressed')
+    expect(textOf(result)).toMatch(/^\d+$/)
     // a 2025-era client gets the member's result as is
     expect(result).not.toHaveProperty('resultType')
   })
@@ -400,7 +400,7 @@ describe('calls routed to a 2025-only member are streamed', () => {
     // nobody else reads the session the gateway holds: the call read its GET stream while it ran
     await vi.waitFor(() => expect(progress).toHaveLength(1), { timeout: 3000 })
     old.finishProgress()
-    expect(textOf(await call)).toBe('progressed')
+    expect(textOf(await call)).toMatch(/^\d+$/)
     expect(progress[0]).toMatchObject({ progress: 1, total: 2 })
     const get = gets(old)[0]
     expect(get?.header('mcp-session-id')).toBe(old.calls('tools/call')[0]?.header('mcp-session-id'))
@@ -419,7 +419,7 @@ describe('calls routed to a 2025-only member are streamed', () => {
     })
     await vi.waitFor(() => expect(progress).toHaveLength(1), { timeout: 3000 })
     old.finishProgress()
-    expect(textOf(await call)).toBe('progressed')
+    expect(textOf(await call)).toMatch(/^\d+$/)
     // one stream per session (the v1 SDK refuses a second one with 409), read by both
     expect(gets(old)).toHaveLength(1)
     old.addTool('added_legacy')
@@ -453,6 +453,36 @@ describe('calls routed to a 2025-only member are streamed', () => {
       params: { _meta: Record<string, unknown> }
     }
     expect(sent.params._meta.progressToken).toMatch(/^mcp-edge-progress-[0-9a-f]{32}$/)
+    // what the member echoed of its token reaches the client as the client's token, as text
+    expect(textOf(messages.at(-1)?.result as never)).toBe('mine')
+  })
+
+  it('gives an integer token back as a number where it is the token, as text where echoed', async () => {
+    // the official clients use the request's id, an integer, as the token (conformance suite)
+    const { old, gw } = await setup()
+    const params = { name: 'progress', arguments: {}, _meta: { progressToken: 7 } }
+    const res = await request(gw.mcpUrl('workspace'), {
+      method: 'POST',
+      headers: mcpHeaders('tools/call', 'progress'),
+      body: JSON.stringify(mcpBody('tools/call', params, 7)),
+    })
+    const stream = streamOf(res)
+    await expect.poll(() => stream.text()).toContain('"progress":1')
+    old.finishProgress()
+    await stream.ended
+    const messages = sseMessages(stream.text())
+    expect(messages.filter((m) => m.method === 'notifications/progress')).toEqual([
+      {
+        jsonrpc: '2.0',
+        method: 'notifications/progress',
+        params: { progressToken: 7, progress: 1, total: 2 },
+      },
+    ])
+    // the member's String(token) of the gateway's token is the string "7", never the number 7
+    expect(messages.at(-1)).toMatchObject({
+      id: 7,
+      result: { content: [{ type: 'text', text: '7' }] },
+    })
   })
 
   it('initialises the member again when it no longer knows its session, once', async () => {
