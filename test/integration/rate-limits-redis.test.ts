@@ -187,7 +187,7 @@ describe('rate limits shared through Redis by two gateway processes', () => {
 
   it(
     'fall back to per-replica shares when Redis dies mid-load, and share again once it is back',
-    { timeout: 60_000 },
+    { timeout: 120_000 },
     async () => {
       const { backend, gateways, kill, restart } = await setup()
       const urls = gateways.map((g) => g.url)
@@ -209,9 +209,16 @@ describe('rate limits shared through Redis by two gateway processes', () => {
       for (let i = 0; i < 10; i++) local.push((await call(urls[0] as string, 'carol', i)).status)
       expect(local.filter((s) => s === 200)).toHaveLength(5)
       await restart()
+      // Each gateway's connection comes back on its own backoff (at most 5 s between attempts,
+      // redis/client.ts), then says so again.
+      const connected = (g: Gateway): number =>
+        g.log().split('limits shared by every replica').length - 1
+      for (const g of gateways)
+        await expect.poll(() => connected(g), { timeout: 20_000, interval: 100 }).toBe(2)
       // Back: one shared bucket again, so a fresh key gets the whole burst (10) through one gateway,
       // and the other gateway shares it: that key has nothing left there either. Each gateway's
-      // breaker finds Redis again on its own probe, so both are polled until both share.
+      // breaker finds Redis again on its own probe, which waits out its bypass period (at most
+      // 30 s, redis/breaker.ts), so both are polled until both share.
       let n = 0
       await expect
         .poll(
@@ -223,7 +230,7 @@ describe('rate limits shared through Redis by two gateway processes', () => {
             const other = (await call(urls[1] as string, user, 99)).status
             return { passed, other }
           },
-          { timeout: 20_000, interval: 200 },
+          { timeout: 40_000, interval: 200 },
         )
         .toEqual({ passed: 10, other: 429 })
     },
