@@ -435,6 +435,11 @@ const rateLimits = z.strictObject({
       z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL, or "cache"'),
     ])
     .optional(),
+  /**
+   * How long a decision waits for Redis before the replica decides locally (docs/rate-limits.md
+   * §Several replicas): every limited request may wait this long while Redis is slow.
+   */
+  commandTimeoutMs: z.int().min(1).max(5_000).default(100),
   /** Gateway replicas: local limits (no Redis, or Redis down) each hold this share of a limit. */
   replicas: z.int().min(1).max(10_000).default(1),
   /**

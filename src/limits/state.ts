@@ -30,6 +30,7 @@ export class LimitState {
   readonly #slots = new Map<string, SlotTable>()
   #redis: RedisRates | undefined
   #redisUrl: string | undefined
+  #redisTimeoutMs: number | undefined
 
   constructor(private readonly opts: LimitStateOptions) {
     this.#memoryBytes = opts.memoryBytes ?? DEFAULT_MEMORY_BYTES
@@ -78,15 +79,24 @@ export class LimitState {
     return this.#redis
   }
 
-  /** Connects to (or keeps) the Redis of the current config; undefined disconnects. */
-  useRedis(url: string | undefined): void {
-    if (url === this.#redisUrl) return
+  /**
+   * Connects to (or keeps) the Redis of the current config, whose commands wait at most
+   * `commandTimeoutMs`; undefined disconnects.
+   */
+  useRedis(url: string | undefined, commandTimeoutMs?: number): void {
+    if (url === this.#redisUrl && commandTimeoutMs === this.#redisTimeoutMs) return
     this.#redis?.close()
     this.#redisUrl = url
+    this.#redisTimeoutMs = commandTimeoutMs
     this.#redis =
       url === undefined
         ? undefined
-        : new RedisRates({ url, log: this.opts.log, ...(this.opts.now && { now: this.opts.now }) })
+        : new RedisRates({
+            url,
+            log: this.opts.log,
+            ...(commandTimeoutMs !== undefined && { commandTimeoutMs }),
+            ...(this.opts.now && { now: this.opts.now }),
+          })
   }
 
   draining(): boolean {

@@ -104,7 +104,10 @@ function limitStateFor(config: GatewayConfig, log: Logger, shared: RuntimeShared
     limitStates.set(shared.lifecycle, state)
   }
   const redis = config.rateLimits?.redis
-  state.useRedis(redis === 'cache' ? config.cache?.redis : redis)
+  state.useRedis(
+    redis === 'cache' ? config.cache?.redis : redis,
+    config.rateLimits?.commandTimeoutMs,
+  )
   return state
 }
 

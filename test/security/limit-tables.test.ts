@@ -224,7 +224,13 @@ describe.skipIf(!HAVE_REDIS && !IN_CI)('rate-limit state keyed by client choices
 
   async function redisSetup(memoryBytes?: number): Promise<{ s: Setup; redis: TestRedis }> {
     const redis = await startRedis()
-    const s = await setup({ redis: redis.url, ...(memoryBytes !== undefined && { memoryBytes }) })
+    // Redis decides every call here, also on a loaded machine: a command that timed out would be
+    // decided locally (the fallback, tested in test/integration/rate-limits-redis.test.ts).
+    const s = await setup({
+      redis: redis.url,
+      commandTimeoutMs: 2000,
+      ...(memoryBytes !== undefined && { memoryBytes }),
+    })
     await expect
       .poll(() =>
         s.gw.logs.some((l) => String(l['msg']).startsWith('rate limits: redis connected')),
