@@ -12,7 +12,8 @@ import {
   resultBytes,
   type CacheEntry,
 } from './entry.js'
-import { invalidationPrefixes, type Invalidation } from './key.js'
+import type { Invalidation } from '../mcp/changes.js'
+import { invalidationPrefixes } from './key.js'
 import { decideStore, type StoreDecision, type StoreRules } from './policy.js'
 import { readShared, type SharedTier, type SharedTierStatus } from './shared.js'
 import { encodeEntry } from './shared-entry.js'

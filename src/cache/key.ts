@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { clientIdOf } from '../match/clients.js'
 import type { KeyParams } from './canonical.js'
+import type { Invalidation } from '../mcp/changes.js'
 
 /**
  * Who a `private` result belongs to. caching.mdx §cacheScope: private responses MUST NOT be shared
@@ -118,11 +119,6 @@ export function authContextOf(
     clientId: clientIdOf(principal),
   }
 }
-
-/** What a change notification invalidates (subscriptions.mdx / caching.mdx §Invalidation). */
-export type Invalidation =
-  | { readonly kind: 'tools' | 'prompts' | 'resources' | 'all' }
-  | { readonly kind: 'resource'; readonly uri: string }
 
 /** Key prefixes (key.ts layout `<server>:<method>:<uri tag>:`) that a notification covers. */
 export function invalidationPrefixes(server: string, what: Invalidation): string[] {

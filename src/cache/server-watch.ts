@@ -8,8 +8,8 @@ import {
   ListenUnsupported,
   type ListenFilter,
   type UpstreamEndpoint,
-} from './discover.js'
-import { ListenStream } from './listen-stream.js'
+} from '../client/discover.js'
+import { ListenStream } from '../client/listen-stream.js'
 import { tagOf, type CachedServer } from './request.js'
 
 /** What the invalidator needs to know about a fronted server (a ServerRuntime fits). */

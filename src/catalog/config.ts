@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import type { GatewayConfig } from '../config/schema.js'
-import type { OwnIdentity } from '../endpoint/ask.js'
+import type { OwnIdentity } from '../client/ask.js'
 import { hasForbiddenNameCharacter, printable } from '../mcp/names.js'
 import { DEFAULT_HEADER_RULES, isOwnedName } from '../mcp/owned-headers.js'
 import { parseLock, type CatalogLock } from './lock.js'

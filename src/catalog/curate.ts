@@ -1,5 +1,5 @@
 import type { ServerConfig } from '../config/schema.js'
-import type { OwnIdentity } from '../endpoint/ask.js'
+import type { OwnIdentity } from '../client/ask.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import type { ListFilter } from '../mcp/list-filter.js'
 import { CURATED_ANSWERS } from '../mcp/methods.js'

@@ -1,4 +1,4 @@
-import type { AskServer } from '../endpoint/ask.js'
+import type { AskServer } from '../client/ask.js'
 import { judgeCall } from './probe.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'

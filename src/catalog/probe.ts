@@ -6,7 +6,7 @@ import {
   ownRequest,
   type AskServer,
   type OwnIdentity,
-} from '../endpoint/ask.js'
+} from '../client/ask.js'
 import { decideCall, type CallName, type CallVerdict } from './call.js'
 import type { ServerCatalog } from './curate.js'
 import type { CatalogKind } from './definition.js'
@@ -28,7 +28,7 @@ const memos = new WeakMap<PinState, Record<CatalogKind, ProbeMemo>>()
  * no list has shown this runtime (docs/catalog.md §Run-time pinning: a call is judged by the
  * definition the backend last listed). It goes through the server's attempt loop (replicas,
  * retries, health) with its configured upstream headers, as the gateway's own request, which looks
- * like a client's (endpoint/ask.ts ownRequest: a random id, the configured client's info and
+ * like a client's (client/ask.ts ownRequest: a random id, the configured client's info and
  * headers): a backend that answered probes otherwise than clients would still have its clients'
  * lists judged, which is the check that counts. A server with `tokenExchange` has no credentials
  * of the gateway's, and is not probed (the call is then refused until a list was seen). Failures

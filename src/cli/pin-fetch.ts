@@ -1,12 +1,12 @@
 /**
  * Asks one configured server for its instructions and every tool and prompt definition it lists,
  * for `mcp-edge pin` (docs/catalog.md §Pinning). The requests go through the same path as a
- * virtual server's member requests (endpoint/ask.ts): the server's replicas, retries, health,
+ * virtual server's member requests (client/ask.ts): the server's replicas, retries, health,
  * timeouts and its configured upstream headers, so the pin sees what the gateway's own
  * credentials see; and they look like a client's (ownRequest: random ids, the configured
  * `ownRequests` client), so a backend cannot show the pin other text than clients get. A server
  * that speaks only 2025-era protocol is asked within a session the gateway initialises
- * (endpoint/era-session.ts), as virtual servers do.
+ * (client/era-session.ts), as virtual servers do.
  */
 import { instructionsOf, type CatalogKind } from '../catalog/definition.js'
 import { isRecord } from '../mcp/jsonrpc.js'
@@ -20,15 +20,15 @@ import {
   type AskServer,
   type OwnIdentity,
   type ServerAnswer,
-} from '../endpoint/ask.js'
-import { endSession, heldSession } from '../endpoint/era.js'
+} from '../client/ask.js'
+import { endSession, heldSession } from '../client/era.js'
 import {
   initializeMember,
   sendInLegacySession,
   type ClientSession,
   type MemberSend,
-} from '../endpoint/era-session.js'
-import { type MemberSession, MemberSessions } from '../endpoint/member-sessions.js'
+} from '../client/era-session.js'
+import { type MemberSession, MemberSessions } from '../client/member-sessions.js'
 import type { HeldSession } from '../endpoint/plan.js'
 
 /** Pages one list may have before the server counts as looping (its cursors never end). */
@@ -130,7 +130,7 @@ function legacyBody(method: string, params: Record<string, unknown>): Buffer {
   )
 }
 
-/** Sends one own request (endpoint/ask.ts ownRequest gives it a fresh id), in `session` if set. */
+/** Sends one own request (client/ask.ts ownRequest gives it a fresh id), in `session` if set. */
 type Send = (body: Buffer, session?: HeldSession) => Promise<ServerAnswer>
 
 /**
@@ -140,7 +140,7 @@ type Send = (body: Buffer, session?: HeldSession) => Promise<ServerAnswer>
  * basic/versioning: a client falls back to `initialize` on such an answer).
  */
 async function open(server: AskServer, maxBytes: number, as: OwnIdentity): Promise<Conversation> {
-  // The gateway's own requests, planned and sent as a client's (endpoint/ask.ts).
+  // The gateway's own requests, planned and sent as a client's (client/ask.ts).
   const send: Send = (body, session) =>
     ask(server, ownRequest(server, body, as), {
       auth: undefined,
@@ -153,7 +153,7 @@ async function open(server: AskServer, maxBytes: number, as: OwnIdentity): Promi
     answer = await send(ownModernBody('server/discover', {}, as))
   } catch (err) {
     // 2025-era servers refuse a request without a session with `"id": null`, which the id check
-    // takes for another request's answer (as endpoint/era.ts notes).
+    // takes for another request's answer (as client/era.ts notes).
     if (!(err instanceof UpstreamFailure) || !legacyRefusal(err.status)) throw err
     return legacy(server, send, as, `HTTP ${err.status}`)
   }

@@ -28,7 +28,7 @@ import { ConfigError, loadConfigFile, type LoadedConfig } from '../runtime/load.
 import { ServerBalancing } from '../upstream/balancing.js'
 import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
-import type { AskServer } from '../endpoint/ask.js'
+import type { AskServer } from '../client/ask.js'
 import { fetchDefinitions, type ServerDefinitions } from './pin-fetch.js'
 
 /** Exit codes: 0 written / no drift, 1 drift (--check), 2 usage, config or connection error. */

@@ -7,10 +7,10 @@ import { MODERN_VERSION } from '../mcp/protocol.js'
 import type { RequestHead } from '../mcp/request-head.js'
 import { locate } from '../mcp/rewrite.js'
 import type { Upstream } from '../upstream/upstream.js'
-import type { EndpointCall } from './call.js'
+import type { EndpointCall } from '../endpoint/call.js'
 import { CollectingResponse } from './collect.js'
-import type { PlanOptions, PlanServer } from './plan.js'
-import { sendPlanned, type Seen } from './send.js'
+import type { PlanOptions, PlanServer } from '../endpoint/plan.js'
+import { sendPlanned, type Seen } from '../endpoint/send.js'
 import { modernEnvelope } from '../mcp/outbound.js'
 
 /** What a server is to a read (a ServerRuntime has all of it). */
@@ -32,7 +32,7 @@ export interface ServerAnswer {
 export type AskOptions = Omit<PlanOptions, 'tasks' | 'maxStreams' | 'anyStatus' | 'onStreamEnd'> & {
   readonly tasks?: PlanOptions['tasks'] | undefined
   /**
-   * A stream streamed to a client (endpoint/era.ts streamInEra) counts against that caller's
+   * A stream streamed to a client (client/era.ts streamInEra) counts against that caller's
    * stream budget; a read the gateway makes for itself has none.
    */
   readonly maxStreams?: number | undefined

@@ -27,7 +27,7 @@ export interface ClientSession {
 export type SessionHeaders = Pick<MemberSession, 'sessionId' | 'version'>
 
 /**
- * Sends one message to the member through its own path (endpoint/ask.ts), its header list
+ * Sends one message to the member through its own path (client/ask.ts), its header list
  * carrying `session` (legacyHeaders), to the replica `pin` when set.
  */
 export type MemberSend = (

@@ -13,7 +13,7 @@ import { UpstreamFailure } from '../upstream/failure.js'
 import type { ForwardResult } from '../upstream/forward-types.js'
 import type { Upstream } from '../upstream/upstream.js'
 import { ask, type AskOptions, type AskServer, type ServerAnswer } from './ask.js'
-import type { EndpointCall } from './call.js'
+import type { EndpointCall } from '../endpoint/call.js'
 import {
   initializeMember,
   legacyHeaders,
@@ -25,9 +25,9 @@ import {
   type SessionHeaders,
 } from './era-session.js'
 import { MemberSessions, type MemberSession } from './member-sessions.js'
-import type { HeldSession } from './plan.js'
+import type { HeldSession } from '../endpoint/plan.js'
 import { ProgressRelay } from './progress-relay.js'
-import { sendPlanned, type Seen } from './send.js'
+import { sendPlanned, type Seen } from '../endpoint/send.js'
 import { SessionStreams } from './session-stream.js'
 
 /**
@@ -249,7 +249,7 @@ const GONE: BodyTransform = {
   },
 }
 
-/** Sends one message of a 2025-era session to the member, read whole (endpoint/ask.ts). */
+/** Sends one message of a 2025-era session to the member, read whole (client/ask.ts). */
 function sender(member: AskServer, req: MemberCall): MemberSend {
   return async (session, body, rawId, pin) => {
     const message = parseMethod(body)

@@ -1,9 +1,9 @@
-import type { ListenFilter, UpstreamEndpoint } from '../cache/discover.js'
-import type { Invalidation } from '../cache/key.js'
-import { invalidationOf } from '../cache/listen-stream.js'
-import { StreamRefused, type SessionStreams, type SessionTap } from '../endpoint/session-stream.js'
+import type { ListenFilter, UpstreamEndpoint } from './discover.js'
+import type { Invalidation } from '../mcp/changes.js'
+import { invalidationOf } from '../mcp/changes.js'
+import { StreamRefused, type SessionStreams, type SessionTap } from './session-stream.js'
 import { isRecord } from '../mcp/jsonrpc.js'
-import { NoStream, type MemberStream } from './listen-merge.js'
+import { NoStream, type MemberStream } from './member-stream.js'
 
 /** The member no longer knows the session the stream was opened in (404): initialise anew. */
 export class SessionGone extends Error {
@@ -18,7 +18,7 @@ export class SessionGone extends Error {
  * for (the kinds its `initialize` capabilities offer). Change notifications call `onChange`;
  * anything else on the stream (server-to-client requests, log messages) is not relayed, since
  * the merged stream has no one to answer them. `ep.headers` carry the session id and version.
- * The session's one stream is shared with whoever else reads it (endpoint/session-stream.ts: a
+ * The session's one stream is shared with whoever else reads it (client/session-stream.ts: a
  * routed call's progress).
  */
 export class LegacyGetStream implements MemberStream {

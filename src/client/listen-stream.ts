@@ -7,7 +7,7 @@ import {
   type ListenFilter,
   type UpstreamEndpoint,
 } from './discover.js'
-import type { Invalidation } from './key.js'
+import { invalidationOf, type Invalidation } from '../mcp/changes.js'
 import { parseJson, SseParser } from './sse.js'
 
 /**
@@ -87,26 +87,5 @@ export class ListenStream {
         if (what !== undefined) onChange(what)
       }
     }
-  }
-}
-
-/** The cache entries a change notification makes stale. */
-export function invalidationOf(
-  method: unknown,
-  params: Readonly<Record<string, unknown>>,
-): Invalidation | undefined {
-  switch (method) {
-    case 'notifications/tools/list_changed':
-      return { kind: 'tools' }
-    case 'notifications/prompts/list_changed':
-      return { kind: 'prompts' }
-    case 'notifications/resources/list_changed':
-      return { kind: 'resources' }
-    case 'notifications/resources/updated':
-      return typeof params.uri === 'string'
-        ? { kind: 'resource', uri: params.uri }
-        : { kind: 'resources' }
-    default:
-      return undefined
   }
 }

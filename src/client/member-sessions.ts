@@ -25,7 +25,7 @@ export type MemberInit = () => Promise<MemberSession>
  * spec 2025-11-25 basic/transports §Session Management) is initialised again. Bounded: the least
  * recently used client sessions are forgotten first, which costs them one `initialize` per member
  * on their next request. A 2026-07-28 client has no session: its member sessions are kept per
- * caller (endpoint/era-session.ts memberSessionKey).
+ * caller (client/era-session.ts memberSessionKey).
  */
 export class MemberSessions {
   private readonly byClient: LRUCache<string, Map<string, Promise<MemberSession>>>

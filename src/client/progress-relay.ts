@@ -4,7 +4,8 @@ import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { locate } from '../mcp/rewrite.js'
 import type { AttemptPlan } from '../upstream/attempts.js'
-import { hasRoom, leaseStream } from '../upstream/pool.js'
+import { hasRoom } from '../upstream/pool.js'
+import { leaseReplica, streamEndpoint } from './member-stream.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { AskServer } from './ask.js'
 import type { MemberSession } from './member-sessions.js'
@@ -115,16 +116,10 @@ export class ProgressRelay {
     // A member without sessions has no stream of the session to read.
     if (up === undefined || session.sessionId === undefined || streams.none.has(member.name))
       return planned
+    // Advisory: without room for a stream the call goes ahead without one, never refused for it.
     if (!hasRoom(up, true)) return planned
-    this.release = leaseStream(up)
-    const timeouts = member.config.timeouts
-    const ep = {
-      url: up.url.href,
-      headers: getHeaders(plan.headers, session),
-      dispatcher: up.dispatcher,
-      headersTimeoutMs: timeouts.responseHeadersMs,
-      bodyTimeoutMs: timeouts.streamIdleMs,
-    }
+    this.release = leaseReplica(member, up).release
+    const ep = streamEndpoint(member, up, getHeaders(plan.headers, session))
     const tap = streams.tap(session, ep, (m) => this.relay(m))
     this.tap = tap
     tap.opened.catch((err: unknown) => {

@@ -1,6 +1,6 @@
 import { request } from 'undici'
-import type { UpstreamEndpoint } from '../cache/discover.js'
-import { parseJson, SseParser } from '../cache/sse.js'
+import type { UpstreamEndpoint } from './discover.js'
+import { parseJson, SseParser } from './sse.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { outboundHeaders } from '../mcp/outbound.js'
 import type { SessionHeaders } from './era-session.js'
@@ -124,8 +124,8 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 /**
  * The standalone GET streams of the member sessions the gateway holds toward 2025-only members
  * (spec 2025-11-25 basic/transports §Listening for Messages from the Server), one per session
- * however many read it: a listening client's change notifications (virtual/legacy-get-stream.ts)
- * and a routed call's progress (endpoint/progress-relay.ts) share it, since a 2025-era server may
+ * however many read it: a listening client's change notifications (client/legacy-get-stream.ts)
+ * and a routed call's progress (client/progress-relay.ts) share it, since a 2025-era server may
  * allow one such stream per session (the official v1 SDK refuses a second with 409). A stream is
  * opened by its first reader, with that reader's endpoint (the session's replica and headers), and
  * closed when its last reader stops. Owned by MemberEras: a reload starts afresh.

@@ -40,7 +40,7 @@ export interface PlanServer {
 
 /**
  * A 2025-era session the gateway itself holds toward a 2025-only member of a virtual server
- * (endpoint/era.ts): the replica it lives on, and the header list it is reached with.
+ * (client/era.ts): the replica it lives on, and the header list it is reached with.
  */
 export interface HeldSession {
   readonly pin: Upstream | undefined
@@ -84,7 +84,7 @@ export interface PlanOptions {
   readonly onAttempt?: ((replica: string, retry: number) => void) | undefined
   readonly onStreamEnd?: ((result: ForwardResult) => void) | undefined
   /**
-   * Changes the plan once it is built, before the first try (endpoint/progress-relay.ts: a call
+   * Changes the plan once it is built, before the first try (client/progress-relay.ts: a call
    * that also reads its 2025-era member session's stream); applied by the send.
    */
   readonly prepare?: ((plan: AttemptPlan) => AttemptPlan | Promise<AttemptPlan>) | undefined

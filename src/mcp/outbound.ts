@@ -33,8 +33,8 @@ const OWNED: ReadonlySet<string> = new Set([
  * The one builder of the header list, [name, value, …], of a request the gateway sends a backend
  * outside a client's forwarded request (endpoint/headers.ts `forwardHeaders` builds those, and
  * this then remakes one for a 2025-era session or its GET stream): discovery and listen streams
- * (cache/discover.ts, cache/listen-stream.ts), the active health probe (upstream/health-check.ts),
- * a held session's messages, GET stream and DELETE (endpoint/era*.ts, endpoint/session-stream.ts).
+ * (client/discover.ts, client/listen-stream.ts), the active health probe (upstream/health-check.ts),
+ * a held session's messages, GET stream and DELETE (client/era*.ts, client/session-stream.ts).
  * `base` is the server's configured headers, or the member request's list it derives from; what it
  * carries of its own is kept, in order, except the headers the gateway owns (OWNED) and, in a
  * 2025-era session, the `Mcp-Param-*` headers that era does not have. Then, per spec:

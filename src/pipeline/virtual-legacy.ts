@@ -17,7 +17,7 @@ import {
   negotiateVersion,
   pingAnswer,
 } from '../virtual/legacy-lifecycle.js'
-import { endMemberSessions } from '../endpoint/era.js'
+import { endMemberSessions } from '../client/era.js'
 import type { Endpoints } from '../endpoint/endpoint.js'
 import { endLegacyListens, legacyListen } from '../virtual/listen.js'
 import type { MemberHeaders } from '../virtual/request.js'

@@ -1,5 +1,5 @@
 import type { VirtualServerConfig } from '../config/schema.js'
-import { MemberEras } from '../endpoint/era.js'
+import { MemberEras } from '../client/era.js'
 import { compilePattern, type Matcher } from '../match/pattern.js'
 import { VirtualSessionCodec } from './client-session.js'
 import { CursorCodec } from './cursor.js'
@@ -20,7 +20,7 @@ export interface VirtualCore {
   readonly resourceRoute: (uri: string) => number | undefined
   /** Merged answers, when `cache:` is configured. */
   readonly merged: MergedCache | undefined
-  /** The members' eras, and the sessions held toward 2025-only ones (endpoint/era.ts). */
+  /** The members' eras, and the sessions held toward 2025-only ones (client/era.ts). */
   readonly eras: MemberEras
   /** The gateway's own 2025-era client session ids (virtual/client-session.ts). */
   readonly clientSessions: VirtualSessionCodec

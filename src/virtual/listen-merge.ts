@@ -1,7 +1,8 @@
 import type { ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import type { ListenFilter } from '../cache/discover.js'
-import type { Invalidation } from '../cache/key.js'
+import type { ListenFilter } from '../client/discover.js'
+import { NoStream, type MemberLease, type MemberStream } from '../client/member-stream.js'
+import type { Invalidation } from '../mcp/changes.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import type { StreamStop } from '../upstream/lifecycle.js'
 
@@ -9,29 +10,6 @@ const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId'
 const KEEP_ALIVE_MS = 15_000
 /** A client that stops reading: its stream is ended rather than buffered without bound. */
 const MAX_BUFFERED = 1024 * 1024
-
-/**
- * One member's notification stream: a 2026-07-28 `subscriptions/listen` (cache/listen-stream.ts)
- * or a 2025-era standalone GET stream (virtual/legacy-get-stream.ts).
- */
-export interface MemberStream {
-  /** Resolves with what the member honours once its stream is open; rejects when it failed. */
-  readonly acked: Promise<ListenFilter>
-  /** Resolves when the stream is over (an Error for why; {@link NoStream}: never re-open). */
-  readonly ended: Promise<Error | undefined>
-  close(): void
-}
-
-/** A member said it offers no stream at all (a 405 to its GET): it is not asked again. */
-export class NoStream extends Error {
-  override readonly name = 'NoStream'
-}
-
-/** One replica (and, for a 2025-only member, its session) held for one stream attempt. */
-export interface MemberLease {
-  open(filter: ListenFilter, id: string, onChange: (what: Invalidation) => void): MemberStream
-  release(): void
-}
 
 /** One member as a listen needs it. */
 export interface ListenMember {

@@ -6,36 +6,30 @@ import {
   rpcBody,
   type ListenFilter,
   type UpstreamEndpoint,
-} from '../cache/discover.js'
+} from '../client/discover.js'
 import type { EdgeCache } from '../cache/edge-cache.js'
-import type { Invalidation } from '../cache/key.js'
-import { ListenStream } from '../cache/listen-stream.js'
+import type { Invalidation } from '../mcp/changes.js'
+import { ListenStream } from '../client/listen-stream.js'
 import { callerKey, type EndpointCall } from '../endpoint/call.js'
-import { askInEra, sessionFor, type EraCaller } from '../endpoint/era.js'
-import { memberSessionKey } from '../endpoint/era-session.js'
+import { askInEra, sessionFor, type EraCaller } from '../client/era.js'
+import { memberSessionKey } from '../client/era-session.js'
 import { exchangeFor } from '../endpoint/exchange.js'
 import type { Endpoints } from '../endpoint/endpoint.js'
-import type { MemberSession } from '../endpoint/member-sessions.js'
-import { getHeaders } from '../endpoint/session-stream.js'
+import type { MemberSession } from '../client/member-sessions.js'
+import { getHeaders } from '../client/session-stream.js'
 import { GatewayError } from '../errors.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord, type JsonRpcMessage } from '../mcp/jsonrpc.js'
 import { MODERN_VERSION } from '../mcp/protocol.js'
 import { refuseTaskSubscriptions } from '../mcp/task-ids.js'
 import { renderDenial } from '../policy/denial.js'
-import { leaseStream } from '../upstream/pool.js'
 import type { StreamStop } from '../upstream/lifecycle.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { VirtualSession } from './client-session.js'
 import { fanOut, fanOutDeadline } from './fan-out.js'
-import { LegacyGetStream, SessionGone } from './legacy-get-stream.js'
-import {
-  ListenMerge,
-  memberFilter,
-  memberTargets,
-  type ListenMember,
-  type MemberLease,
-} from './listen-merge.js'
+import { LegacyGetStream, SessionGone } from '../client/legacy-get-stream.js'
+import { ListenMerge, memberFilter, memberTargets, type ListenMember } from './listen-merge.js'
+import { leaseReplica, streamEndpoint, type MemberLease } from '../client/member-stream.js'
 import { admitAll, MemberDenied, type AdmittedCaller, type MemberAsk } from './member-admission.js'
 import {
   json,
@@ -333,7 +327,7 @@ function postCall(client: EndpointCall, method: string, body: Buffer, rawId: str
   }
 }
 
-/** One `server/discover` in the member's own era (endpoint/era.ts): its era is learnt. */
+/** One `server/discover` in the member's own era (client/era.ts): its era is learnt. */
 async function learnEra(
   r: Omit<ListenRequest, 'message' | 'rawId'>,
   m: MemberServer,
@@ -388,32 +382,18 @@ function listenFilterOf(message: JsonRpcMessage): ListenFilter {
   }
 }
 
-/** Where the gateway itself reaches a member: one of its replicas, with its configured headers. */
+/** Where the gateway itself asks a member what it offers: an available replica, configured headers. */
 function endpointOf(m: MemberServer): UpstreamEndpoint {
-  const up = m.balancing.pool.upstreams.find((u) => u.available) ?? m.balancing.pool.upstreams[0]
-  return {
-    url: up?.url.href ?? '',
-    headers: m.upstreamHeaders,
-    dispatcher: up?.dispatcher as UpstreamEndpoint['dispatcher'],
-    headersTimeoutMs: m.config.timeouts.responseHeadersMs,
-    bodyTimeoutMs: m.config.timeouts.streamIdleMs,
-  }
+  const ups = m.balancing.pool.upstreams
+  const up = ups.find((u) => u.available) ?? ups[0]
+  if (up === undefined) throw new GatewayError('no_upstream')
+  return streamEndpoint(m, up)
 }
 
-/**
- * A replica for one member stream, counted against its `maxStreams` until released; throws
- * `streams_at_capacity` / `no_upstream` as a direct listen would (upstream/pool.ts).
- */
+/** A 2026-07-28 member's listen stream on a leased replica (client/member-stream.ts). */
 function lease(m: MemberServer): MemberLease {
-  const up = m.balancing.pool.select(undefined, undefined, true)
-  const release = leaseStream(up)
-  const ep: UpstreamEndpoint = {
-    url: up.url.href,
-    headers: m.upstreamHeaders,
-    dispatcher: up.dispatcher,
-    headersTimeoutMs: m.config.timeouts.responseHeadersMs,
-    bodyTimeoutMs: m.config.timeouts.streamIdleMs,
-  }
+  const { up, release } = leaseReplica(m)
+  const ep = streamEndpoint(m, up)
   return {
     open: (filter, id, onChange) => new ListenStream(ep, filter, id, onChange),
     release,
@@ -458,7 +438,6 @@ async function legacyListenMember(
   }
   const session = (): Promise<MemberSession> => sessionFor(v.eras, member, req, caller)
   const first = await session()
-  const timeouts = member.config.timeouts
   return {
     name: member.name,
     capabilities: withoutSubscribe(first.capabilities ?? {}),
@@ -469,17 +448,10 @@ async function legacyListenMember(
         await v.eras.sessions.forget(key, member.name, s)
         throw new GatewayError('session_not_found', 'the session is no longer available')
       }
-      const up = pinned ?? member.balancing.pool.select(undefined, undefined, true)
-      const release = leaseStream(up)
+      const { up, release } = leaseReplica(member, pinned)
       return {
         open: (filter, _id, onChange) => {
-          const ep = {
-            url: up.url.href,
-            headers: getHeaders(headers, s),
-            dispatcher: up.dispatcher,
-            headersTimeoutMs: timeouts.responseHeadersMs,
-            bodyTimeoutMs: timeouts.streamIdleMs,
-          }
+          const ep = streamEndpoint(member, up, getHeaders(headers, s))
           const stream = new LegacyGetStream(v.eras.streams, s, ep, filter, onChange)
           void stream.ended.then((err) =>
             err instanceof SessionGone ? v.eras.sessions.forget(key, member.name, s) : undefined,

@@ -34,7 +34,7 @@ export interface MemberAsk {
  * and a 429 are thrown; a denial is thrown as `denied` with the target, for the caller to answer.
  * A request the gateway makes on the client's behalf (discovery, list pages, listen streams) is
  * a 2026-07-28 request whatever the client's era (the gateway speaks it to its members; 2025-only
- * members are reached through endpoint/era.ts).
+ * members are reached through client/era.ts).
  */
 function admitMember(caller: AdmittedCaller, ask: MemberAsk): Admitted | Promise<Admitted> {
   const c = caller.call

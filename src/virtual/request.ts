@@ -4,10 +4,10 @@ import type { AuthRuntime } from '../auth/compile.js'
 import type { Principal } from '../auth/principal.js'
 import type { EdgeCache } from '../cache/edge-cache.js'
 import type { ServerCatalog } from '../catalog/curate.js'
-import type { AskServer } from '../endpoint/ask.js'
+import type { AskServer } from '../client/ask.js'
 import { callerKey, type EndpointCall } from '../endpoint/call.js'
-import type { EraCaller } from '../endpoint/era.js'
-import type { ClientSession } from '../endpoint/era-session.js'
+import type { EraCaller } from '../client/era.js'
+import type { ClientSession } from '../client/era-session.js'
 import type { HeaderChanges } from '../endpoint/headers.js'
 import type { Endpoints } from '../endpoint/endpoint.js'
 import { GatewayError } from '../errors.js'
@@ -202,7 +202,7 @@ export function valueAt(root: unknown, path: readonly string[]): unknown {
   return cur
 }
 
-/** Whose member sessions a request to a 2025-only member uses (endpoint/era.ts). */
+/** Whose member sessions a request to a 2025-only member uses (client/era.ts). */
 export function eraCaller(r: Caller & Pick<VirtualRequest, 'deps'>): EraCaller {
   return {
     session: r.session,

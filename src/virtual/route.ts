@@ -3,7 +3,7 @@ import { cacheRequestOf } from '../cache/request.js'
 import type { AuthRuntime } from '../auth/compile.js'
 import type { Principal } from '../auth/principal.js'
 import { attemptEvents, propagationOf, type EndpointCall } from '../endpoint/call.js'
-import { askInEra, streamInEra } from '../endpoint/era.js'
+import { askInEra, streamInEra } from '../client/era.js'
 import { exchangeFor } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
 import type { Admission } from '../endpoint/admit.js'
@@ -48,7 +48,7 @@ export function headersFor(
 
 /**
  * One member's answer to a read (discover, a list page), from the edge cache when it holds one,
- * else through the member's own path in its era (endpoint/era.ts), and stored as the member's
+ * else through the member's own path in its era (client/era.ts), and stored as the member's
  * own endpoint would store it.
  */
 export async function askMember(
@@ -188,7 +188,7 @@ const LEGACY_RESULT = Object.freeze([legacyResult])
 
 /**
  * Streams the member's answer to the client through the member's own path, as its own endpoint's
- * proxy stage does (endpoint/plan.ts, or endpoint/era.ts for a 2025-only member): nothing is
+ * proxy stage does (endpoint/plan.ts, or client/era.ts for a 2025-only member): nothing is
  * buffered (progress and SSE pass as they come).
  */
 export async function forwardTo(

@@ -6,7 +6,7 @@ import { callNameOf, decideCall, rewriteCall, withMcpName } from '../../../src/c
 import { ServerCatalog } from '../../../src/catalog/curate.js'
 import { definitionDigest } from '../../../src/catalog/definition.js'
 import { PinState } from '../../../src/catalog/pin-state.js'
-import type { OwnIdentity } from '../../../src/endpoint/ask.js'
+import type { OwnIdentity } from '../../../src/client/ask.js'
 import type { DriftEvent } from '../../../src/observability/audit.js'
 import { ConfigError, parseConfigText } from '../../../src/runtime/load.js'
 import { parseMessage } from '../../../src/mcp/jsonrpc.js'

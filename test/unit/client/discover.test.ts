@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { canSubscribe, filterFor } from '../../../src/cache/discover.js'
+import { canSubscribe, filterFor } from '../../../src/client/discover.js'
 
 describe('filterFor', () => {
   it('asks only for what the backend advertises', () => {

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import type { ClientSession } from '../../../src/endpoint/era-session.js'
+import type { ClientSession } from '../../../src/client/era-session.js'
 import {
   legacyHeaders,
   memberSessionKey,
   sendInLegacySession,
   type EraAnswer,
   type SessionHeaders,
-} from '../../../src/endpoint/era-session.js'
-import { MemberSessions } from '../../../src/endpoint/member-sessions.js'
+} from '../../../src/client/era-session.js'
+import { MemberSessions } from '../../../src/client/member-sessions.js'
 
 const CLIENT: ClientSession = {
   id: 'abc',

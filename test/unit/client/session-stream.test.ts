@@ -2,7 +2,7 @@ import { createServer, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Agent } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { SessionStreams, StreamRefused, getHeaders } from '../../../src/endpoint/session-stream.js'
+import { SessionStreams, StreamRefused, getHeaders } from '../../../src/client/session-stream.js'
 
 /** A member whose GET answers are decided per request; `open` holds the streams it serves. */
 async function member(answer: (n: number, res: ServerResponse) => void) {

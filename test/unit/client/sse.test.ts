@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { SseParser } from '../../../src/cache/sse.js'
+import { SseParser } from '../../../src/client/sse.js'
 
 describe('SseParser', () => {
   it('yields the data of complete events, across chunk and multi-byte boundaries', () => {
