@@ -113,7 +113,9 @@ async function setup() {
   const config = {
     log: { level: 'info' },
     policies: 'policies',
-    rateLimits: { redis: `redis://127.0.0.1:${redisPort}`, replicas: 2 },
+    // Redis decides while it is up, also on a loaded machine (a command that times out is decided
+    // locally, which would skew the ±5 %); a killed Redis fails commands at once, timeout or not.
+    rateLimits: { redis: `redis://127.0.0.1:${redisPort}`, replicas: 2, commandTimeoutMs: 1000 },
     servers: { app: { upstreams: [{ url: backend.url }] } },
   }
   const gateways = await Promise.all([serve(config, dir, 'a'), serve(config, dir, 'b')])

@@ -7,7 +7,13 @@ import { startRedis } from '../../helpers/cache.js'
 /** The GCRA script against a real redis-server: same answers as limits/gcra.ts. */
 async function setup() {
   const redis = await startRedis()
-  const rates = new RedisRates({ url: redis.url, log: pino({ level: 'silent' }), prefix: 't:' })
+  // Every decision here is Redis's: a generous timeout, so a loaded machine never falls back.
+  const rates = new RedisRates({
+    url: redis.url,
+    log: pino({ level: 'silent' }),
+    prefix: 't:',
+    commandTimeoutMs: 2000,
+  })
   onTestFinished(() => rates.close())
   await expect.poll(() => rates.available).toBe(true)
   return { redis, rates }
