@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { bounded } from './bound.js'
-import { quote, type LineSink } from './line-sink.js'
+import { quote, quoteId, type LineSink } from './line-sink.js'
 
 /** The fields of one access-log line. */
 interface AccessFields {
@@ -46,7 +46,7 @@ export function createAccessWriter(log: Logger, sink: LineSink | undefined): Acc
     return { write, sink, ...ends }
   }
   const write = (f: AccessFields): void => {
-    let line = `${sink.head()},"requestId":${str(f.requestId)}`
+    let line = `${sink.head()},"requestId":${quoteId(bounded(f.requestId))}`
     if (f.server !== undefined) line += `,"server":${str(f.server)}`
     if (f.method !== undefined) line += `,"method":${str(f.method)}`
     if (f.name !== undefined) line += `,"name":${str(f.name)}`

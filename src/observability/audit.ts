@@ -5,7 +5,7 @@ import { clientIdOf } from '../match/clients.js'
 import type { Decision } from '../policy/policy.js'
 import type { LimitRefusal } from '../limits/limiter.js'
 import { bounded, MAX_EXPORTED_CHARS } from './bound.js'
-import { quote, type LineSink } from './line-sink.js'
+import { quote, quoteId, type LineSink } from './line-sink.js'
 import type { ArgumentsView, ShownArguments } from './redact.js'
 
 const ALLOWED = 'policy allowed'
@@ -97,7 +97,7 @@ export function createAuditLog(log: Logger, sink?: LineSink, view?: ArgumentsVie
         const name = named(target.kind === 'resource' ? target.uri : target.name)
         const rule = decision.rule?.name
         lines.emit(
-          `${lines.head()},"audit":true,"requestId":${nullable(requestId)}` +
+          `${lines.head()},"audit":true,"requestId":${requestId === undefined ? 'null' : quoteId(bounded(requestId))}` +
             `,"sub":${nullable(caller?.subject)},"iss":${nullable(caller?.issuer)}` +
             `,"client":${nullable(clientIdOf(caller))}` +
             `,"server":${quote(server)},"method":${nullable(method)},"kind":"${target.kind}"` +
