@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { checkTarget, detectListCache } from './check.js'
-import { killAllNow, stopAll } from './children.js'
+import { runScript } from './children.js'
 import { startGateway } from './gateway.js'
 import { startLoadWorker } from './load-client.js'
 import type { CellMeasurement } from './measure.js'
@@ -56,7 +56,7 @@ async function main(): Promise<number> {
   const tolerance = env('BENCH_GATE_TOLERANCE', 0.3)
   const started = Date.now()
   const configDir = mkdtempSync(join(tmpdir(), 'mcp-edge-gate-'))
-  cleanups.push(() => rmSync(configDir, { recursive: true, force: true }))
+  process.once('exit', () => rmSync(configDir, { recursive: true, force: true }))
   const at = { repoRoot, configDir, gatewayCpu: GATEWAY_CPU, backendCpu: BACKEND_CPU }
   const backend = await startBackend(at)
   const worker = await startLoadWorker(repoRoot, BACKEND_CPU)
@@ -220,22 +220,4 @@ function log(line: string): void {
   process.stderr.write(`bench:gate: ${line}\n`)
 }
 
-const cleanups: (() => void)[] = []
-let isShuttingDown = false
-async function shutdown(code: number): Promise<void> {
-  if (isShuttingDown) return
-  isShuttingDown = true
-  await stopAll()
-  for (const cleanup of cleanups) cleanup()
-  process.exit(code)
-}
-process.on('exit', killAllNow)
-process.on('SIGINT', () => void shutdown(130))
-process.on('SIGTERM', () => void shutdown(143))
-main().then(
-  (code) => shutdown(code),
-  (err: unknown) => {
-    log(`failed: ${err instanceof Error ? err.message : String(err)}`)
-    return shutdown(1)
-  },
-)
+runScript('bench:gate', main)
