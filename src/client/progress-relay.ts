@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import type { ServerResponse } from 'node:http'
+import type { Plan } from '../endpoint/plan.js'
 import type { BodyTransform, HeaderMap } from '../mcp/body-transform.js'
 import { isRecord } from '../mcp/jsonrpc.js'
 import { locate } from '../mcp/rewrite.js'
-import type { AttemptPlan } from '../upstream/attempts.js'
 import { hasRoom } from '../upstream/pool.js'
 import { leaseReplica, streamEndpoint } from './member-stream.js'
 import type { Upstream } from '../upstream/upstream.js'
@@ -102,13 +102,13 @@ export class ProgressRelay {
    * ahead without it: its progress is then what the member sends on the request's own stream.
    */
   async attach(
-    plan: AttemptPlan,
+    plan: Plan,
     streams: SessionStreams,
     member: AskServer,
     session: MemberSession,
-  ): Promise<AttemptPlan> {
+  ): Promise<Plan> {
     const inner = plan.transform
-    const planned: AttemptPlan = {
+    const planned: Plan = {
       ...plan,
       transform: (status: number, h: HeaderMap) => this.reading(inner?.(status, h)),
     }

@@ -50,6 +50,12 @@ export interface HeldSession {
   readonly gone: BodyTransform
 }
 
+/**
+ * A request's plan as the attempt loop takes it: what a `prepare` hook may change before the first
+ * try, without reaching past the endpoint into upstream/.
+ */
+export type Plan = AttemptPlan
+
 /** How a request is forwarded beyond what the call itself says. */
 export interface PlanOptions {
   /** `Authorization` for the backend (token exchange, RFC 8693); never the caller's own. */
@@ -87,7 +93,7 @@ export interface PlanOptions {
    * Changes the plan once it is built, before the first try (client/progress-relay.ts: a call
    * that also reads its 2025-era member session's stream); applied by the send.
    */
-  readonly prepare?: ((plan: AttemptPlan) => AttemptPlan | Promise<AttemptPlan>) | undefined
+  readonly prepare?: ((plan: Plan) => Plan | Promise<Plan>) | undefined
 }
 
 /** A request the gateway answers itself, in the server's name (a JSON-RPC body on HTTP 200). */
