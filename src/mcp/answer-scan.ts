@@ -175,8 +175,11 @@ export class AnswerScan {
             inString = true
             break
           }
-          if (d === 0x3a) members++
-          else if (d === 0x7b || d === 0x5b) depth++
+          // Between strings: `:`, `,`, digits and white space are at or below 0x3a, brackets
+          // above it; one comparison sends most of these bytes on.
+          if (d <= 0x3a) {
+            if (d === 0x3a) members++
+          } else if (d === 0x7b || d === 0x5b) depth++
           else if ((d === 0x7d || d === 0x5d) && --depth === 0) {
             state = S.After
             break
