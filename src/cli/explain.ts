@@ -403,7 +403,7 @@ function describe(d: Decision, o: ExplainOptions, policy: PolicySet): string {
   const t = o.target
   const name = t.kind === 'resource' ? t.uri : t.name
   const c = o.caller
-  const matched = policy.rulesFor(o.server).all.filter((r) => r.when === undefined || r.when(c))
+  const matched = policy.rulesFor(c, o.server)
   const r = d.rule
   const lines = [
     `decision: ${d.allow && !d.dryRun ? 'allow' : 'deny'}${d.dryRun ? DRY_RUN_NOTE : ''}`,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { compileArgumentKeys, type ArgumentKeys } from '../mcp/argument-keys.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { ListFilter } from '../mcp/list-filter.js'
@@ -6,6 +7,7 @@ import type { PolicyCaller } from '../match/claims.js'
 import type { CompiledRule, TargetKind } from './compile.js'
 import { conditionInput, type ConditionInput, type ConditionKind } from './condition.js'
 import { RuleListFilter } from './list-view.js'
+import { mergeAscending, RuleGroup } from './rule-index.js'
 
 /** Why a decision came out the way it did. */
 type DecisionReason = 'allow_rule' | 'deny_rule' | 'default_deny' | 'condition_error'
@@ -37,16 +39,6 @@ interface Verdict {
   readonly reason: DecisionReason
 }
 
-interface ServerRules {
-  readonly all: readonly CompiledRule[]
-  readonly enforced: readonly CompiledRule[]
-  readonly hasDryRun: boolean
-  /** Some enforced rule for this server has `when`: what a caller sees depends on who they are. */
-  readonly identityDependent: boolean
-  /** Some rule for this server has `if` or `unless`: its calls' bodies must be read. */
-  readonly conditional: boolean
-}
-
 /** The conditions of one check: the call's input, converted once, and each rule's outcome. */
 class Conditions {
   private input: ConditionInput | undefined
@@ -75,14 +67,31 @@ const NAMES_ONLY = 'names-only'
 const NO_CONDITIONS: readonly ConditionResult[] = Object.freeze([])
 
 const DEFAULT_DENY: Verdict = { allow: false, rule: undefined, reason: 'default_deny' }
+const NONE: readonly number[] = Object.freeze([])
+const NO_RULES: ReadonlySet<CompiledRule> = new Set()
+
+/** What one server's lists and calls need to know of the policy, worked out once per server. */
+interface ServerFacts {
+  /** Some enforced rule for this server has `when`: what a caller sees depends on who they are. */
+  readonly identityDependent: boolean
+  /** Some rule for this server has `if` or `unless`: its calls' bodies must be read. */
+  readonly conditional: boolean
+  /** The list key of the enforced rules for this server that apply to every caller. */
+  readonly everyoneKey: string
+}
 
 /**
  * The compiled org-wide allowlist. Semantics (docs/policy.md): what no rule allows is denied; a
  * matching deny wins over any allow; a rule without `when` applies to every caller. Immutable: a
- * reload builds a new set and swaps it in whole.
+ * reload builds a new set and swaps it in whole. Rules are indexed (rule-index.ts): a rule naming
+ * only literal servers under each of them, the others together; a decision takes the rules whose
+ * target patterns match the name from the server's group and the shared one, then judges just
+ * those, in rule order, as docs/policy.md §Semantics says.
  */
 export class PolicySet {
-  private readonly byServer = new Map<string, ServerRules>()
+  private readonly own = new Map<string, RuleGroup>()
+  private readonly shared = new RuleGroup()
+  private readonly facts = new Map<string, ServerFacts>()
 
   constructor(
     readonly rules: readonly CompiledRule[],
@@ -93,7 +102,18 @@ export class PolicySet {
     /** `limits:` entries of the same files, in file order (docs/rate-limits.md). */
     readonly limits: readonly CompiledLimit[] = [],
   ) {
-    for (const s of servers) this.byServer.set(s, this.select(s))
+    rules.forEach((rule, id) => {
+      if (rule.serverPatterns.some((p) => p.includes('*'))) {
+        this.shared.add(rule, id)
+        return
+      }
+      for (const server of new Set(rule.serverPatterns)) {
+        let group = this.own.get(server)
+        if (group === undefined) this.own.set(server, (group = new RuleGroup()))
+        group.add(rule, id)
+      }
+    })
+    for (const s of servers) this.facts.set(s, this.factsOf(s))
   }
 
   /**
@@ -106,32 +126,28 @@ export class PolicySet {
     target: McpTarget,
     args?: unknown,
   ): Decision {
-    const rules = this.rulesFor(server)
     const kind = target.kind
     const value = target.kind === 'resource' ? target.uri : target.name
-    const applicable = rules.all.filter((r) => appliesTo(r, caller))
-    // Without a conditional rule on this server, judging by names is the whole check (and costs
-    // no per-call state): NAMES_ONLY then decides exactly as the conditions would.
-    const c = rules.conditional
-      ? new Conditions(() => conditionInput(caller, server, target, args))
-      : NAMES_ONLY
+    const deny = this.applying('deny', server, kind, value, caller)
+    const allow = this.applying('allow', server, kind, value, caller)
+    // Without a conditional rule among them, judging by names is the whole check (and costs no
+    // per-call state): NAMES_ONLY then decides exactly as the conditions would.
+    const c =
+      deny.some(hasCondition) || allow.some(hasCondition)
+        ? new Conditions(() => conditionInput(caller, server, target, args))
+        : NAMES_ONLY
     const conditions = (): readonly ConditionResult[] =>
       c === NAMES_ONLY ? NO_CONDITIONS : [...c.results.values()]
     if (this.mode === 'dry-run') {
-      const v = evaluate(applicable, kind, value, c)
+      const v = evaluate(deny, allow, c)
       return { ...v, allow: true, dryRun: !v.allow, conditions: conditions() }
     }
-    if (!rules.hasDryRun)
-      return { ...evaluate(applicable, kind, value, c), dryRun: false, conditions: conditions() }
-    const enforced = evaluate(
-      applicable.filter((r) => !r.dryRun),
-      kind,
-      value,
-      c,
-    )
+    if (!deny.some(isDryRun) && !allow.some(isDryRun))
+      return { ...evaluate(deny, allow, c), dryRun: false, conditions: conditions() }
+    const enforced = evaluate(deny.filter(isEnforced), allow.filter(isEnforced), c)
     if (!enforced.allow) return { ...enforced, dryRun: false, conditions: conditions() }
     // A dry-run rule never changes the outcome; it only says what it would have done.
-    const full = evaluate(applicable, kind, value, c)
+    const full = evaluate(deny, allow, c)
     return full.allow
       ? { ...enforced, dryRun: false, conditions: conditions() }
       : { ...full, allow: true, dryRun: true, conditions: conditions() }
@@ -139,7 +155,7 @@ export class PolicySet {
 
   /** Whether some rule for `server` has a condition, so its calls' arguments must be read. */
   hasConditions(server: string): boolean {
-    return this.rulesFor(server).conditional
+    return this.factsOf(server).conditional
   }
 
   /**
@@ -148,63 +164,139 @@ export class PolicySet {
    * each call, which the runtime makes once per server and config.
    */
   argumentKeys(server: string): ArgumentKeys | undefined {
-    const rules = this.rulesFor(server).all
-    return compileArgumentKeys(rules.flatMap((r) => (r.condition ? [r.condition.reads] : [])))
+    const reads = this.rulesOf(server).flatMap((r) => (r.condition ? [r.condition.reads] : []))
+    return compileArgumentKeys(reads)
+  }
+
+  /** The rules for `server` that apply to `caller` (`when` holds or is absent), in rule order. */
+  rulesFor(caller: PolicyCaller | undefined, server: string): readonly CompiledRule[] {
+    return this.rulesOf(server).filter((r) => appliesTo(r, caller))
   }
 
   /**
    * The caller's view of list results on `server`, consistent with check(): an item is listed
    * exactly when calling it would not be blocked. Undefined in global dry run (nothing is hidden).
+   * Building it looks at the rules with `when` filed under the caller's claims and client; each
+   * item then costs one lookup of its name.
    */
   listFilter(caller: PolicyCaller | undefined, server: string): ListFilter | undefined {
     if (this.mode === 'dry-run') return undefined
-    const rules = this.rulesFor(server)
-    const matched = rules.enforced.filter((r) => appliesTo(r, caller))
-    // Equal keys filter identically: same server, same rules (ids change with rule content).
-    const key = JSON.stringify([server, ...matched.map((r) => r.id)])
-    return new RuleListFilter(
-      key,
-      rules.identityDependent,
-      (kind, value) => evaluate(matched, kind, value, NAMES_ONLY).allow,
+    const facts = this.factsOf(server)
+    let key = facts.everyoneKey
+    let chosen = NO_RULES
+    if (facts.identityDependent) {
+      const own = this.own.get(server)?.maybeFor(caller) ?? NONE
+      const ids = new Set<CompiledRule>()
+      const matched: string[] = []
+      for (const id of mergeAscending(own, this.shared.maybeFor(caller))) {
+        const r = this.rules[id] as CompiledRule
+        if (r.dryRun || !r.servers(server) || !appliesTo(r, caller)) continue
+        ids.add(r)
+        matched.push(r.id)
+      }
+      // Equal keys filter identically: same server, same rules (ids change with rule content).
+      if (matched.length > 0) key = `${key}+${digest(matched)}`
+      chosen = ids
+    }
+    return new RuleListFilter(key, facts.identityDependent, (kind, value) =>
+      this.listed(server, kind, value, chosen),
     )
   }
 
-  /** The rules whose `servers` match `server`, in file and rule order. */
-  rulesFor(server: string): ServerRules {
-    return this.byServer.get(server) ?? this.select(server)
+  /**
+   * Whether a list shows `value`: judged on names alone (arguments are unknown), by the enforced
+   * rules for the caller (`chosen`: those with `when` that hold). A conditional allow may apply
+   * and a conditional deny may not, so neither hides (docs/policy.md §List filtering).
+   */
+  private listed(
+    server: string,
+    kind: TargetKind,
+    value: string,
+    chosen: ReadonlySet<CompiledRule>,
+  ): boolean {
+    const shown = (r: CompiledRule): boolean => !r.dryRun && (r.when === undefined || chosen.has(r))
+    for (const r of this.candidates('deny', server, kind, value))
+      if (r.condition === undefined && shown(r)) return false
+    for (const r of this.candidates('allow', server, kind, value)) if (shown(r)) return true
+    return false
   }
 
-  private select(server: string): ServerRules {
-    const all = this.rules.filter((r) => r.servers(server))
-    const enforced = all.filter((r) => !r.dryRun)
-    return {
-      all,
-      enforced,
-      hasDryRun: enforced.length !== all.length,
-      identityDependent: enforced.some((r) => r.when !== undefined),
-      conditional: all.some((r) => r.condition !== undefined),
+  /** The rules of `side` for `server` whose patterns of `kind` match `value`, in rule order. */
+  private candidates(
+    side: 'allow' | 'deny',
+    server: string,
+    kind: TargetKind,
+    value: string,
+  ): CompiledRule[] {
+    const own = this.own.get(server)?.matching(side, kind, value) ?? NONE
+    const out: CompiledRule[] = []
+    for (const id of mergeAscending(own, this.shared.matching(side, kind, value))) {
+      const r = this.rules[id] as CompiledRule
+      if (r.servers(server)) out.push(r)
     }
+    return out
   }
+
+  /** candidates() that apply to `caller`: `when` is looked at only for these. */
+  private applying(
+    side: 'allow' | 'deny',
+    server: string,
+    kind: TargetKind,
+    value: string,
+    caller: PolicyCaller | undefined,
+  ): CompiledRule[] {
+    return this.candidates(side, server, kind, value).filter((r) => appliesTo(r, caller))
+  }
+
+  /** Every rule whose `servers` match `server`, in rule order. */
+  private rulesOf(server: string): CompiledRule[] {
+    const own = this.own.get(server)?.ids ?? NONE
+    const shared = this.shared.ids.filter((id) => (this.rules[id] as CompiledRule).servers(server))
+    return mergeAscending(own, shared).map((id) => this.rules[id] as CompiledRule)
+  }
+
+  private factsOf(server: string): ServerFacts {
+    const known = this.facts.get(server)
+    if (known !== undefined) return known
+    let identityDependent = false
+    let conditional = false
+    const everyone: string[] = []
+    for (const r of this.rulesOf(server)) {
+      if (r.condition !== undefined) conditional = true
+      if (r.dryRun) continue
+      if (r.when === undefined) everyone.push(r.id)
+      else identityDependent = true
+    }
+    return { identityDependent, conditional, everyoneKey: `${server}:${digest(everyone)}` }
+  }
+}
+
+/** A short, collision-resistant name of a list of rule ids, for list filter keys. */
+function digest(ids: readonly string[]): string {
+  return createHash('sha256').update(ids.join('\n')).digest('hex').slice(0, 32)
 }
 
 function appliesTo(rule: CompiledRule, caller: PolicyCaller | undefined): boolean {
   return rule.when === undefined || rule.when(caller)
 }
 
+const hasCondition = (r: CompiledRule): boolean => r.condition !== undefined
+const isDryRun = (r: CompiledRule): boolean => r.dryRun
+const isEnforced = (r: CompiledRule): boolean => !r.dryRun
+
 /**
- * Deny wins over allow; the first matching rule in file order is the one reported. A rule with a
- * condition applies only when it holds (`if` true, `unless` false); a condition of a matching rule
- * that cannot be evaluated denies the call, whatever other rules say (docs/policy.md §Conditions).
- * NAMES_ONLY (lists): a conditional allow may apply and a conditional deny may not, so neither hides.
+ * Deny wins over allow; the first matching rule in file order is the one reported. `deny` and
+ * `allow` are the rules that apply to the caller whose deny or allow patterns match the target,
+ * in rule order. A rule with a condition applies only when it holds (`if` true, `unless` false);
+ * a condition of a matching rule that cannot be evaluated denies the call, whatever other rules
+ * say (docs/policy.md §Conditions).
  */
 function evaluate(
-  rules: readonly CompiledRule[],
-  kind: TargetKind,
-  value: string,
+  deny: readonly CompiledRule[],
+  allow: readonly CompiledRule[],
   c: Conditions | typeof NAMES_ONLY,
 ): Verdict {
-  for (const r of rules) {
-    if (!r.deny[kind](value)) continue
+  for (const r of deny) {
     if (c === NAMES_ONLY) {
       if (r.condition === undefined) return { allow: false, rule: r, reason: 'deny_rule' }
       continue
@@ -215,8 +307,7 @@ function evaluate(
     if (applies) return { allow: false, rule: r, reason: 'deny_rule' }
   }
   let allowed: Verdict | undefined
-  for (const r of rules) {
-    if (!r.allow[kind](value)) continue
+  for (const r of allow) {
     if (c === NAMES_ONLY) return { allow: true, rule: r, reason: 'allow_rule' }
     // Past the first allow only conditions are left to evaluate: an error among them still denies.
     if (allowed !== undefined && r.condition === undefined) continue

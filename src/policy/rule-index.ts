@@ -1,0 +1,118 @@
+import type { PolicyCaller } from '../match/claims.js'
+import { clientIdOf } from '../match/clients.js'
+import type { CompiledRule, TargetKind } from './compile.js'
+import { ascendingOnce, PatternIndex } from './pattern-index.js'
+
+/**
+ * Rules filed so that a decision looks only at the rules that could apply to it
+ * (docs/policy.md §What a rule costs). A rule is known by its number, its place in file and rule
+ * order, which is the order decisions report rules in. The index only narrows: every rule it
+ * returns is then judged by its own matchers, exactly as a scan over every rule would.
+ */
+
+type Side = 'allow' | 'deny'
+
+/** Rules indexed together: by the names their targets match, and by who they are for. */
+export class RuleGroup {
+  /** The numbers of the rules in the group, ascending. */
+  readonly ids: number[] = []
+  private readonly targets = new Map<string, PatternIndex>()
+  private readonly callers = new CallerIndex()
+
+  add(rule: CompiledRule, id: number): void {
+    this.ids.push(id)
+    for (const side of SIDES) {
+      for (const [kind, patterns] of Object.entries(rule[side]) as [TargetKind, string[]][]) {
+        const key = `${side}:${kind}`
+        let index = this.targets.get(key)
+        if (index === undefined) this.targets.set(key, (index = new PatternIndex()))
+        for (const p of patterns) index.add(p, id)
+      }
+    }
+    if (rule.whenSpec !== undefined) this.callers.add(rule, id)
+  }
+
+  /** The rules whose `side` patterns of `kind` match `value`: ascending, each once. */
+  matching(side: Side, kind: TargetKind, value: string): readonly number[] {
+    return this.targets.get(`${side}:${kind}`)?.lookup(value) ?? NONE
+  }
+
+  /** Rules with `when` that may be for `caller`: a superset of those that are, ascending. */
+  maybeFor(caller: PolicyCaller | undefined): readonly number[] {
+    return caller === undefined ? NONE : this.callers.candidates(caller)
+  }
+}
+
+const SIDES: readonly Side[] = ['deny', 'allow']
+const NONE: readonly number[] = Object.freeze([])
+
+/**
+ * Rules with `when`, by the first claim they name (its name, then its value) or, without claims,
+ * by their client patterns. A caller's candidates are the rules filed under its own claim values
+ * and its client id; `when` itself then decides (match/when.ts). A rule is filed under one claim
+ * only: it needs every claim it names, so the first one finding it is enough.
+ */
+class CallerIndex {
+  private readonly byClaim = new Map<string, Map<unknown, number[]>>()
+  private readonly clients = new PatternIndex()
+
+  add(rule: CompiledRule, id: number): void {
+    const when = rule.whenSpec
+    const first = when?.claims === undefined ? undefined : Object.entries(when.claims)[0]
+    if (first !== undefined) {
+      const [name, value] = first
+      let values = this.byClaim.get(name)
+      if (values === undefined) this.byClaim.set(name, (values = new Map()))
+      const list = values.get(value)
+      if (list === undefined) values.set(value, [id])
+      else list.push(id)
+      return
+    }
+    for (const p of when?.clients ?? []) this.clients.add(p, id)
+  }
+
+  candidates(caller: PolicyCaller): readonly number[] {
+    const found: number[] = []
+    const claims = caller.claims
+    for (const [name, values] of this.byClaim) {
+      // SECURITY: own claims only, as match/claims.ts reads them (never `constructor`).
+      if (!Object.hasOwn(claims, name)) continue
+      const actual = claims[name]
+      // Map keys compare as `Array.prototype.includes` does, and `when` confirms each candidate.
+      if (Array.isArray(actual)) for (const v of actual as unknown[]) push(found, values.get(v))
+      else push(found, values.get(actual))
+    }
+    if (!this.clients.empty) {
+      const client = clientIdOf(caller)
+      if (client !== undefined) found.push(...this.clients.lookup(client))
+    }
+    return found.length === 0 ? NONE : ascendingOnce(found)
+  }
+}
+
+function push(out: number[], ids: readonly number[] | undefined): void {
+  if (ids !== undefined) for (const id of ids) out.push(id)
+}
+
+/** Two ascending lists of distinct numbers as one. */
+export function mergeAscending(a: readonly number[], b: readonly number[]): readonly number[] {
+  if (b.length === 0) return a
+  if (a.length === 0) return b
+  const out: number[] = []
+  let i = 0
+  let j = 0
+  while (i < a.length && j < b.length) {
+    const x = a[i] as number
+    const y = b[j] as number
+    if (x < y) {
+      out.push(x)
+      i++
+    } else {
+      out.push(y)
+      j++
+    }
+  }
+  while (i < a.length) out.push(a[i++] as number)
+  while (j < b.length) out.push(b[j++] as number)
+  return out
+}
