@@ -51,6 +51,9 @@ export function createLineSink(log: Logger, opts: { batch: boolean }): LineSink 
   timer?.unref()
   let lastMs = 0
   let lastHead = ''
+  /** The ISO time of the current second, up to its `.`: only the milliseconds change within it. */
+  let second = -1
+  let secondText = ''
   return {
     emit: opts.batch
       ? (line) => {
@@ -62,7 +65,16 @@ export function createLineSink(log: Logger, opts: { batch: boolean }): LineSink 
       const now = Date.now()
       if (now !== lastMs) {
         lastMs = now
-        lastHead = `{"level":30,"time":"${new Date(now).toISOString()}","svc":"mcp-edge"`
+        // toISOString per millisecond cost more than the rest of the line; within one second
+        // only the three digits of the milliseconds differ.
+        const s = Math.floor(now / 1000)
+        if (s !== second) {
+          second = s
+          secondText = new Date(s * 1000).toISOString().slice(0, 20)
+        }
+        const ms = now - s * 1000
+        const pad = ms < 10 ? '00' : ms < 100 ? '0' : ''
+        lastHead = `{"level":30,"time":"${secondText}${pad}${ms}Z","svc":"mcp-edge"`
       }
       return lastHead
     },

@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest'
-import { quote, quoteId } from '../../../src/observability/line-sink.js'
+import { pino } from 'pino'
+import { Writable } from 'node:stream'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { createLineSink, quote, quoteId } from '../../../src/observability/line-sink.js'
 
 describe('quoting log values', () => {
   it.each([
@@ -19,4 +21,22 @@ describe('quoting log values', () => {
     expect(quote('get_"x"')).toBe(JSON.stringify('get_"x"'))
     expect(quote('y'.repeat(300))).toBe(JSON.stringify('y'.repeat(300)))
   })
+})
+
+describe('the line head', () => {
+  afterEach(() => void vi.useRealTimers())
+
+  it.each([0, 7, 70, 999, 1000, 1_733_100_000_123, 1_733_100_059_999, 1_733_100_060_000])(
+    'writes the time as pino does at %i ms',
+    (now) => {
+      vi.useFakeTimers({ now: now - 1 })
+      const sink = createLineSink(pino(new Writable({ write: (_c, _e, cb) => cb() })), {
+        batch: false,
+      })
+      sink?.head() // the millisecond before, so the next head is built anew
+      vi.setSystemTime(now)
+      const head = JSON.parse(`${sink?.head() ?? ''}}`) as Record<string, unknown>
+      expect(head).toEqual({ level: 30, time: new Date(now).toISOString(), svc: 'mcp-edge' })
+    },
+  )
 })
