@@ -78,6 +78,8 @@ interface ServerFacts {
   readonly conditional: boolean
   /** The list key of the enforced rules for this server that apply to every caller. */
   readonly everyoneKey: string
+  /** A digest of the conditions of this server's rules (what its body reading is compiled for). */
+  readonly conditions: string
 }
 
 /**
@@ -114,7 +116,18 @@ export class PolicySet {
       }
     })
     for (const s of servers) this.facts.set(s, this.factsOf(s))
+    this.runtimeShape = digest([
+      ...limits.map((l) => l.id),
+      ...[...this.facts].map(([s, f]) => `${s}:${f.conditions}`),
+    ])
   }
+
+  /**
+   * What a runtime compiles from this policy besides the policy itself (runtime/runtime.ts): the
+   * limiter from `limits:`, and per server the body reading its conditions need. Two policies of
+   * equal shape can be swapped under one runtime; otherwise a reload builds a new runtime.
+   */
+  readonly runtimeShape: string
 
   /**
    * Decides whether `caller` may use `target` on `server` with `args`, the call's arguments
@@ -259,15 +272,20 @@ export class PolicySet {
     const known = this.facts.get(server)
     if (known !== undefined) return known
     let identityDependent = false
-    let conditional = false
+    const conditions: string[] = []
     const everyone: string[] = []
     for (const r of this.rulesOf(server)) {
-      if (r.condition !== undefined) conditional = true
+      if (r.condition !== undefined) conditions.push(`${r.condition.kind}:${r.condition.source}`)
       if (r.dryRun) continue
       if (r.when === undefined) everyone.push(r.id)
       else identityDependent = true
     }
-    return { identityDependent, conditional, everyoneKey: `${server}:${digest(everyone)}` }
+    return {
+      identityDependent,
+      conditional: conditions.length > 0,
+      everyoneKey: `${server}:${digest(everyone)}`,
+      conditions: digest(conditions),
+    }
   }
 }
 

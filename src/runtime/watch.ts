@@ -119,7 +119,11 @@ function changeIn(current: LoadedConfig, next: LoadedConfig): 'config' | 'polici
   if (JSON.stringify(next.config) !== JSON.stringify(current.config)) return 'config'
   // A re-pinned lock (docs/catalog.md §Run-time pinning) is compiled into the servers' catalogs.
   if (lockText(next) !== lockText(current)) return 'config'
-  return next.policy?.id !== current.policy?.id ? 'policies' : 'nothing'
+  if (next.policy?.id === current.policy?.id) return 'nothing'
+  // SECURITY: a swap keeps the runtime's limiter and body reading, compiled from the policy it was
+  // built with (runtime.ts); a policy that changes either needs a new runtime, or new limits would
+  // not count and a new condition would judge arguments no strict scan had checked.
+  return next.policy?.runtimeShape === current.policy?.runtimeShape ? 'policies' : 'config'
 }
 
 /** The pins a loaded config was read with, comparable across loads. */
