@@ -1,18 +1,37 @@
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import { parseDocument } from 'yaml'
+import { join, relative, resolve } from 'node:path'
+import { isScalar, type Node } from 'yaml'
+import { knownKeys, suggestion } from '../config/did-you-mean.js'
+import {
+  located,
+  locatePath,
+  parseYamlSource,
+  problemPath,
+  type LocatedProblem,
+  type Position,
+  type YamlSource,
+} from '../config/located.js'
 import { compileLimit, type SourcedLimit } from '../limits/rules.js'
 import { compileRule, type CompiledRule, type SourcedRule } from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
 import { PolicySet, type PolicyMode } from './policy.js'
 import { formatPolicyIssue, policyFileSchema } from './schema.js'
 
-/** A policy folder that failed to load; `problems` lists every error as `file: path: message`. */
+/**
+ * A policy folder that failed to load; `problems` lists every error as `file: path: message`, and
+ * `located` the same with the line, column and lines around each where they are known
+ * (config/located.ts).
+ */
 export class PolicyError extends Error {
   override readonly name = 'PolicyError'
-  constructor(readonly problems: readonly string[]) {
-    super(`invalid policies:\n  ${problems.join('\n  ')}`)
+  readonly problems: readonly string[]
+  readonly located: readonly LocatedProblem[]
+  constructor(problems: readonly (string | LocatedProblem)[]) {
+    const all = problems.map((p) => (typeof p === 'string' ? { text: p } : p))
+    super(`invalid policies:\n  ${all.map((p) => p.text).join('\n  ')}`)
+    this.problems = all.map((p) => p.text)
+    this.located = all
   }
 }
 
@@ -44,7 +63,7 @@ function listPolicyFiles(folder: string): string[] {
 
 /** Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. */
 export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
-  const problems: string[] = []
+  const problems: (string | LocatedProblem)[] = []
   let files: string[]
   try {
     files = listPolicyFiles(opts.folder)
@@ -53,17 +72,23 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   }
   const rules: SourcedRule[] = []
   const limits: SourcedLimit[] = []
+  const sources = new Map<string, FileSource>()
   for (const file of files) {
     const label = `${opts.label.replace(/\/+$/, '')}/${file}`
-    const read = readPolicyFile(join(opts.folder, file), label, problems)
+    const path = join(opts.folder, file)
+    const read = readPolicyFile(path, label, problems)
+    if (read.source !== undefined) sources.set(label, { file: shown(path), source: read.source })
     rules.push(...read.rules)
     limits.push(...read.limits)
   }
   problems.push(...crossCheck(rules, opts.servers))
   problems.push(...checkLimits(limits, opts.servers, opts.auth ?? true))
-  if (problems.length > 0) throw new PolicyError(problems)
-  const compiled = compileRules(rules, problems)
-  if (problems.length > 0) throw new PolicyError(problems)
+  const fail = (): never => {
+    throw new PolicyError(problems.map((p) => locateProblem(p, sources)))
+  }
+  if (problems.length > 0) return fail()
+  const compiled = compileRules(rules, problems, sources)
+  if (problems.length > 0) return fail()
   const compiledLimits = limits.map(compileLimit)
   const id = createHash('sha256')
     .update(
@@ -74,8 +99,28 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   return new PolicySet(compiled, opts.mode, id, opts.servers, compiledLimits)
 }
 
-/** Compiles every rule; a condition that does not compile is a problem naming line and column. */
-function compileRules(rules: readonly SourcedRule[], problems: string[]): CompiledRule[] {
+/** A policy file as problems name it (its label) and as a terminal shows it. */
+interface FileSource {
+  /** The file's path from the working folder, for `file:line:column`. */
+  readonly file: string
+  readonly source: YamlSource
+}
+
+/** A path as a terminal user can open it: relative to the working folder when inside it. */
+function shown(path: string): string {
+  const r = relative(process.cwd(), path)
+  return r.startsWith('..') || r === '' ? path : r
+}
+
+/**
+ * Compiles every rule; a condition that does not compile is a problem naming the rule, and the
+ * line and column in the condition (and, located, in the file).
+ */
+function compileRules(
+  rules: readonly SourcedRule[],
+  problems: (string | LocatedProblem)[],
+  sources: ReadonlyMap<string, FileSource>,
+): CompiledRule[] {
   const compiled: CompiledRule[] = []
   for (const sourced of rules) {
     try {
@@ -84,10 +129,84 @@ function compileRules(rules: readonly SourcedRule[], problems: string[]): Compil
       if (!(err instanceof ConditionSyntaxError)) throw err
       const field = sourced.rule.if !== undefined ? 'if' : 'unless'
       const line = err.line > 1 ? `line ${err.line}, ` : ''
-      problems.push(`${sourced.source}.${field}: ${line}column ${err.column}: ${err.message}`)
+      const message = `${err.message} (rule ${JSON.stringify(sourced.rule.name)})`
+      const text = `${sourced.source}.${field}: ${line}column ${err.column}: ${message}`
+      const [label, path] = splitSource(`${sourced.source}.${field}`, sources)
+      const file = label === undefined ? undefined : sources.get(label)
+      const at =
+        file === undefined || path === undefined
+          ? undefined
+          : conditionPosition(file.source, path, err.line, err.column)
+      const shownMessage = `${path ?? ''}: rule ${JSON.stringify(sourced.rule.name)}: ${err.message}`
+      problems.push(located(text, file ?? { file: undefined, source: undefined }, at, shownMessage))
     }
   }
   return compiled
+}
+
+/**
+ * Where column `column` of line `line` of a condition is in its file: after the quote of a quoted
+ * scalar, on the following lines of a block scalar (`if: |`). Escapes in a double-quoted
+ * condition are not counted, so the column may be off by what they add.
+ */
+function conditionPosition(
+  source: YamlSource,
+  path: string,
+  line: number,
+  column: number,
+): Position | undefined {
+  const at = locatePath(source, path)
+  if (at === undefined) return undefined
+  const node = source.doc.getIn(pathSteps(path), true) as Node | undefined
+  const type = isScalar(node) ? node.type : undefined
+  if (type === 'BLOCK_LITERAL' || type === 'BLOCK_FOLDED') {
+    // The block's indentation is its first content line's (YAML 1.2.2 §8.1.1.1); lines keep
+    // whatever they have beyond it.
+    const first = source.text.split(/\r?\n/)[at.line] ?? ''
+    const indent = first.length - first.trimStart().length
+    return { line: at.line + line, column: indent + column, length: 1 }
+  }
+  const quoted = type === 'QUOTE_DOUBLE' || type === 'QUOTE_SINGLE' ? 1 : 0
+  return { line: at.line + line - 1, column: at.column + quoted + column - 1, length: 1 }
+}
+
+/** `rules[0].if` as the steps Document.getIn takes. */
+function pathSteps(path: string): (string | number)[] {
+  return [...path.matchAll(/([^.[\]]+)|\[(\d+)\]/g)].map((m) =>
+    m[2] === undefined ? (m[1] as string) : Number(m[2]),
+  )
+}
+
+/**
+ * The file label and in-file path of a problem: `<label>: rules[0].alow: …` (schema problems) or
+ * `<label> rules[0].name: …` (problems of a rule or limit, named by its source).
+ */
+function splitSource(
+  text: string,
+  sources: ReadonlyMap<string, FileSource>,
+): [string | undefined, string | undefined] {
+  for (const label of sources.keys()) {
+    if (text.startsWith(`${label}: `)) return [label, problemPath(text.slice(label.length + 2))]
+    if (text.startsWith(`${label} `)) {
+      const rest = text.slice(label.length + 1)
+      return [label, problemPath(rest) ?? rest]
+    }
+  }
+  return [undefined, undefined]
+}
+
+/** A problem of a policy file, at the place its path names in that file. */
+function locateProblem(
+  problem: string | LocatedProblem,
+  sources: ReadonlyMap<string, FileSource>,
+): LocatedProblem {
+  if (typeof problem !== 'string') return problem
+  const [label, path] = splitSource(problem, sources)
+  const file = label === undefined ? undefined : sources.get(label)
+  if (file === undefined || path === undefined) return { text: problem }
+  const key = problem.includes(UNKNOWN)
+  const rest = problem.slice((label as string).length).replace(/^:? /, '')
+  return located(problem, file, locatePath(file.source, path, { key }), rest)
 }
 
 /** Limits: unique names, known servers, keys that can work with this config. */
@@ -106,7 +225,9 @@ function checkLimits(
     limit.servers.forEach((s, i) => {
       // A misspelt server would silently limit nothing.
       if (!s.includes('*') && !known.has(s))
-        problems.push(`${source}.servers[${i}]: no server named "${s}" in the config`)
+        problems.push(
+          `${source}.servers[${i}]: no server named "${s}" in the config${suggestion(s, known)}`,
+        )
     })
     // SECURITY: without auth there are no verified claims; every caller would share one bucket.
     if (!auth && limit.key.startsWith('claim:'))
@@ -120,12 +241,19 @@ function checkLimits(
 interface PolicyFileContent {
   readonly rules: SourcedRule[]
   readonly limits: SourcedLimit[]
+  /** The parsed text, to place the file's problems (undefined when it could not be read). */
+  readonly source?: YamlSource
 }
 
 const NOTHING: PolicyFileContent = { rules: [], limits: [] }
+const UNKNOWN = ': unknown key'
 
 /** Parses one file; problems are appended as `label: path: message`. */
-function readPolicyFile(path: string, label: string, problems: string[]): PolicyFileContent {
+function readPolicyFile(
+  path: string,
+  label: string,
+  problems: (string | LocatedProblem)[],
+): PolicyFileContent {
   let text: string
   try {
     text = readFileSync(path, 'utf8')
@@ -133,31 +261,46 @@ function readPolicyFile(path: string, label: string, problems: string[]): Policy
     problems.push(`${label}: ${(err as Error).message}`)
     return NOTHING
   }
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
-  if (doc.errors.length > 0) {
-    problems.push(...doc.errors.map((e) => `${label}: yaml: ${e.message}`))
-    return NOTHING
+  const source = parseYamlSource(text)
+  if (source.errors.length > 0) {
+    const where = { file: shown(path), source }
+    for (const e of source.errors)
+      problems.push(located(`${label}: ${e.text}`, where, e.at, e.message))
+    return { ...NOTHING, source }
   }
-  const raw: unknown = doc.toJS()
+  const raw: unknown = source.doc.toJS()
   // An empty file is refused, not read as "no rules": a half-written save must not deny everything.
   if (raw === null || raw === undefined) {
     problems.push(`${label}: the file is empty (expected rules: [...])`)
-    return NOTHING
+    return { ...NOTHING, source }
   }
   const parsed = policyFileSchema.safeParse(raw)
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
-      problems.push(...formatPolicyIssue(issue).map((p) => `${label}: ${p}`))
+      const texts =
+        issue.code === 'unrecognized_keys'
+          ? unknownKeys(issue.path, issue.keys)
+          : formatPolicyIssue(issue)
+      problems.push(...texts.map((p) => `${label}: ${p}`))
     }
-    return NOTHING
+    return { ...NOTHING, source }
   }
   return {
+    source,
     rules: (parsed.data.rules ?? []).map((rule, i) => ({ rule, source: `${label} rules[${i}]` })),
     limits: (parsed.data.limits ?? []).map((limit, i) => ({
       limit,
       source: `${label} limits[${i}]`,
     })),
   }
+}
+
+/** `rules[0].alow: unknown key (did you mean allow?)`, one per key, as formatPolicyIssue names them. */
+function unknownKeys(path: readonly PropertyKey[], keys: readonly string[]): string[] {
+  let at = ''
+  for (const p of path) at += typeof p === 'number' ? `[${p}]` : at ? `.${String(p)}` : String(p)
+  const known = knownKeys(policyFileSchema, path)
+  return keys.map((k) => `${at ? `${at}.` : ''}${k}${UNKNOWN}${suggestion(k, known)}`)
 }
 
 function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): string[] {
@@ -171,7 +314,9 @@ function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): 
     rule.servers.forEach((s, i) => {
       // SECURITY: a misspelt server in a deny rule would silently deny nothing.
       if (!s.includes('*') && !known.has(s)) {
-        problems.push(`${source}.servers[${i}]: no server named "${s}" in the config`)
+        problems.push(
+          `${source}.servers[${i}]: no server named "${s}" in the config${suggestion(s, known)}`,
+        )
       }
     })
   }

@@ -1,6 +1,5 @@
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import { dirname, isAbsolute, resolve } from 'node:path'
-import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
 import { cardsProblems } from '../cards/build.js'
@@ -10,12 +9,30 @@ import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
 import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { configSchema, type GatewayConfig } from '../config/schema.js'
+import { knownKeys, suggestion } from '../config/did-you-mean.js'
+import {
+  located,
+  locatePath,
+  parseYamlSource,
+  problemPath,
+  type LocatedProblem,
+  type YamlSource,
+} from '../config/located.js'
 
-/** A config that failed to load; `problems` lists every error as `path: message`. */
+/**
+ * A config that failed to load. `problems` lists every error as `path: message` (one line each,
+ * for logs and readiness warnings); `located` has the same problems with the file, line, column
+ * and lines around each where they are known, for `mcp-edge check` and `serve` to print.
+ */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
-  constructor(readonly problems: readonly string[]) {
-    super(`invalid config:\n  ${problems.join('\n  ')}`)
+  readonly problems: readonly string[]
+  readonly located: readonly LocatedProblem[]
+  constructor(problems: readonly (string | LocatedProblem)[]) {
+    const all = problems.map((p) => (typeof p === 'string' ? { text: p } : p))
+    super(`invalid config:\n  ${all.map((p) => p.text).join('\n  ')}`)
+    this.problems = all.map((p) => p.text)
+    this.located = all
   }
 }
 
@@ -51,20 +68,32 @@ export function parseConfigText(
   text: string,
   opts: { file?: string; dir: string; env?: NodeJS.ProcessEnv; lock?: boolean },
 ): LoadedConfig {
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
-  if (doc.errors.length > 0) throw new ConfigError(doc.errors.map((e) => `yaml: ${e.message}`))
+  const source = parseYamlSource(text)
+  const where = { file: opts.file, source }
+  if (source.errors.length > 0)
+    throw new ConfigError(source.errors.map((e) => located(e.text, where, e.at, e.message)))
   const problems: string[] = []
-  const raw = substituteEnv(doc.toJS() as unknown, opts.env ?? process.env, '', problems)
+  const raw = substituteEnv(source.doc.toJS() as unknown, opts.env ?? process.env, '', problems)
   const parsed = configSchema.safeParse(raw ?? {})
-  if (!parsed.success) problems.push(...parsed.error.issues.map(formatIssue))
-  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems)
+  if (!parsed.success) problems.push(...parsed.error.issues.flatMap(formatIssue))
+  const fail = (): never => {
+    throw new ConfigError(problems.map((p) => locateProblem(p, source, opts.file)))
+  }
+  if (problems.length > 0 || !parsed.success) return fail()
   problems.push(...crossCheck(parsed.data, opts.dir))
-  if (problems.length > 0) throw new ConfigError(problems)
+  if (problems.length > 0) return fail()
   // The pinning lock is part of the config: `check` and reloads report its problems too.
   if (opts.lock !== false) problems.push(...loadLockFor(parsed.data, opts.dir))
-  if (problems.length > 0) throw new ConfigError(problems)
+  if (problems.length > 0) return fail()
   const policy = loadPolicies(parsed.data, opts.dir)
   return { config: deepFreeze(parsed.data), file: opts.file, dir: opts.dir, policy }
+}
+
+/** A problem `path: message` of the config file, at the place its path names. */
+function locateProblem(text: string, source: YamlSource, file: string | undefined): LocatedProblem {
+  const path = problemPath(text)
+  if (path === undefined) return { text }
+  return located(text, { file, source }, locatePath(source, path, { key: text.includes(UNKNOWN) }))
 }
 
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
@@ -95,20 +124,23 @@ function substituteEnv(
   return v
 }
 
-/** `servers.weather.upstreams[0].url: invalid URL` */
-function formatIssue(issue: z.core.$ZodIssue): string {
+const UNKNOWN = ': unknown key'
+
+/** `servers.weather.upstreams[0].url: invalid URL`; one problem per unknown key. */
+function formatIssue(issue: z.core.$ZodIssue): string[] {
   let path = ''
   for (const p of issue.path) {
     if (typeof p === 'number') path += `[${p}]`
     else path += path ? `.${String(p)}` : String(p)
   }
   if (issue.code === 'invalid_key') {
-    return `${path}: ${issue.issues.map((i) => i.message).join('; ')}`
+    return [`${path}: ${issue.issues.map((i) => i.message).join('; ')}`]
   }
   if (issue.code === 'unrecognized_keys') {
-    return issue.keys.map((k) => `${path ? `${path}.` : ''}${k}: unknown key`).join('\n  ')
+    const known = knownKeys(configSchema, issue.path)
+    return issue.keys.map((k) => `${path ? `${path}.` : ''}${k}${UNKNOWN}${suggestion(k, known)}`)
   }
-  return `${path || '(root)'}: ${issue.message}`
+  return [`${path || '(root)'}: ${issue.message}`]
 }
 
 /** Policy files are part of the config: `check` and reloads report their problems too. */
@@ -116,7 +148,7 @@ function loadPolicies(c: GatewayConfig, dir: string): PolicySet | undefined {
   try {
     return loadConfiguredPolicies(c, dir)
   } catch (err) {
-    if (err instanceof PolicyError) throw new ConfigError(err.problems)
+    if (err instanceof PolicyError) throw new ConfigError(err.located)
     throw err
   }
 }
