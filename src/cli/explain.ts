@@ -3,6 +3,8 @@ import { explainCatalog } from '../catalog/explain.js'
 import { admitLikeServe, heldScopes } from './explain-admit.js'
 import { explainScopes, parseScopes, type ScopeExplanation } from './explain-scopes.js'
 import { ConfigError, loadConfigFile, type LoadedConfig } from '../runtime/load.js'
+import { problemsText } from './problems.js'
+import { EXPLAIN_USAGE } from './usage.js'
 import { limitApplies, type CompiledLimit } from '../limits/rules.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { isRecord } from '../mcp/jsonrpc.js'
@@ -20,22 +22,6 @@ export interface ExplainIo {
   out(text: string): void
   err(text: string): void
 }
-
-/** Help text of the command. */
-const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
-                        (--tool NAME | --prompt NAME | --resource URI | --method NAME)
-                        [--claims JSON] [--args JSON] [--scopes "A B"] [--json]
-  Prints the policy decision for a caller and the rule that made it. NAME may be a virtual
-  server: the member a (prefixed) name leads to decides, under its own rules.
-  --claims  the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
-            (omitted: an anonymous caller, which rules with \`when\` never match)
-  --args    the call's arguments, for rules with \`if\` or \`unless\`, e.g. '{"database":"sales"}'
-            (omitted: no arguments; completion/complete's are '{"name":…,"value":…}')
-  --scopes  the token's scopes, space-separated: checked against requiredScopes and the server's
-            \`scopes:\` before policy; a missing one is a 403 (omitted: the \`scope\` / \`scp\`
-            claim of --claims, as the gateway reads the token; no --claims: not checked)
-  exit codes: 0 allowed (also "would deny" in dry run), 3 denied, 1 invalid config, 2 usage
-`
 
 const q = (s: string): string => JSON.stringify(s)
 
@@ -77,7 +63,7 @@ export function explainCommand(file: string, args: readonly string[], io: Explai
     loaded = loadConfigFile(file)
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    io.err(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    io.err(problemsText(file, err))
     return EXPLAIN_EXIT.invalidConfig
   }
   const servers = Object.keys(loaded.config.servers)

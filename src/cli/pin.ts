@@ -30,6 +30,8 @@ import { Lifecycle } from '../upstream/lifecycle.js'
 import { sessionKey } from '../upstream/sessions.js'
 import type { AskServer } from '../client/ask.js'
 import { fetchDefinitions, type ServerDefinitions } from './pin-fetch.js'
+import { problemsText } from './problems.js'
+import { PIN_USAGE } from './usage.js'
 
 /** Exit codes: 0 written / no drift, 1 drift (--check), 2 usage, config or connection error. */
 const PIN_EXIT = { ok: 0, drift: 1, error: 2 } as const
@@ -40,16 +42,6 @@ interface PinIo {
   err(text: string): void
   readonly color: boolean
 }
-
-const PIN_USAGE = `usage: mcp-edge pin --config FILE [--lock PATH] [--server NAME]... [--check]
-  Asks every configured server (not virtual servers) for its instructions, tools and prompts, through the
-  gateway's upstream settings and credentials, and writes their digests and text to the lock
-  (default: pinning.lockFile, else catalog.lock.yaml beside the config).
-  --check   compare instead of writing: exit 0 when nothing drifted, 1 with a diff per changed,
-            added or removed definition
-  --server  only this server (repeatable); the lock keeps the others as they were
-  exit codes: 0 ok, 1 drift (--check), 2 usage, config or connection error (nothing written)
-`
 
 /** `mcp-edge pin`: see PIN_USAGE. */
 export async function pinCommand(
@@ -79,7 +71,7 @@ export async function pinCommand(
     loaded = loadConfigFile(file, process.env, { lock: false }) // the lock is what pin writes
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    io.err(`${file}: ${err.problems.length} problem(s)\n  ${err.problems.join('\n  ')}\n`)
+    io.err(problemsText(file, err))
     return PIN_EXIT.error
   }
   const configured = Object.keys(loaded.config.servers)
@@ -192,14 +184,28 @@ async function fetchAll(
       }),
     )
     outcomes.forEach((o, i) => {
-      const name = members[i]!.name
-      if (o.status === 'rejected') failures.push((o.reason as Error).message)
-      else servers.set(name, lockOf(o.value))
+      const m = members[i]!
+      if (o.status === 'rejected') failures.push(`${(o.reason as Error).message}${tried(m)}`)
+      else servers.set(m.name, lockOf(o.value))
     })
   } finally {
     await Promise.all(members.map((m) => m.balancing.close()))
   }
   return { servers, failures }
+}
+
+/**
+ * ` (tried http://10.0.0.1:9101/mcp)`: where a server that failed was asked, so an unreachable
+ * one is named by its address. Origin and path only, as the status page shows a replica: a URL
+ * may carry credentials or a key in its query.
+ */
+function tried(m: AskServer): string {
+  if (m.config.tokenExchange !== undefined) return '' // never asked (see fetchAll)
+  const urls = m.config.upstreams.map((u) => {
+    const url = new URL(u.url)
+    return `${url.origin}${url.pathname}`
+  })
+  return ` (tried ${urls.join(', ')})`
 }
 
 /** One server's instructions and definitions as lock entries: the model view and its digest. */

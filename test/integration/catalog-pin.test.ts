@@ -174,6 +174,8 @@ describe('mcp-edge pin', () => {
       const r = await pin(file, ...args)
       expect(r.code).toBe(2)
       expect(r.err).toMatch(/^mcp-edge pin: server gone: No upstream available/m)
+      // The address it tried, so an operator knows which URL did not answer.
+      expect(r.err).toContain(`(tried ${deadUrl})`)
       expect(r.out).toBe('')
       expect(readFileSync(lock, 'utf8')).toBe(before)
     }

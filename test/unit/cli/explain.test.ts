@@ -140,7 +140,8 @@ describe('mcp-edge explain', () => {
       'rules: [{ name: a, servers: [weather], alow: {} }]',
     )
     expect(bad.code).toBe(1)
-    expect(bad.err).toContain('./policies/main.yaml: rules[0].alow: unknown key')
+    // Each problem at its file, line and column (config/located.ts).
+    expect(bad.err).toContain('/policies/main.yaml:1:40: rules[0].alow: unknown key')
     expect(run(['--server', 'weather']).code).toBe(2)
     expect(run(['--server', 'weather', '--tool', 'a', '--prompt', 'b']).code).toBe(2)
     expect(run(['--server', 'nope', '--tool', 'a']).code).toBe(2)

@@ -1,0 +1,58 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { checkCommand } from '../../../src/cli/check.js'
+
+function check(file: string): { code: number; out: string; err: string } {
+  let out = ''
+  let err = ''
+  const code = checkCommand(file, { out: (t) => (out += t), err: (t) => (err += t) })
+  return { code, out, err }
+}
+
+function configFile(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-check-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  const file = join(dir, 'gateway.yaml')
+  writeFileSync(file, text)
+  return file
+}
+
+describe('mcp-edge check', () => {
+  it('sums up the shipped demo config in one line, virtual servers counted', () => {
+    const r = check('deploy/gateway.demo.yaml')
+    expect(r.err).toBe('')
+    expect(r.code).toBe(0)
+    expect(r.out).toMatch(
+      /^deploy\/gateway\.demo\.yaml: ok: 2 servers \(\d+ replicas\), 1 virtual server; policies: \d+ rules, \d+ limits? \(enforce\); /,
+    )
+    expect(r.out.split('\n')).toHaveLength(2) // one line
+  })
+
+  it('names what a small config leaves out by leaving it out', () => {
+    const file = configFile('servers:\n  a:\n    upstreams: [{ url: "http://127.0.0.1:9/mcp" }]\n')
+    expect(check(file).out).toBe(
+      `${file}: ok: 1 server (1 replica); no policies (everything allowed); listen 127.0.0.1:8080\n`,
+    )
+  })
+
+  it('lists every problem at file:line:column with the lines around it, exit 1', () => {
+    const file = configFile(
+      'servers:\n  a:\n    upstreams: [{ url: "http://127.0.0.1:9/mcp" }]\n    trustHeader: true\n',
+    )
+    const r = check(file)
+    expect(r.code).toBe(1)
+    expect(r.out).toBe('')
+    expect(r.err).toBe(
+      [
+        `${file}: 1 problem(s)`,
+        `  ${file}:4:5: servers.a.trustHeader: unknown key (did you mean trustHeaders?)`,
+        '    3 |     upstreams: [{ url: "http://127.0.0.1:9/mcp" }]',
+        '  > 4 |     trustHeader: true',
+        '      |     ^^^^^^^^^^^',
+        '',
+      ].join('\n'),
+    )
+  })
+})
