@@ -188,6 +188,27 @@ export interface RuntimeShared {
   readonly listens?: SessionListens
 }
 
+/** Whether the gateway seals 2025-era ids: servers that take 2025-era clients, virtual servers. */
+function sealsIds(config: GatewayConfig): boolean {
+  return (
+    Object.values(config.servers).some((s) => s.legacyClients === 'allow') ||
+    Object.keys(config.virtualServers).length > 0
+  )
+}
+
+/**
+ * Signs of a gateway run as several instances: workers, Redis shared by them, or a replica count
+ * for the rate limits (docs/rate-limits.md §Several replicas).
+ */
+function severalInstances(config: GatewayConfig): boolean {
+  return (
+    config.workers !== 1 ||
+    config.cache?.redis !== undefined ||
+    config.rateLimits?.redis !== undefined ||
+    (config.rateLimits?.replicas ?? 1) > 1
+  )
+}
+
 /**
  * Compiles servers and their connection pools. No file I/O: `policy` is the one loaded with the
  * config (LoadedConfig.policy), so both are one snapshot; `dir` resolves the auth key files.
@@ -205,9 +226,12 @@ export function createRuntime(
   const parseMethods = parseMethodsFor(config)
   const servers = new Map<string, ServerRuntime>()
   const key = sessionKey(config.legacySessions?.key)
-  if (key.generated && Object.values(config.servers).some((s) => s.legacyClients === 'allow')) {
+  // A generated key seals ids only this gateway (its workers share their primary's) can open: a
+  // warning only where the config says other instances may serve the same clients
+  // (docs/balancing.md §Legacy (2025-era) sessions), never for one process on a laptop or the demo.
+  if (key.generated && sealsIds(config) && severalInstances(config)) {
     log.warn(
-      'legacySessions.key is not set: 2025-era session ids and task ids are sealed with a random per-process key, so several gateway instances cannot share them; set one for multi-gateway setups',
+      'legacySessions.key is not set: 2025-era session ids and task ids are sealed with a random key of this gateway, so other gateway instances cannot open them; set one when several instances serve the same clients',
     )
   }
   const balancingContext = {

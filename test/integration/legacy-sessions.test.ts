@@ -165,13 +165,25 @@ describe('2025-era sessions without shared state', () => {
     expect(res.json()).toMatchObject({ id: 6, error: { code: -32001 } })
   })
 
-  it('warn that several gateways need legacySessions.key when none is set', async () => {
+  it('warn that several gateways need legacySessions.key when none is set and several may run', async () => {
     const backends = await legacyBackends()
-    const gw = await startTestGateway(gatewayConfig(backends, null))
-    expect(gw.logs.some((l) => String(l['msg']).startsWith('legacySessions.key is not set'))).toBe(
-      true,
-    )
-    expect((await initializeVia(gw)).split('.')).toHaveLength(2) // still works within one gateway
+    const warned = (gw: TestGateway): boolean =>
+      gw.logs.some((l) => String(l['msg']).startsWith('legacySessions.key is not set'))
+    // One process (a laptop, the demo): ids need open only here, so no warning.
+    const alone = await startTestGateway(gatewayConfig(backends, null))
+    expect(warned(alone)).toBe(false)
+    expect((await initializeVia(alone)).split('.')).toHaveLength(2) // works within one gateway
+    // A replica count says other instances serve the same clients.
+    const several = await startTestGateway({
+      ...gatewayConfig(backends, null),
+      rateLimits: { replicas: 3 },
+    })
+    expect(warned(several)).toBe(true)
+    const keyed = await startTestGateway({
+      ...gatewayConfig(backends),
+      rateLimits: { replicas: 3 },
+    })
+    expect(warned(keyed)).toBe(false)
   })
 
   it('leave 2026-07-28 traffic alone: no id rewriting, no pinning', async () => {
