@@ -65,37 +65,40 @@ export class PatternIndex {
   lookup(value: string): readonly number[] {
     const exact = this.exact.get(value)
     let found: number[] | undefined
-    let sources = 0
-    if (exact !== undefined) {
-      found = exact
-      sources++
-    }
-    if (this.everything.length > 0) {
-      found = sources === 0 ? this.everything : [...(found as number[]), ...this.everything]
-      sources++
-    }
-    const more: number[] = []
     for (const length of this.headLengths) {
       if (length > value.length) break
       const globs = this.heads.get(value.slice(0, length))
-      if (globs !== undefined) matching(globs, value, more)
+      if (globs !== undefined) found = matching(globs, value, found)
     }
     for (const length of this.tailLengths) {
       if (length > value.length) break
       const globs = this.tails.get(value.slice(value.length - length))
-      if (globs !== undefined) matching(globs, value, more)
+      if (globs !== undefined) found = matching(globs, value, found)
     }
-    matching(this.loose, value, more)
-    if (more.length === 0 && sources < 2) return found ?? NONE
-    if (sources === 0 && more.length === 1) return more
-    return ascendingOnce(found === undefined ? more : [...found, ...more])
+    if (this.loose.length > 0) found = matching(this.loose, value, found)
+    const everything = this.everything.length > 0 ? this.everything : undefined
+    // Most lookups hit one source, whose list is already ascending and repeat-free.
+    if (found === undefined) {
+      if (everything === undefined) return exact ?? NONE
+      if (exact === undefined) return everything
+      return ascendingOnce([...exact, ...everything])
+    }
+    if (exact !== undefined) found.push(...exact)
+    if (everything !== undefined) found.push(...everything)
+    return ascendingOnce(found)
   }
 }
 
 const NONE: readonly number[] = Object.freeze([])
 
-function matching(globs: readonly Glob[], value: string, out: number[]): void {
-  for (const g of globs) if (g.match(value)) out.push(g.id)
+/** Appends the ids of the globs that match `value` to `out` (made when the first one does). */
+function matching(
+  globs: readonly Glob[],
+  value: string,
+  out: number[] | undefined,
+): number[] | undefined {
+  for (const g of globs) if (g.match(value)) (out ??= []).push(g.id)
+  return out
 }
 
 function append(map: Map<string, number[]>, key: string, id: number): void {

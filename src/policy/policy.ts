@@ -7,6 +7,7 @@ import type { PolicyCaller } from '../match/claims.js'
 import type { CompiledRule, TargetKind } from './compile.js'
 import { conditionInput, type ConditionInput, type ConditionKind } from './condition.js'
 import { RuleListFilter } from './list-view.js'
+import type { PatternIndex } from './pattern-index.js'
 import { mergeAscending, RuleGroup } from './rule-index.js'
 
 /** Why a decision came out the way it did. */
@@ -149,21 +150,19 @@ export class PolicySet {
       deny.some(hasCondition) || allow.some(hasCondition)
         ? new Conditions(() => conditionInput(caller, server, target, args))
         : NAMES_ONLY
-    const conditions = (): readonly ConditionResult[] =>
-      c === NAMES_ONLY ? NO_CONDITIONS : [...c.results.values()]
     if (this.mode === 'dry-run') {
       const v = evaluate(deny, allow, c)
-      return { ...v, allow: true, dryRun: !v.allow, conditions: conditions() }
+      return { ...v, allow: true, dryRun: !v.allow, conditions: resultsOf(c) }
     }
     if (!deny.some(isDryRun) && !allow.some(isDryRun))
-      return { ...evaluate(deny, allow, c), dryRun: false, conditions: conditions() }
+      return { ...evaluate(deny, allow, c), dryRun: false, conditions: resultsOf(c) }
     const enforced = evaluate(deny.filter(isEnforced), allow.filter(isEnforced), c)
-    if (!enforced.allow) return { ...enforced, dryRun: false, conditions: conditions() }
+    if (!enforced.allow) return { ...enforced, dryRun: false, conditions: resultsOf(c) }
     // A dry-run rule never changes the outcome; it only says what it would have done.
     const full = evaluate(deny, allow, c)
     return full.allow
-      ? { ...enforced, dryRun: false, conditions: conditions() }
-      : { ...full, allow: true, dryRun: true, conditions: conditions() }
+      ? { ...enforced, dryRun: false, conditions: resultsOf(c) }
+      : { ...full, allow: true, dryRun: true, conditions: resultsOf(c) }
   }
 
   /** Whether some rule for `server` has a condition, so its calls' arguments must be read. */
@@ -211,46 +210,48 @@ export class PolicySet {
       if (matched.length > 0) key = `${key}+${digest(matched)}`
       chosen = ids
     }
-    return new RuleListFilter(key, facts.identityDependent, (kind, value) =>
-      this.listed(server, kind, value, chosen),
-    )
+    const groups = [this.own.get(server), this.shared].filter((g) => g !== undefined)
+    // The indexes of one kind, found once per list (every item of a list is of one kind).
+    let seen: TargetKind | undefined
+    let deny: PatternIndex[] = []
+    let allow: PatternIndex[] = []
+    return new RuleListFilter(key, facts.identityDependent, (kind, value) => {
+      if (kind !== seen) {
+        seen = kind
+        deny = groups.flatMap((g) => g.index('deny', kind) ?? [])
+        allow = groups.flatMap((g) => g.index('allow', kind) ?? [])
+      }
+      // Names only (arguments are unknown): a conditional allow may apply and a conditional deny
+      // may not, so neither hides (docs/policy.md §List filtering). Order does not matter here.
+      for (const index of deny) if (this.listedBy(index, value, server, chosen, true)) return false
+      for (const index of allow) if (this.listedBy(index, value, server, chosen, false)) return true
+      return false
+    })
   }
 
   /**
-   * Whether a list shows `value`: judged on names alone (arguments are unknown), by the enforced
-   * rules for the caller (`chosen`: those with `when` that hold). A conditional allow may apply
-   * and a conditional deny may not, so neither hides (docs/policy.md §List filtering).
+   * Whether some enforced rule for the caller (`when` absent, or in `chosen`) has a pattern in
+   * `index` matching `value`; `unconditional`: only rules without a condition count.
    */
-  private listed(
-    server: string,
-    kind: TargetKind,
+  private listedBy(
+    index: PatternIndex,
     value: string,
+    server: string,
     chosen: ReadonlySet<CompiledRule>,
+    unconditional: boolean,
   ): boolean {
-    const shown = (r: CompiledRule): boolean => !r.dryRun && (r.when === undefined || chosen.has(r))
-    for (const r of this.candidates('deny', server, kind, value))
-      if (r.condition === undefined && shown(r)) return false
-    for (const r of this.candidates('allow', server, kind, value)) if (shown(r)) return true
+    for (const id of index.lookup(value)) {
+      const r = this.rules[id] as CompiledRule
+      if (r.dryRun || (unconditional && r.condition !== undefined)) continue
+      if ((r.when === undefined || chosen.has(r)) && r.servers(server)) return true
+    }
     return false
   }
 
-  /** The rules of `side` for `server` whose patterns of `kind` match `value`, in rule order. */
-  private candidates(
-    side: 'allow' | 'deny',
-    server: string,
-    kind: TargetKind,
-    value: string,
-  ): CompiledRule[] {
-    const own = this.own.get(server)?.matching(side, kind, value) ?? NONE
-    const out: CompiledRule[] = []
-    for (const id of mergeAscending(own, this.shared.matching(side, kind, value))) {
-      const r = this.rules[id] as CompiledRule
-      if (r.servers(server)) out.push(r)
-    }
-    return out
-  }
-
-  /** candidates() that apply to `caller`: `when` is looked at only for these. */
+  /**
+   * The rules of `side` for `server` whose patterns of `kind` match `value` and that apply to
+   * `caller`, in rule order: `when` is looked at only for these.
+   */
   private applying(
     side: 'allow' | 'deny',
     server: string,
@@ -258,7 +259,13 @@ export class PolicySet {
     value: string,
     caller: PolicyCaller | undefined,
   ): CompiledRule[] {
-    return this.candidates(side, server, kind, value).filter((r) => appliesTo(r, caller))
+    const own = this.own.get(server)?.matching(side, kind, value) ?? NONE
+    const out: CompiledRule[] = []
+    for (const id of mergeAscending(own, this.shared.matching(side, kind, value))) {
+      const r = this.rules[id] as CompiledRule
+      if (r.servers(server) && appliesTo(r, caller)) out.push(r)
+    }
+    return out
   }
 
   /** Every rule whose `servers` match `server`, in rule order. */
@@ -296,6 +303,11 @@ function digest(ids: readonly string[]): string {
 
 function appliesTo(rule: CompiledRule, caller: PolicyCaller | undefined): boolean {
   return rule.when === undefined || rule.when(caller)
+}
+
+/** The conditions a check evaluated, in the order it evaluated them. */
+function resultsOf(c: Conditions | typeof NAMES_ONLY): readonly ConditionResult[] {
+  return c === NAMES_ONLY ? NO_CONDITIONS : [...c.results.values()]
 }
 
 const hasCondition = (r: CompiledRule): boolean => r.condition !== undefined

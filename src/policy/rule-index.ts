@@ -16,16 +16,18 @@ type Side = 'allow' | 'deny'
 export class RuleGroup {
   /** The numbers of the rules in the group, ascending. */
   readonly ids: number[] = []
-  private readonly targets = new Map<string, PatternIndex>()
+  private readonly targets: Readonly<Record<Side, Map<TargetKind, PatternIndex>>> = {
+    deny: new Map(),
+    allow: new Map(),
+  }
   private readonly callers = new CallerIndex()
 
   add(rule: CompiledRule, id: number): void {
     this.ids.push(id)
     for (const side of SIDES) {
       for (const [kind, patterns] of Object.entries(rule[side]) as [TargetKind, string[]][]) {
-        const key = `${side}:${kind}`
-        let index = this.targets.get(key)
-        if (index === undefined) this.targets.set(key, (index = new PatternIndex()))
+        let index = this.targets[side].get(kind)
+        if (index === undefined) this.targets[side].set(kind, (index = new PatternIndex()))
         for (const p of patterns) index.add(p, id)
       }
     }
@@ -34,7 +36,12 @@ export class RuleGroup {
 
   /** The rules whose `side` patterns of `kind` match `value`: ascending, each once. */
   matching(side: Side, kind: TargetKind, value: string): readonly number[] {
-    return this.targets.get(`${side}:${kind}`)?.lookup(value) ?? NONE
+    return this.targets[side].get(kind)?.lookup(value) ?? NONE
+  }
+
+  /** The index of the group's `side` patterns of `kind`; undefined when no rule has any. */
+  index(side: Side, kind: TargetKind): PatternIndex | undefined {
+    return this.targets[side].get(kind)
   }
 
   /** Rules with `when` that may be for `caller`: a superset of those that are, ascending. */
