@@ -19,7 +19,7 @@ const TIERS = [
   ['auth', 'limits'],
   ['policy', 'cards'],
   ['observability'],
-  ['telemetry', 'upstream'],
+  ['telemetry', 'upstream', 'userauth'],
   ['endpoint'],
   ['client'],
   ['cache', 'catalog'],

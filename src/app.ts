@@ -27,6 +27,8 @@ import { traceCacheMiss, traceMark, traceRequest } from './pipeline/trace.js'
 import { EVENT } from './telemetry/events.js'
 import type { Tracing } from './telemetry/tracing.js'
 import { PRM_ROUTES, protectedResourceMetadata } from './pipeline/well-known.js'
+import { mountConnect } from './pipeline/connect.js'
+import type { UserAuth } from './userauth/user-auth.js'
 import {
   aiCatalog,
   CARD_ROUTE,
@@ -53,6 +55,8 @@ export interface GatewayDeps {
   readonly cache?: EdgeCache | undefined
   /** OpenTelemetry tracer, when `telemetry:` is configured. */
   readonly tracing?: Tracing | undefined
+  /** Per-user tokens of `userAuth` servers and their connect page (docs/auth.md). */
+  readonly userAuth?: UserAuth | undefined
 }
 
 /**
@@ -90,6 +94,10 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
   app.get(CATALOG_PATH, aiCatalog(runtime))
   app.options(CARD_ROUTE, cardPreflight)
   app.options(CATALOG_PATH, cardPreflight)
+  // The connect page of `userAuth` servers (docs/auth.md §The connect page), outside /mcp/.
+  const connect = deps.userAuth?.flow(runtime.config)
+  if (connect !== undefined && runtime.auth !== undefined)
+    mountConnect(app, connect, runtime.auth.prefix)
 
   const tracing = deps.tracing
   // One audit log for every stage, so one request's lines reach the log in order; call arguments

@@ -54,6 +54,35 @@ export const ERRORS = {
     message: 'Access tokens are accepted in the Authorization header only',
   },
   token_exchange_failed: { status: 502, rpc: -31502, message: 'Upstream credentials unavailable' },
+  // Per-user credentials (docs/auth.md §Per-user credentials): the caller has not connected their
+  // account at the server's service. `data.connectUrl` names the connect page, as the message does.
+  user_connect_required: {
+    status: 403,
+    rpc: -31003,
+    message: 'Connect your account at this service first',
+  },
+  // A 2026-07-28 call the gateway would answer with a URL elicitation, from a client that declared
+  // none: spec 2026-07-28 schema MissingRequiredClientCapabilityError (-32021, HTTP 400).
+  elicitation_not_supported: {
+    status: 400,
+    rpc: -32021,
+    message: 'This request needs the URL elicitation capability to connect your account',
+  },
+  // A 2025-era client without the user's token: spec 2025-11-25 client/elicitation §URL Elicitation
+  // Required Error (-32042, `data.elicitations`). HTTP 200: a 2025-era client reads a JSON-RPC
+  // error only from a successful HTTP answer, and this one it must read to show the URL.
+  url_elicitation_required: {
+    status: 200,
+    rpc: -32042,
+    message: 'URL elicitation required: connect your account at this service',
+  },
+  // The token store or the service's authorization server could not be asked, and the stored
+  // token cannot be used without them: fail closed, never a prompt to connect again.
+  user_token_unavailable: {
+    status: 503,
+    rpc: -31503,
+    message: 'Your account at this service is unavailable right now',
+  },
   // Message shape and SEP-2243 checks
   parse_error: { status: 400, rpc: -32700, message: 'Parse error: invalid JSON' },
   invalid_request: { status: 400, rpc: -32600, message: 'Invalid Request' },

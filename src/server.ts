@@ -23,6 +23,7 @@ import {
 } from './runtime/runtime.js'
 import { Lifecycle } from './upstream/lifecycle.js'
 import { SessionListens } from './virtual/session-listens.js'
+import { UserAuth } from './userauth/user-auth.js'
 
 /** How often Node looks for connections past `limits.headersTimeoutMs`. */
 const HEADERS_CHECK_MS = 500
@@ -90,12 +91,14 @@ export async function startGateway(
   const health =
     worker?.health ??
     (status === undefined ? undefined : statusModule?.recordingHealthShare(status.health))
+  // Per-user tokens (docs/auth.md §Per-user credentials): their store outlives reloads too.
+  const userAuth = new UserAuth({ log, now: opts.auth?.now })
   // Drain state and metrics outlive config reloads (docs/balancing.md §Graceful drain).
   const shared: RuntimeShared = {
     lifecycle: new Lifecycle(),
     listens: new SessionListens(),
     metrics,
-    auth: new AuthCarryOver(opts.auth),
+    auth: new AuthCarryOver({ ...opts.auth, users: userAuth }),
     ...(health === undefined ? {} : { health }),
   }
   const ref: RuntimeRef = {
@@ -122,6 +125,7 @@ export async function startGateway(
     access,
     cache: cache?.cache,
     tracing,
+    userAuth,
     ...(status !== undefined && { tapAudit: status.tapAudit }),
   }
   // One app per runtime, built on first use: a reload (or a policy swap, which makes a new runtime
@@ -219,6 +223,7 @@ export async function startGateway(
     page?.close()
     await cache?.close()
     await closeRuntime(ref.current)
+    await userAuth.close()
     await tracing?.shutdown()
     access.close()
     throw err
@@ -281,6 +286,7 @@ export async function startGateway(
       await closed
       await cache?.close() // listen streams first: they hold upstream connections
       await closeRuntime(ref.current)
+      await userAuth.close()
       page?.close()
       await admin?.close()
       // Spans of the last requests are exported before the process goes.

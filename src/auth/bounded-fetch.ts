@@ -9,10 +9,16 @@ export interface BoundedRequest {
   readonly timeoutMs: number
   /** Most body bytes read; a larger answer is abandoned, not buffered. */
   readonly maxBytes: number
+  /**
+   * Statuses besides 200 whose body is read (bounded alike) and returned: an OAuth error answer
+   * (RFC 6749 §5.2, a 400 with `error`), which the caller must tell apart from an outage.
+   */
+  readonly accept?: ReadonlySet<number>
 }
 
-/** A 200 answer: its body as text and the response headers (lower-case names). */
+/** A 200 answer (or one of `accept`): its body as text and the response headers (lower-case names). */
 export interface BoundedAnswer {
+  readonly status: number
   readonly text: string
   readonly headers: Readonly<Record<string, string | string[] | undefined>>
 }
@@ -52,7 +58,7 @@ export async function fetchBounded(url: string, req: BoundedRequest): Promise<Bo
   // Destroying an undici body emits an abort error; ours are deliberate, so nobody must hear it
   // as uncaught. Read errors still reach the loop below through its iterator.
   body.on('error', ignore)
-  if (res.statusCode !== 200) {
+  if (res.statusCode !== 200 && req.accept?.has(res.statusCode) !== true) {
     body.destroy()
     // SECURITY: a 3xx is a failure; its Location is never requested.
     const redirect = res.statusCode >= 300 && res.statusCode < 400
@@ -78,7 +84,8 @@ export async function fetchBounded(url: string, req: BoundedRequest): Promise<Bo
     if (err instanceof BoundedFetchFailure) throw err
     throw new BoundedFetchFailure(signal.aborted ? 'timed out' : 'body read failed', { cause: err })
   }
-  return { text: Buffer.concat(chunks, size).toString('utf8'), headers: res.headers }
+  const text = Buffer.concat(chunks, size).toString('utf8')
+  return { status: res.statusCode, text, headers: res.headers }
 }
 
 function ignore(): void {}

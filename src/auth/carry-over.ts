@@ -1,7 +1,8 @@
-import type { AuthConfig, ServerConfig } from '../config/schema.js'
+import type { AuthConfig, GatewayConfig, ServerConfig } from '../config/schema.js'
 import type { Clock } from './clock.js'
 import { createKeySource, isRemote, type KeySource } from './key-source.js'
 import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
+import { NO_USER_TOKENS, type UserTokenProvider, type UserTokenSource } from './user-tokens.js'
 
 type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
 
@@ -9,6 +10,8 @@ type TokenExchangeConfig = NonNullable<ServerConfig['tokenExchange']>
 export interface AuthStateOptions {
   /** Clock for key-cache ages, cooldowns, backoff, token expiry and remembered checks. */
   readonly now?: Clock
+  /** The per-user token store of a running gateway (src/userauth/), for `userAuth` servers. */
+  readonly users?: UserTokenProvider | undefined
 }
 
 /**
@@ -23,9 +26,19 @@ export class AuthCarryOver {
   #nextExchangers = new Map<string, TokenExchanger>()
   /** The clock every key source and verifier built from this state reads. */
   readonly now: Clock
+  readonly #users: UserTokenProvider | undefined
 
   constructor(opts: AuthStateOptions = {}) {
     this.now = opts.now ?? Date.now
+    this.#users = opts.users
+  }
+
+  /**
+   * The user-token source of a `userAuth` server. The store behind it outlives reloads (it is the
+   * gateway's); without one every request to the server fails closed.
+   */
+  userTokens(server: string, config: GatewayConfig): UserTokenSource {
+    return this.#users?.sourceFor(server, config) ?? NO_USER_TOKENS
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   type ProtectedResourceMetadata,
 } from './resource.js'
 import type { TokenExchanger } from './token-exchange.js'
+import type { UserTokenSource } from './user-tokens.js'
 import { createVerifier, type Verifier } from './verifier.js'
 
 /** Authentication of one server, compiled once per config. */
@@ -27,6 +28,8 @@ export interface ServerAuth {
   readonly metadata: ProtectedResourceMetadata
   /** RFC 8693 exchange for upstream credentials, when `tokenExchange` is configured. */
   readonly exchanger: TokenExchanger | undefined
+  /** The user's own token at the service, when `userAuth` is configured (auth/user-tokens.ts). */
+  readonly userTokens: UserTokenSource | undefined
 }
 
 /** Everything authentication needs at request time; part of the runtime swapped on reload. */
@@ -67,6 +70,7 @@ export function compileAuth(
       // A scope a call may need must be one a client can find out about and request.
       metadata: metadataFor(resource, authServers, unique([...scopesOf(s), ...advertised])),
       exchanger: s.tokenExchange === undefined ? undefined : carry.exchanger(name, s.tokenExchange),
+      userTokens: s.userAuth === undefined ? undefined : carry.userTokens(name, config),
     })
   }
   // A virtual server needs what every member needs: its endpoint reaches all of them
@@ -87,6 +91,7 @@ export function compileAuth(
         unique([...members.flatMap(scopesOf), ...advertised]),
       ),
       exchanger: undefined,
+      userTokens: undefined,
     })
   }
   const allRequired = Object.values(config.servers).flatMap(scopesOf)
@@ -131,6 +136,7 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
     if (auth === undefined && s.clients !== undefined) {
       problems.push(`servers.${name}.clients: needs auth to be configured`)
     }
+    problems.push(...userAuthProblems(config, name, s))
     if (s.tokenExchange === undefined) continue
     if (auth === undefined) {
       problems.push(`servers.${name}.tokenExchange: needs auth to be configured`)
@@ -139,6 +145,23 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
       problems.push(`servers.${name}.headers.Authorization: conflicts with tokenExchange`)
     }
   }
+  return problems
+}
+
+/**
+ * `userAuth` needs verified callers to store tokens for (docs/auth.md §Per-user credentials) and a
+ * key to store them with; the user's token replaces the caller's, so it excludes the other ways a
+ * server gets an `Authorization`.
+ */
+function userAuthProblems(config: GatewayConfig, name: string, s: ServerConfig): string[] {
+  if (s.userAuth === undefined) return []
+  const at = `servers.${name}.userAuth`
+  const problems: string[] = []
+  if (config.auth === undefined) problems.push(`${at}: needs auth.jwt (tokens are kept per user)`)
+  if (config.userTokens === undefined) problems.push(`${at}: needs userTokens.key`)
+  if (s.tokenExchange !== undefined) problems.push(`${at}: conflicts with tokenExchange`)
+  if (Object.keys(s.headers).some((h) => h.toLowerCase() === 'authorization'))
+    problems.push(`servers.${name}.headers.Authorization: conflicts with userAuth`)
   return problems
 }
 

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { parseCidr } from './cidr.js'
 import { methodKeyProblem } from './deadline-keys.js'
 import { parseRedactPath } from './redact-paths.js'
+import { introspection, userAuth, userTokens } from './user-auth-schema.js'
 
 /**
  * The gateway's YAML config, strictly: unknown keys and wrong types are startup errors that name
@@ -274,6 +275,8 @@ const server = z.strictObject({
   routes: z.array(route).default([]),
   retry: retry.default(retry.parse({})),
   tokenExchange: tokenExchange.optional(),
+  /** The user's own account at the service (docs/auth.md §Per-user credentials). */
+  userAuth: userAuth.optional(),
   /** Curation of the backend's tools, keyed by its own names (docs/catalog.md §Curation). */
   tools: z.record(backendName, toolCuration).default({}),
   /** Curation of the backend's prompts, keyed by its own names. */
@@ -339,6 +342,8 @@ const auth = z.strictObject({
   /** How clients reach the gateway (scheme://host[:port]), used for audiences and metadata URLs. */
   publicUrl: url,
   jwt,
+  /** Opaque tokens, RFC 7662 (docs/auth.md §Opaque tokens). */
+  introspection: introspection.optional(),
   resourceMetadata: z
     .strictObject({
       authorizationServers: z.array(url).min(1),
@@ -545,6 +550,8 @@ export const configSchema = z.strictObject({
     .strictObject({ key: z.string().min(16, 'use at least 16 characters') })
     .optional(),
   audit: audit.default(audit.parse({})),
+  /** Per-user tokens of `servers.<name>.userAuth`: key, store, connect sign-in. */
+  userTokens: userTokens.optional(),
   servers: z
     .record(z.string().regex(/^[A-Za-z0-9._-]+$/, 'server names are [A-Za-z0-9._-]+'), server)
     .refine((s) => Object.keys(s).length > 0, 'at least one server is required'),

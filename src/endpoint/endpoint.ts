@@ -10,7 +10,7 @@ import {
   type Admission,
 } from './admit.js'
 import type { EndpointCall } from './call.js'
-import { exchangeFor, exchanges } from './exchange.js'
+import { credentialsFor, exchanges, sendAgain } from './exchange.js'
 import type { PlanOptions, PlanServer } from './plan.js'
 import { sendPlanned, type Seen, type Sent } from './send.js'
 
@@ -35,7 +35,7 @@ export type SendOptions = Omit<PlanOptions, 'auth'>
 export class ServerEndpoint {
   readonly #admission: ServerAdmission
   readonly #auth: AuthRuntime | undefined
-  /** Whether its requests carry a token exchanged for it (RFC 8693, `tokenExchange`). */
+  /** Whether its requests carry credentials of their own (`tokenExchange`, `userAuth`). */
   readonly #exchanges: boolean
 
   constructor(
@@ -63,11 +63,12 @@ export class ServerEndpoint {
    * Sends an admitted request to this server and its answer into `sink` (the client's response,
    * or a collecting one): the credentials it gets for this server, then the one send
    * (endpoint/send.ts). A caller's token is exchanged per request, never passed through (spec
-   * 2026-07-28 security-considerations "Token Passthrough"); costs no await without an exchange.
+   * 2026-07-28 security-considerations "Token Passthrough"); costs no await without credentials.
+   * With `userAuth` the user's own token goes instead, refreshed once on a 401, and a caller who
+   * has not connected is asked to in band (endpoint/exchange.ts `credentialsFor`).
    */
   send(call: EndpointCall, sink: ServerResponse, opts: SendOptions, seen?: Seen): Promise<Sent> {
-    if (!this.#exchanges || call.principal === undefined)
-      return sendPlanned(this.server, call, sink, opts, seen)
+    if (!this.#exchanges) return sendPlanned(this.server, call, sink, opts, seen)
     return this.#exchanged(call, sink, opts, seen)
   }
 
@@ -77,8 +78,15 @@ export class ServerEndpoint {
     opts: SendOptions,
     seen: Seen | undefined,
   ): Promise<Sent> {
-    const auth = await exchangeFor(this.#auth, this.server.name, call.principal)
-    return sendPlanned(this.server, call, sink, { ...opts, auth }, seen)
+    const creds = await credentialsFor(this.#auth, this.server.name, call)
+    if (creds.kind === 'answer') return creds
+    const send = (auth: string | undefined): Promise<Sent> =>
+      sendPlanned(this.server, creds.call, sink, { ...opts, auth }, seen)
+    try {
+      return await send(creds.auth)
+    } catch (err) {
+      return sendAgain(err, creds, send)
+    }
   }
 
   /** The caller's view of this server's lists, as admission gives it to a list request. */

@@ -416,7 +416,8 @@ describe('the error table', () => {
   })
 
   it('uses spec codes where the spec defines one and application codes outside -32768..-32000 otherwise', () => {
-    const spec = new Set([-32700, -32600, -32601, -32602, -32020, -32022, -32001])
+    // -32021 MissingRequiredClientCapability (2026-07-28), -32042 URLElicitationRequired (2025-11-25).
+    const spec = new Set([-32700, -32600, -32601, -32602, -32020, -32021, -32022, -32042, -32001])
     for (const [code, e] of Object.entries(ERRORS)) {
       if (!spec.has(e.rpc)) expect(e.rpc > -32000 || e.rpc < -32768, code).toBe(true)
       expect(renderError(new GatewayError(code as ErrorCode), undefined).status).toBe(e.status)
