@@ -14,7 +14,13 @@ import {
 } from './entry.js'
 import type { Invalidation } from '../mcp/changes.js'
 import { invalidationPrefixes } from './key.js'
-import { decideStore, type StoreDecision, type StoreRules } from './policy.js'
+import {
+  decideStore,
+  uncacheableReason,
+  type StoreDecision,
+  type StoreRules,
+  type UncacheableReason,
+} from './policy.js'
 import { readShared, type SharedTier, type SharedTierStatus } from './shared.js'
 import { encodeEntry } from './shared-entry.js'
 import { SingleFlight, type Leader, type Waiter } from './single-flight.js'
@@ -27,6 +33,8 @@ const PASS_MS = 30_000
 export interface CacheRequest {
   /** Server tag (key.ts serverTag). */
   readonly server: string
+  /** The server or virtual server's name, for the metrics; undefined: not counted. */
+  readonly name?: string | undefined
   readonly method: string
   readonly uri: string | undefined
   readonly publicKey: string
@@ -51,11 +59,18 @@ export type CacheEvent =
   | 'wait_timeout'
   | 'pass'
 
+/** A key that bypasses the cache for a while (hit-for-pass): until when, and why. */
+interface Pass {
+  readonly until: number
+  readonly why: UncacheableReason
+}
+
 /** Collaborators; all optional except config. */
 export interface EdgeCacheDeps {
   readonly now?: Clock
   readonly shared?: SharedTier
-  readonly metrics?: Pick<GatewayMetrics, 'cacheEvents' | 'cacheBytes'>
+  readonly metrics?: Pick<GatewayMetrics, 'cacheEvents' | 'cacheBytes'> &
+    Partial<Pick<GatewayMetrics, 'cacheUncacheable'>>
   readonly log?: Pick<Logger, 'warn'>
 }
 
@@ -76,8 +91,11 @@ export class EdgeCache {
   private readonly generations = new Map<string, number>()
   /** Public keys whose last answer was private: later misses coalesce per caller instead. */
   private readonly privateHints = new LRUCache<string, true>({ max: 10_000 })
-  /** Public keys whose last answer had no usable hints, and until when they bypass the cache. */
-  private readonly passes = new LRUCache<string, number>({ max: 10_000 })
+  /**
+   * Public keys whose last answer had no usable hints: until when they bypass the cache, and why
+   * that answer was not kept (each bypassed answer is counted under it).
+   */
+  private readonly passes = new LRUCache<string, Pass>({ max: 10_000 })
   /**
    * Tags whose entries are built from other servers' answers (virtual servers' merged answers),
    * with the tags of those servers. Bounded: a reload makes new tags, and the oldest are unused.
@@ -184,10 +202,14 @@ export class EdgeCache {
   ): CacheEntry | undefined {
     const decision = decideStore(message, this.rules, req.privateKey !== undefined)
     if (decision === undefined) {
-      this.notePass(req, message)
+      const why = uncacheableReason(message)
+      this.uncacheable(req, why)
+      this.notePass(req, message, why)
       return undefined
     }
-    return this.store(req, message, decision, generation, true)?.entry
+    const kept = this.store(req, message, decision, generation, true)
+    if (kept?.stored === false) this.uncacheable(req, 'too_large')
+    return kept?.entry
   }
 
   /**
@@ -199,8 +221,13 @@ export class EdgeCache {
   keep(req: CacheRequest, result: Readonly<Record<string, unknown>>, generation: number): boolean {
     const message = { result }
     const decision = decideStore(message, this.rules, req.privateKey !== undefined)
-    if (decision === undefined) return false
-    return this.store(req, message, decision, generation, false)?.stored === true
+    if (decision === undefined) {
+      this.uncacheable(req, uncacheableReason(message))
+      return false
+    }
+    const kept = this.store(req, message, decision, generation, false)
+    if (kept?.stored === false) this.uncacheable(req, 'too_large')
+    return kept?.stored === true
   }
 
   private store(
@@ -241,9 +268,12 @@ export class EdgeCache {
    * as forwarding it, so uncacheable lists are streamed untouched for a while.
    */
   isPass(req: CacheRequest): boolean {
-    const until = this.passes.get(req.publicKey)
-    if (until === undefined) return false
-    if (this.now() < until) return true
+    const pass = this.passes.get(req.publicKey)
+    if (pass === undefined) return false
+    if (this.now() < pass.until) {
+      this.uncacheable(req, pass.why)
+      return true
+    }
     this.passes.delete(req.publicKey)
     return false
   }
@@ -255,20 +285,36 @@ export class EdgeCache {
    * them nor pay for a capture.
    */
   cannotKeep(req: CacheRequest): void {
-    this.startPass(req)
+    this.uncacheable(req, 'too_large')
+    this.startPass(req, 'too_large')
   }
 
-  private notePass(req: CacheRequest, message: Readonly<Record<string, unknown>>): void {
+  private notePass(
+    req: CacheRequest,
+    message: Readonly<Record<string, unknown>>,
+    why: UncacheableReason,
+  ): void {
     // Errors are transient, and a private answer may still be kept for other callers' contexts.
     const result = message.result
     if ('error' in message || typeof result !== 'object' || result === null) return
     if (this.rules.allowPrivate && (result as Record<string, unknown>).cacheScope === 'private')
       return
-    this.startPass(req)
+    this.startPass(req, why)
   }
 
-  private startPass(req: CacheRequest): void {
-    this.passes.set(req.publicKey, this.now() + Math.min(PASS_MS, this.rules.maxTtlMs))
+  private startPass(req: CacheRequest, why: UncacheableReason): void {
+    const until = this.now() + Math.min(PASS_MS, this.rules.maxTtlMs)
+    this.passes.set(req.publicKey, { until, why })
+  }
+
+  /**
+   * Counts an answer to a cacheable request that is not kept, by server, method and why: the
+   * status page shows these apart from misses, which the cache could have answered. Only on this
+   * path (an answer that is not kept); a hit or a stored miss counts nothing here.
+   */
+  private uncacheable(req: CacheRequest, why: UncacheableReason): void {
+    if (req.name === undefined) return
+    this.deps.metrics?.cacheUncacheable?.inc({ server: req.name, method: req.method, reason: why })
   }
 
   /**

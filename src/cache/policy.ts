@@ -34,6 +34,24 @@ export function isCacheableRequest(
 }
 
 /**
+ * Why an answer of a cacheable request is not kept, for the figures that count it apart from
+ * misses (docs/cache.md §What is cached): an error, an MRTR `input_required` result, no usable
+ * `ttlMs`, a scope it may not be kept under (`private`, or none: caching.mdx §cacheScope), or too
+ * large to keep (`cache.maxEntryBytes`) or to read.
+ */
+export type UncacheableReason = 'error' | 'incomplete' | 'no_ttl' | 'private' | 'too_large'
+
+/** Why decideStore refused `message` (only meaningful when it did). */
+export function uncacheableReason(message: Readonly<Record<string, unknown>>): UncacheableReason {
+  const result = message.result
+  if ('error' in message || !isRecord(result)) return 'error'
+  if (result.resultType !== 'complete') return 'incomplete'
+  const ttlMs = result.ttlMs
+  if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs <= 0) return 'no_ttl'
+  return 'private'
+}
+
+/**
  * Decides whether an upstream's final JSON-RPC response may be stored (caching.mdx):
  * `resultType: "complete"`, an integer `ttlMs` > 0 (0 = immediately stale; missing, negative or
  * fractional values are not trusted), and `cacheScope: "public"`, or `"private"` when per-caller

@@ -15,6 +15,8 @@ export type CachePrincipal = Parameters<typeof authContextOf>[0]
 
 /** Whose answers a key names, besides the request. */
 export interface KeyScope {
+  /** The server or virtual server the request is for, as the metrics name it. */
+  readonly name?: string | undefined
   /** A fronted server's tag (tagOf), or the tag of a virtual server's merged answers. */
   readonly server: string
   /** The policy views a stored answer was filtered by (key.ts KeyParts.view); none for a server. */
@@ -44,7 +46,13 @@ export function cacheRequestOf(
   principal: CachePrincipal,
   allowPrivate: boolean,
 ): { readonly req: CacheRequest; readonly rawId: string } | undefined {
-  return requestKeyOf({ server: tagOf(server) }, mcp, body, principal, allowPrivate)
+  return requestKeyOf(
+    { server: tagOf(server), name: server.name },
+    mcp,
+    body,
+    principal,
+    allowPrivate,
+  )
 }
 
 /**
@@ -89,6 +97,7 @@ export function requestKeyOf(
   const auth = allowPrivate ? authContextOf(principal) : undefined
   const req: CacheRequest = {
     server: parts.server,
+    name: scope.name,
     method,
     uri: parts.uri,
     publicKey: cacheKey(parts),

@@ -22,6 +22,11 @@ export interface GatewayMetrics {
   readonly retries: Counter<'server' | 'result'>
   readonly policyDecisions: Counter<'server' | 'decision'>
   readonly cacheEvents: Counter<'event'>
+  /**
+   * Answers to cacheable requests the cache could not keep, by why (cache/policy.ts
+   * UncacheableReason): what the status page counts apart from misses.
+   */
+  readonly cacheUncacheable: Counter<'server' | 'method' | 'reason'>
   readonly cacheBytes: Gauge
   readonly upstreamHealthy: Gauge<'server' | 'upstream'>
   /** Requests refused per limit; `limit` is a name from the policy files (a closed set). */
@@ -98,6 +103,12 @@ export function createMetrics(defaults = true): GatewayMetrics {
       name: 'mcp_edge_cache_events_total',
       help: 'Cache hits, misses, stores, evictions',
       labelNames: ['event'],
+      registers,
+    }),
+    cacheUncacheable: new Counter({
+      name: 'mcp_edge_cache_uncacheable_total',
+      help: 'Answers to cacheable requests the cache could not keep, by reason',
+      labelNames: ['server', 'method', 'reason'],
       registers,
     }),
     cacheBytes: new Gauge({

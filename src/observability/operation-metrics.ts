@@ -4,11 +4,14 @@ import type { Registry } from 'prom-client'
  * `mcp.server.operation.duration` of the OpenTelemetry MCP semantic conventions, in its Prometheus
  * form (OpenTelemetry "Prometheus and OpenMetrics compatibility": dots become underscores, the
  * unit `s` becomes the `_seconds` suffix): `mcp_server_operation_duration_seconds`, labelled
- * `mcp_method_name`, `gen_ai_tool_name`, `mcp_protocol_version`, `error_type`. Same slot design as
- * request-metrics.ts: each label set gets a slot once; no label hashing per request.
+ * `mcp_method_name`, `gen_ai_tool_name`, `mcp_protocol_version`, `error_type`, and
+ * `mcp_edge_server` (the span's `mcp_edge.server`: one gateway fronts many servers, whose tools
+ * must not be summed together). Same slot design as request-metrics.ts: each label set gets a slot
+ * once; no label hashing per request.
  */
 export interface OperationMetrics {
   record(
+    server: string,
     method: string,
     tool: string | undefined,
     version: string | undefined,
@@ -36,7 +39,7 @@ type Sample = { metricName: string; labels: Record<string, string | number>; val
 export function createOperationMetrics(registry: Registry): OperationMetrics {
   // Nested by label (method, tool, version, error type), not keyed by a joined string: labels are
   // interned strings whose hashes V8 keeps, a joined key is a new string per request.
-  const slots: Level<Level<Level<Level<Slot>>>> = new Map()
+  const slots: Level<Level<Level<Level<Level<Slot>>>>> = new Map()
   registry.registerMetric({
     name: NAME,
     get: () => ({
@@ -48,8 +51,8 @@ export function createOperationMetrics(registry: Registry): OperationMetrics {
     }),
   } as unknown as Parameters<Registry['registerMetric']>[0])
   return {
-    record(method, tool, version, errorType, seconds) {
-      const byError = child(child(child(slots, method), tool ?? ''), version ?? '')
+    record(server, method, tool, version, errorType, seconds) {
+      const byError = child(child(child(child(slots, server), method), tool ?? ''), version ?? '')
       let s = byError.get(errorType ?? '')
       if (s === undefined) {
         const labels: Record<string, string> = { mcp_method_name: method }
@@ -57,6 +60,7 @@ export function createOperationMetrics(registry: Registry): OperationMetrics {
         if (tool !== undefined) labels['gen_ai_tool_name'] = tool
         if (version !== undefined) labels['mcp_protocol_version'] = version
         if (errorType !== undefined) labels['error_type'] = errorType
+        labels['mcp_edge_server'] = server
         s = { labels, buckets: BUCKETS.map(() => 0), count: 0, sum: 0 }
         byError.set(errorType ?? '', s)
       }
@@ -81,10 +85,11 @@ function child<V>(m: Level<Level<V>>, key: string): Level<V> {
   return c
 }
 
-function leaves(slots: Level<Level<Level<Level<Slot>>>>): Slot[] {
+function leaves(slots: Level<Level<Level<Level<Level<Slot>>>>>): Slot[] {
   const out: Slot[] = []
-  for (const a of slots.values())
-    for (const b of a.values()) for (const c of b.values()) out.push(...c.values())
+  for (const s of slots.values())
+    for (const a of s.values())
+      for (const b of a.values()) for (const c of b.values()) out.push(...c.values())
   return out
 }
 

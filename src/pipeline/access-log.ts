@@ -28,7 +28,8 @@ export const accessLog = (
       const tool =
         target?.kind === 'tool' ? metrics.tools.label(server ?? 'unknown', target.name) : undefined
       // mcp.version is one classify accepted (a closed set); undefined for header-less 2025 clients.
-      metrics.operations.record(label, tool, mcp?.version, errorType(outcome, seen.status), seconds)
+      const error = errorType(outcome, seen.status)
+      metrics.operations.record(server ?? 'unknown', label, tool, mcp?.version, error, seconds)
     }
     if (write !== undefined) {
       const target = mcp?.targets[0]

@@ -48,7 +48,7 @@ export function compileVirtual(
     tasks: new VirtualTaskCodec(key, name),
     // Config order: the first pattern that matches decides.
     resourceRoute: (uri) => routes.find(([match]) => match(uri))?.[1],
-    merged: maxTtlMs === undefined ? undefined : new MergedCache(maxTtlMs),
+    merged: maxTtlMs === undefined ? undefined : new MergedCache(maxTtlMs, name),
     eras: new MemberEras(),
     // The same key as every other handle (docs/balancing.md "Legacy sessions"): any gateway with
     // the same `legacySessions.key` opens the session.

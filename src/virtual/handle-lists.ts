@@ -167,6 +167,9 @@ async function listed(
     cacheScope: hints.cacheScope,
   }
   if (!page.partial) storeMerged(r, cacheKey, result)
+  // The names clients call this endpoint by, for its tool-call metrics (as a server's own list
+  // teaches them, observability/tool-labels.ts): throttled, and only from an answer built anyway.
+  if (spec.kind === 'tools') r.deps.metrics.tools.learner(v.name)?.({ result }, { sse: false })
   return answer(r, result, page.partial ? 'virtual_partial' : 'ok')
 }
 

@@ -44,8 +44,14 @@ export class MergedCache {
   /** The members' tags this namespace was registered as built from (EdgeCache.buildsOn). */
   private sources: string | undefined
 
-  /** `maxTtlMs`: merged answers are fresh no longer than this (cache.maxTtlMs). */
-  constructor(private readonly maxTtlMs: number) {}
+  /**
+   * `maxTtlMs`: merged answers are fresh no longer than this (cache.maxTtlMs); `name`: the
+   * virtual server's, for the metrics.
+   */
+  constructor(
+    private readonly maxTtlMs: number,
+    private readonly name?: string,
+  ) {}
 
   /**
    * The key of a merged answer to `r` as filtered by `views` (each member's list-filter key, in
@@ -64,7 +70,7 @@ export class MergedCache {
       cache.buildsOn(this.tag, sources)
       this.sources = joined
     }
-    const scope = { server: this.tag, view: JSON.stringify(views) }
+    const scope = { server: this.tag, name: this.name, view: JSON.stringify(views) }
     const resolved = requestKeyOf(scope, r.mcp, r.text, r.principal, cache.rules.allowPrivate)
     if (resolved === undefined) return undefined
     return { ...resolved, generation: cache.generation(this.tag) }

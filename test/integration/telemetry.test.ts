@@ -143,7 +143,7 @@ describe('OpenTelemetry traces', () => {
     expect(result.content).toEqual([{ type: 'text', text: 'echo: hi' }])
     const metrics = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
     expect(metrics).toMatch(
-      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="echo",mcp_protocol_version="2025-[0-9-]+"\} 1/,
+      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="echo",mcp_protocol_version="2025-[0-9-]+",mcp_edge_server="app"\} 1/,
     )
     await client.close()
     await gw.close(200)
@@ -175,13 +175,13 @@ describe('OpenTelemetry traces', () => {
     const text = (await rawRequest('GET', `http://127.0.0.1:${gw.adminPort}/metrics`)).text
     expect(text).toContain('# TYPE mcp_server_operation_duration_seconds histogram')
     expect(text).toMatch(
-      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="get_forecast",mcp_protocol_version="2026-07-28"\} 1/,
+      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="get_forecast",mcp_protocol_version="2026-07-28",mcp_edge_server="app"\} 1/,
     )
     expect(text).toMatch(
-      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="other",mcp_protocol_version="2026-07-28"\} 1/,
+      /mcp_server_operation_duration_seconds_count\{mcp_method_name="tools\/call",gen_ai_tool_name="other",mcp_protocol_version="2026-07-28",mcp_edge_server="app"\} 1/,
     )
     expect(text).toMatch(
-      /mcp_server_operation_duration_seconds_bucket\{mcp_method_name="tools\/list",mcp_protocol_version="2026-07-28",le="\+Inf"\} 1/,
+      /mcp_server_operation_duration_seconds_bucket\{mcp_method_name="tools\/list",mcp_protocol_version="2026-07-28",mcp_edge_server="app",le="\+Inf"\} 1/,
     )
     expect(text).not.toContain('made_up_1234')
 
