@@ -6,7 +6,11 @@ import { toNodeHandler } from '@modelcontextprotocol/node'
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import { createRemoteJWKSet, jwtVerify } from 'jose'
 import Provider, { type Interaction, type KoaContextWithOIDC } from 'oidc-provider'
+import { stringify } from 'yaml'
 import { toNodeRequest } from '../../deploy/demo/serve.js'
+import { parseConfigText } from '../../src/runtime/load.js'
+import { startTestGateway, type TestGateway } from './gateway.js'
+import { closing } from './lifecycle.js'
 import { startRecording, type TestServer } from './sdk-servers.js'
 
 /**
@@ -34,6 +38,8 @@ export interface TestProvider {
   readonly requests: readonly string[]
   /** `grant_type` of every token request that succeeded (a live array). */
   readonly grants: readonly string[]
+  /** Every access, refresh and ID token the token endpoint issued (a live array). */
+  readonly issued: readonly string[]
   /** Sign-ins (login + consent) per account. */
   readonly signIns: Map<string, number>
   /** The user at the browser, as `account`: follows the AS's pages until it redirects away. */
@@ -53,6 +59,7 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Test
   const resourceScopes = options.scopes ?? ['issues:read', 'issues:write', 'mcp:tools']
   const requests: string[] = []
   const grants: string[] = []
+  const issued: string[] = []
   const signIns = new Map<string, number>()
   let account = 'alice'
   const sockets = new Set<Socket>()
@@ -110,6 +117,18 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Test
       Grant: 86_400,
     },
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  })
+  type Middleware = (
+    ctx: { readonly path: string; readonly body: unknown },
+    next: () => Promise<void>,
+  ) => Promise<void>
+  // oidc-provider's Koa `use` (not in its types): the token endpoint's answers, as sent.
+  ;(provider as unknown as { use(fn: Middleware): void }).use(async (ctx, next) => {
+    await next()
+    if (ctx.path !== '/token' || typeof ctx.body !== 'object' || ctx.body === null) return
+    const body = ctx.body as Record<string, unknown>
+    for (const k of ['access_token', 'refresh_token', 'id_token'])
+      if (typeof body[k] === 'string') issued.push(body[k])
   })
   provider.on('grant.success', (ctx: KoaContextWithOIDC) => {
     grants.push(String(ctx.oidc.params?.['grant_type']))
@@ -235,6 +254,7 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Test
     jwksUri: `${issuer}/jwks`,
     requests,
     grants,
+    issued,
     signIns,
     signIn,
     issueToken,
@@ -307,6 +327,8 @@ export async function openConnectLink(
 export interface TrackerServer extends Omit<TestServer, 'notify'> {
   /** Subjects whose tokens the server refuses from now on (a revoked grant, seen late). */
   readonly refuse: Set<string>
+  /** Refuses this many of the next requests with 401, whatever their token (then counts down). */
+  refuseNext: number
   /** Subjects it served, in order (a live array). */
   readonly served: readonly string[]
   /** Requests it refused with 401 (no token, a bad one, or a refused subject). */
@@ -323,6 +345,7 @@ export async function startTracker(as: TestProvider): Promise<TrackerServer> {
   const served: string[] = []
   const refuse = new Set<string>()
   let refused = 0
+  const state = { refuseNext: 0 }
   const handler = createMcpHandler(
     () => {
       const server = new McpServer({ name: 'tracker', version: '1.0.0' })
@@ -350,7 +373,8 @@ export async function startTracker(as: TestProvider): Promise<TrackerServer> {
     } catch {
       sub = undefined
     }
-    if (sub === undefined || refuse.has(sub)) {
+    if (sub === undefined || refuse.has(sub) || state.refuseNext > 0) {
+      if (state.refuseNext > 0) state.refuseNext--
       refused++
       res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end()
       return
@@ -363,6 +387,12 @@ export async function startTracker(as: TestProvider): Promise<TrackerServer> {
     ...http,
     refuse,
     served,
+    get refuseNext() {
+      return state.refuseNext
+    },
+    set refuseNext(n: number) {
+      state.refuseNext = n
+    },
     get refused() {
       return refused
     },
@@ -370,5 +400,101 @@ export async function startTracker(as: TestProvider): Promise<TrackerServer> {
       await handler.close()
       await http.close()
     },
+  }
+}
+
+/** A `userTokens.key`: 32 random bytes, standard base64. */
+export const USER_TOKENS_KEY = randomBytes(32).toString('base64')
+
+export interface UserAuthWorld {
+  readonly gw: TestGateway
+  readonly idp: TestProvider
+  readonly as: TestProvider
+  readonly tracker: TrackerServer
+  /** The organisation's token of `account` for `server` at `gw` (default: the first gateway). */
+  token(account: string, server?: string, gw?: TestGateway): Promise<string>
+  /** Another gateway with the same servers and clients (`key`, `redis` as given, else the same). */
+  another(over?: WorldOptions): Promise<TestGateway>
+  /** Reloads `gw` (default the first) with these changes. */
+  reload(over: WorldOptions, gw?: TestGateway): Promise<void>
+}
+
+/** Options of {@link userAuthWorld}. */
+export interface WorldOptions {
+  /** More top-level config keys (servers are merged over the tracker). */
+  readonly extra?: Record<string, unknown>
+  /** The gateway's clock (auth and user tokens). */
+  readonly now?: () => number
+  /** The service AS's access token lifetime (default 300 s). */
+  readonly ttlSec?: number
+  readonly key?: string
+  /** `userTokens.redis`. */
+  readonly redis?: string
+  /** `servers.tracker.userAuth` changes. */
+  readonly userAuth?: Record<string, unknown>
+}
+
+/** The IdP, the service's AS, the tracker behind it, and a gateway in front with userAuth. */
+export async function userAuthWorld(first: WorldOptions = {}): Promise<UserAuthWorld> {
+  const idp = await closing(startProvider())
+  const as = await closing(startProvider({ ttlSec: first.ttlSec ?? 300 }))
+  const tracker = await closing(startTracker(as))
+  let login: object = { clientId: 'pending', clientSecret: 'pending' }
+  let service: object = { clientId: 'pending', clientSecret: 'pending' }
+  const config = (publicUrl: string, o: WorldOptions) => {
+    const extra = o.extra ?? {}
+    return {
+      listen: { host: '127.0.0.1', port: 0 },
+      log: { level: 'info' },
+      auth: { publicUrl, jwt: { issuer: idp.issuer, jwksUrl: idp.jwksUri } },
+      userTokens: {
+        key: o.key ?? USER_TOKENS_KEY,
+        login,
+        ...(o.redis !== undefined && { redis: o.redis }),
+      },
+      ...extra,
+      servers: {
+        tracker: {
+          upstreams: [{ url: tracker.url }],
+          userAuth: {
+            issuer: as.issuer,
+            scopes: ['issues:read'],
+            title: 'Tracker',
+            ...service,
+            ...o.userAuth,
+          },
+        },
+        ...(extra['servers'] as object | undefined),
+      },
+    }
+  }
+  const start = async (o: WorldOptions): Promise<TestGateway> => {
+    const gw = await startTestGateway(config('http://127.0.0.1', o), {
+      admin: false,
+      start: { watch: false, ...(o.now !== undefined && { auth: { now: o.now } }) },
+    })
+    await reload(o, gw)
+    return gw
+  }
+  const reload = async (o: WorldOptions, gw: TestGateway): Promise<void> => {
+    const text = stringify(config(gw.url, o))
+    await gw.reload(parseConfigText(text, { dir: process.cwd(), env: {} }))
+  }
+  const gw = await startTestGateway(config('http://127.0.0.1', first), {
+    admin: false,
+    start: { watch: false, ...(first.now !== undefined && { auth: { now: first.now } }) },
+  })
+  login = await idp.register([`${gw.url}/connect`])
+  service = await as.register([`${gw.url}/connect/tracker/callback`])
+  await reload(first, gw)
+  return {
+    gw,
+    idp,
+    as,
+    tracker,
+    token: (account, server = 'tracker', at = gw) =>
+      idp.issueToken(at.mcpUrl(server), 'mcp:tools', account),
+    another: (over = {}) => start({ ...first, ...over }),
+    reload: (over, at = gw) => reload({ ...first, ...over }, at),
   }
 }
