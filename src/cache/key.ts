@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto'
 import { clientIdOf } from '../match/clients.js'
 import type { KeyParams } from './canonical.js'
 import type { Invalidation } from '../mcp/changes.js'
+import { URI_KEYED_METHODS } from '../mcp/methods.js'
+import { enclosingSkills } from '../mcp/skill-paths.js'
 
 /**
  * Who a `private` result belongs to. caching.mdx §cacheScope: private responses MUST NOT be shared
@@ -25,7 +27,7 @@ export interface KeyParts {
   readonly version: string | undefined
   /** The request's params and client capabilities in canonical text (canonical.ts). */
   readonly params: KeyParams
-  /** `params.uri` of a resources/read (see keyUri). */
+  /** `params.uri` of a resources/read or skills/get (see keyUri). */
   readonly uri: string | undefined
   /**
    * What shaped a stored answer besides the request, when the answer is stored after it (a
@@ -71,12 +73,12 @@ export function cacheKey(parts: KeyParts, auth?: AuthContext): string {
   return `${parts.server}:${parts.method}:${uriTag(parts.uri)}:${memoDigest(material)}`
 }
 
-/** The resource URI a key is built for (resources/read only). */
+/** The URI a key is built for: a resources/read's resource, a skills/get's SKILL.md. */
 export function keyUri(
   method: string,
   params: Readonly<Record<string, unknown>> | undefined,
 ): string | undefined {
-  if (method !== 'resources/read') return undefined
+  if (!URI_KEYED_METHODS.has(method)) return undefined
   const v = params?.uri
   return typeof v === 'string' ? v : undefined
 }
@@ -128,17 +130,36 @@ export function invalidationPrefixes(server: string, what: Invalidation): string
     case 'prompts':
       return [`${server}:prompts/list:`]
     case 'resources':
-      // A resource gone from the list must not stay readable from cache either.
+      // A resource gone from the list must not stay readable from cache either. Skills are
+      // resources: a server tells of a changed skill with resources/list_changed (skills.mdx
+      // defines no notification of its own).
       return [
         `${server}:resources/list:`,
         `${server}:resources/templates/list:`,
         `${server}:resources/read:`,
+        `${server}:skills/list:`,
+        `${server}:skills/get:`,
       ]
     case 'resource':
-      return [`${server}:resources/read:${uriTag(what.uri)}:`]
+      return [`${server}:resources/read:${uriTag(what.uri)}:`, ...skillPrefixes(server, what.uri)]
     case 'all':
       return [`${server}:`]
   }
+}
+
+/**
+ * What a change to one resource makes stale of the skills: a listing (its entries carry every
+ * file's digest) and the entry of each skill the resource may belong to (mcp/skill-paths.ts), or
+ * every entry when the URI is too deep to say.
+ */
+function skillPrefixes(server: string, uri: string): string[] {
+  const skills = enclosingSkills(uri)
+  if (skills?.length === 0) return []
+  const gets =
+    skills === undefined
+      ? [`${server}:skills/get:`]
+      : skills.map((s) => `${server}:skills/get:${uriTag(s)}:`)
+  return [`${server}:skills/list:`, ...gets]
 }
 
 const digests = new Map<string, string>()

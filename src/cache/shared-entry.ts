@@ -1,5 +1,5 @@
 import { isRecord } from '../mcp/jsonrpc.js'
-import { RESULT_ARRAYS } from '../mcp/methods.js'
+import { RESULT_ARRAYS, RESULT_OBJECTS } from '../mcp/methods.js'
 import type { CacheEntry } from './entry.js'
 
 /**
@@ -123,6 +123,8 @@ function resultProblem(bytes: Buffer, want: SharedExpectation): string | undefin
   if (parsed.cacheScope !== want.scope) return 'result scope differs from the header'
   const array = RESULT_ARRAYS[want.method]
   if (array !== undefined && !Array.isArray(parsed[array])) return `result has no ${array} array`
+  const object = RESULT_OBJECTS[want.method]
+  if (object !== undefined && !isRecord(parsed[object])) return `result has no ${object} object`
   return undefined
 }
 

@@ -30,6 +30,8 @@ function methodOf(target: McpTarget): string {
       return 'resources/read'
     case 'event':
       return 'events/poll'
+    case 'skill':
+      return 'skills/get'
     case 'method':
       return target.name
   }

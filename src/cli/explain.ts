@@ -439,6 +439,7 @@ const METHOD_OF = {
   prompt: 'prompts/get',
   resource: 'resources/read',
   event: 'events/poll',
+  skill: 'skills/get',
 } as const
 
 /** The limits this caller's request for the target counts against (docs/rate-limits.md). */

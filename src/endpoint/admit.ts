@@ -149,10 +149,13 @@ export class ServerAdmission {
     // than the text a resource pattern (policy's or `scopes:`) matched (docs/policy.md §Resource
     // URIs); refused before any target is judged, whichever endpoint the request came through.
     for (const target of targets) {
-      if (target.kind !== 'resource') continue
-      const problem = uriProblem(target.uri)
+      // A skill is named by its SKILL.md's URI, which resolves at the backend like any resource's.
+      const uri =
+        target.kind === 'resource' ? target.uri : target.kind === 'skill' ? target.name : undefined
+      if (uri === undefined) continue
+      const problem = uriProblem(uri)
       if (problem !== undefined)
-        throw new GatewayError('uri_not_normalized', `${JSON.stringify(target.uri)}: ${problem}`)
+        throw new GatewayError('uri_not_normalized', `${JSON.stringify(uri)}: ${problem}`)
     }
     const policy = this.deps.policy
     const args = policy === undefined ? undefined : argumentsOf(mcp.message)

@@ -2,7 +2,13 @@ import { GatewayError } from '../errors.js'
 import type { ArgumentKeys } from './argument-keys.js'
 import { decodeHeaderValue } from './headers.js'
 import { checkEncoding, isRecord, parseMessage, type JsonRpcMessage } from './jsonrpc.js'
-import { EVENT_NAME_METHODS, NAME_PARAMS, NAMED_METHODS, type NamedKind } from './methods.js'
+import {
+  EVENT_NAME_METHODS,
+  NAME_PARAMS,
+  NAMED_METHODS,
+  URI_TARGETS,
+  type NamedKind,
+} from './methods.js'
 import { hasForbiddenNameCharacter, printable } from './names.js'
 import { LEGACY_VERSIONS, MODERN_VERSION } from './protocol.js'
 import type { RequestHead } from './request-head.js'
@@ -11,13 +17,17 @@ const META_VERSION = 'io.modelcontextprotocol/protocolVersion'
 
 /**
  * Something a request names, which policy can allow or deny. `method` is a method a server lists
- * under `extraMethods`; the authorize stage names it, classify never does.
+ * under `extraMethods`; the authorize stage names it, classify never does. A skill is named by the
+ * URI of its SKILL.md, its identity within a server (skills.mdx §Skill URIs). A resource read as
+ * a directory (`resources/directory/read`) says so: the directory's own SKILL.md is one of the
+ * skills whose rules govern it (docs/policy.md §Skills).
  */
 export type McpTarget =
   | { readonly kind: 'tool'; readonly name: string }
   | { readonly kind: 'prompt'; readonly name: string }
-  | { readonly kind: 'resource'; readonly uri: string }
+  | { readonly kind: 'resource'; readonly uri: string; readonly directory?: true }
   | { readonly kind: 'event'; readonly name: string }
+  | { readonly kind: 'skill'; readonly name: string }
   | { readonly kind: 'method'; readonly name: string }
 
 /** One inbound MCP message, as far as routing, policy and caching need to know it. */
@@ -229,6 +239,8 @@ function bodyTargets(
     return [targetOf(kind, value)]
   }
   if (EVENT_NAME_METHODS.has(method)) return eventTargets(method, params, headerName)
+  const uriTarget = URI_TARGETS.get(method)
+  if (uriTarget !== undefined) return uriTargets(method, uriTarget, params, headerName)
   if (method === 'completion/complete') return refTargets(params)
   // Each revision has only one of these two; the other era's is an unknown method (authorize).
   if (method === 'subscriptions/listen' && era === 'modern') return listenTargets(params)
@@ -256,6 +268,29 @@ function eventTargets(
     )
   }
   return [targetOf('event', name)]
+}
+
+/**
+ * The skill or directory a skills-extension request names in `params.uri` (skills.mdx §Getting a
+ * Skill, §Reading Directories), read from the body as no header mirrors it; a client that sends
+ * Mcp-Name anyway must send the same URI.
+ */
+function uriTargets(
+  method: string,
+  kind: 'skill' | 'directory',
+  params: Readonly<Record<string, unknown>> | undefined,
+  headerName: string | undefined,
+): McpTarget[] {
+  const uri = params?.uri
+  // SECURITY: no URI, no judgement: a request the policy cannot judge is refused, not forwarded.
+  if (typeof uri !== 'string')
+    throw new GatewayError('invalid_params', `${method} requires params.uri as a string`)
+  if (headerName !== undefined && headerName !== uri) {
+    throw mismatch(
+      `the body carries params.uri=${JSON.stringify(uri)} but the Mcp-Name header names ${JSON.stringify(headerName)}`,
+    )
+  }
+  return [kind === 'skill' ? { kind, name: uri } : { kind: 'resource', uri, directory: true }]
 }
 
 function refTargets(params: Readonly<Record<string, unknown>> | undefined): McpTarget[] {

@@ -18,6 +18,11 @@
  *   mirror into Mcp-Name, so policy reads it from the body. Its `notifications/events/*` travel
  *   only from server to client, on an events/stream answer: listed for metric labels, never
  *   accepted from a client.
+ * - The skills extension (`io.modelcontextprotocol/skills`, SEP-2640; docs/extensions.md), relayed
+ *   for clients of both revisions (a 2025-era server can serve it too): skills/list, skills/get and
+ *   resources/directory/read. skills/get names a skill and resources/directory/read a directory
+ *   by `params.uri`, which no header mirrors (skills.mdx §Getting a Skill, §Reading Directories),
+ *   so policy reads it from the body.
  */
 
 /** What `Mcp-Name` designates for a method (spec 2026-07-28 streamable-http §Standard Headers). */
@@ -33,11 +38,20 @@ interface MethodSpec {
   /** The target its Mcp-Name names (params.name, or params.uri for resources). */
   readonly named?: NamedKind
   /** A list method: the result array whose items policy filters. */
-  readonly listKey?: 'tools' | 'prompts' | 'resources' | 'resourceTemplates' | 'events'
+  readonly listKey?: 'tools' | 'prompts' | 'resources' | 'resourceTemplates' | 'events' | 'skills'
   /** A list method: the field of an item that names it (what policy judges, what routes). */
   readonly itemField?: 'name' | 'uri' | 'uriTemplate'
   /** A cacheable result's member that must be an array (its list, `contents`, `supportedVersions`). */
   readonly resultArray?: string
+  /** A cacheable result's member that must be an object (skills/get's `skill`). */
+  readonly resultObject?: string
+  /**
+   * Names one target in `params.uri` that no header mirrors (the skills extension): a skill by the
+   * URI of its SKILL.md, or a directory resource. Policy reads it from the body.
+   */
+  readonly uriTarget?: 'skill' | 'directory'
+  /** Its cache entries are tagged with `params.uri`, so a change to that URI drops them. */
+  readonly keyedByUri?: true
   /** Names a tool or prompt a catalog's curation renames (docs/catalog.md §Curation). */
   readonly curatedName?: true
   /**
@@ -78,7 +92,7 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   // prettier-ignore
   'resources/templates/list': { eras: 'both', listKey: 'resourceTemplates', itemField: 'uriTemplate', cacheable: true, retrySafe: true, resultArray: 'resourceTemplates' },
   // prettier-ignore
-  'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true, resultArray: 'contents' },
+  'resources/read': { eras: 'both', named: 'resource', cacheable: true, retrySafe: true, resultArray: 'contents', keyedByUri: true },
   // prettier-ignore
   'completion/complete': { eras: 'both', retrySafe: true, bodyTargets: true, curatedName: true, arguments: 'argument' },
   'subscriptions/listen': { eras: 'modern', bodyTargets: true, stream: true },
@@ -90,6 +104,14 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   'events/stream': { eras: 'both', bodyTargets: true, eventName: true, stream: true },
   'events/subscribe': { eras: 'both', bodyTargets: true, eventName: true },
   'events/unsubscribe': { eras: 'both', bodyTargets: true, eventName: true },
+  // The skills extension (SEP-2640). Both results are cacheable (skills.mdx §Listing Skills,
+  // §Getting a Skill: `CacheableResult`); a directory read is a `PaginatedResult` only.
+  // prettier-ignore
+  'skills/list': { eras: 'both', listKey: 'skills', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'skills' },
+  // prettier-ignore
+  'skills/get': { eras: 'both', bodyTargets: true, uriTarget: 'skill', cacheable: true, retrySafe: true, resultObject: 'skill', keyedByUri: true },
+  // prettier-ignore
+  'resources/directory/read': { eras: 'both', bodyTargets: true, uriTarget: 'directory', retrySafe: true },
   'tasks/get': { eras: 'both', retrySafe: true },
   'tasks/update': { eras: 'modern' },
   'tasks/cancel': { eras: 'both' },
@@ -181,6 +203,24 @@ export const RESULT_ARRAYS: Readonly<Record<string, string>> = Object.freeze(
     ),
   ),
 )
+
+/** Each cacheable method's result member that must be an object (no prototype). */
+export const RESULT_OBJECTS: Readonly<Record<string, string>> = Object.freeze(
+  Object.assign(
+    Object.create(null) as Record<string, string>,
+    Object.fromEntries(
+      rows.flatMap(([name, m]) => (m.resultObject === undefined ? [] : [[name, m.resultObject]])),
+    ),
+  ),
+)
+
+/** The methods that name one skill or directory in `params.uri`, and which (the skills extension). */
+export const URI_TARGETS: ReadonlyMap<string, 'skill' | 'directory'> = new Map(
+  rows.flatMap(([name, m]) => (m.uriTarget === undefined ? [] : [[name, m.uriTarget] as const])),
+)
+
+/** The methods whose cache entries are tagged with `params.uri` (cache/key.ts keyUri). */
+export const URI_KEYED_METHODS = namesWhere((m) => m.keyedByUri === true)
 
 /** Methods whose tool or prompt name a catalog's curation renames. */
 export const CURATED_NAME_METHODS = namesWhere((m) => m.curatedName === true)

@@ -7,7 +7,7 @@ import { compileCondition, type CompiledCondition } from './condition.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
-export type TargetKind = 'tool' | 'prompt' | 'resource' | 'event' | 'method'
+export type TargetKind = 'tool' | 'prompt' | 'resource' | 'event' | 'skill' | 'method'
 
 /** The patterns of one side of a rule (`allow` or `deny`) by kind; a kind not listed is absent. */
 type RuleTargets = Readonly<Partial<Record<TargetKind, readonly string[]>>>
@@ -72,6 +72,7 @@ function targetsOf(t: TargetPatterns | undefined): RuleTargets {
     ...(t.prompts && { prompt: t.prompts }),
     ...(t.resources && { resource: t.resources }),
     ...(t.events && { event: t.events }),
+    ...(t.skills && { skill: t.skills }),
     ...(t.methods && { method: t.methods }),
   }
 }

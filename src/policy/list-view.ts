@@ -15,6 +15,7 @@ const KIND_OF: Readonly<Record<ListItems['key'], TargetKind>> = {
   resources: 'resource',
   resourceTemplates: 'resource',
   events: 'event',
+  skills: 'skill',
 }
 
 /** The ListFilter of one caller on one server: keeps the items `visible` allows. */

@@ -14,6 +14,8 @@ const targets = z.strictObject({
   resources: patterns.optional(),
   /** Event types of the events extension (docs/events.md), by `params.name`. */
   events: patterns.optional(),
+  /** Skills of the skills extension, by the URI of their SKILL.md (docs/policy.md §Skills). */
+  skills: patterns.optional(),
   /** Methods a server lists under `extraMethods` (the protocol's own methods are not targets). */
   methods: patterns.optional(),
 })

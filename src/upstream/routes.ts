@@ -31,7 +31,8 @@ export class Route {
     if (t.kind === 'prompt') return this.prompt?.(t.name) === true
     // Event types are served by the server's main pool (docs/events.md).
     if (t.kind === 'method' || t.kind === 'event') return false
-    return this.resource?.(t.uri) === true
+    // A skill is reached where its SKILL.md is read (skills.mdx §Skill URIs: the URI of that file).
+    return this.resource?.(t.kind === 'skill' ? t.name : t.uri) === true
   }
 }
 

@@ -1,6 +1,7 @@
-import { LIST_METHODS, NAME_PARAMS, type NameParam } from '../mcp/methods.js'
+import { NAME_PARAMS, type NameParam } from '../mcp/methods.js'
 import { callByName, complete, readResource } from './handle-calls.js'
 import { discover, list } from './handle-lists.js'
+import { LISTS } from './lists.js'
 import { taskFollowUp, taskList } from './handle-tasks.js'
 import type { VirtualHandler, VirtualRequest } from './request.js'
 import type { NamedKind } from './state.js'
@@ -30,7 +31,7 @@ const BY_NAME = [...NAME_PARAMS].flatMap(([method, { kind, field }]) => {
 export const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
   Object.assign(Object.create(null) as Record<string, VirtualHandler>, {
     'server/discover': discover,
-    ...Object.fromEntries(Object.keys(LIST_METHODS).map((m) => [m, list])),
+    ...Object.fromEntries(Object.keys(LISTS).map((m) => [m, list])),
     ...Object.fromEntries(BY_NAME),
     'resources/read': readResource,
     'completion/complete': complete,

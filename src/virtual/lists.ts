@@ -10,14 +10,17 @@ export interface ListSpec {
 }
 
 /**
- * The list methods a virtual server merges: every one the method table lists (mcp/methods.ts),
- * each routed by the kind its items are (the result key names the kind).
+ * The list methods a virtual server merges: every one the method table lists (mcp/methods.ts)
+ * whose items it routes by name or URI, each by the kind its items are (the result key names the
+ * kind). skills/list is not merged yet: a virtual server answers it as a method it does not serve.
  */
 export const LISTS: Readonly<Record<string, ListSpec>> = Object.freeze(
   Object.assign(
     Object.create(null) as Record<string, ListSpec>,
     Object.fromEntries(
-      Object.entries(LIST_METHODS).map(([method, l]) => [method, { ...l, kind: l.key }]),
+      Object.entries(LIST_METHODS).flatMap(([method, l]) =>
+        l.key === 'skills' ? [] : [[method, { ...l, kind: l.key }]],
+      ),
     ),
   ),
 )

@@ -3,6 +3,7 @@ import { keyParamsOf } from '../../../src/cache/canonical.js'
 import {
   authContextOf,
   cacheKey,
+  invalidationPrefixes,
   serverTag,
   type AuthContext,
   type KeyParts,
@@ -76,6 +77,26 @@ describe('cacheKey', () => {
     expect(a.split(':').slice(0, 3)).toEqual(a2.split(':').slice(0, 3))
     expect(a).not.toBe(a2)
     expect(a.startsWith(`${server}:resources/read:`)).toBe(true)
+  })
+
+  it('keys skills/get by the SKILL.md URI; a change to a skill file drops its skill', () => {
+    const uri = 'skill://acme/refunds/SKILL.md'
+    const key = cacheKey(parts({ uri }, { method: 'skills/get' }))
+    const file = { kind: 'resource', uri: 'skill://acme/refunds/examples/a.md' } as const
+    const prefixes = invalidationPrefixes(server, file)
+    expect(prefixes.some((p) => key.startsWith(p))).toBe(true)
+    expect(prefixes).toContain(`${server}:skills/list:`)
+    const other = cacheKey(parts({ uri: 'skill://acme/other/SKILL.md' }, { method: 'skills/get' }))
+    expect(prefixes.some((p) => other.startsWith(p))).toBe(false)
+    // A skill changed, added or removed is told as resources/list_changed.
+    const all = invalidationPrefixes(server, { kind: 'resources' })
+    expect(all).toEqual(expect.arrayContaining([`${server}:skills/list:`, `${server}:skills/get:`]))
+    expect(invalidationPrefixes(server, { kind: 'resource', uri: 'docs://readme' })).toEqual([
+      cacheKey(parts({ uri: 'docs://readme' }, { method: 'resources/read' }))
+        .split(':')
+        .slice(0, 3)
+        .join(':') + ':',
+    ])
   })
 
   it('makes private keys per authorization context, independent of scope order', () => {

@@ -203,6 +203,15 @@ describe('ServerAdmission', () => {
     expect(rec.refusals).toEqual([])
   })
 
+  it('refuses a skill URI not in normal form before policy: it resolves as a resource does', () => {
+    const { a, rec } = admission({ policy: policyOf(RULES) })
+    const skill = { kind: 'skill', name: 'skill://docs/../secret/SKILL.md' } as const
+    expect(thrown(() => a.admit(call('skills/get', [skill]), 'docs')).code).toBe(
+      'uri_not_normalized',
+    )
+    expect(rec.records).toEqual([])
+  })
+
   it('forwards a URI not in normal form where nothing judges the server (as its endpoint does)', () => {
     const { a } = admission()
     const admitted = a.admit(call('resources/read', [resource('docs://pages/../x')]), 'docs')

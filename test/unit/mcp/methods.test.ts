@@ -86,6 +86,7 @@ describe('the method table', () => {
       'resources/list': { key: 'resources', field: 'uri' },
       'resources/templates/list': { key: 'resourceTemplates', field: 'uriTemplate' },
       'events/list': { key: 'events', field: 'name' },
+      'skills/list': { key: 'skills', field: 'uri' },
     })
     expect(LIST_METHODS['constructor']).toBeUndefined()
     expect(Object.fromEntries(NAME_PARAMS)).toEqual({
@@ -111,6 +112,7 @@ describe('the method table', () => {
       'resources/list': 'resources',
       'resources/templates/list': 'resourceTemplates',
       'resources/read': 'contents',
+      'skills/list': 'skills',
     })
     expect(RESULT_ARRAYS['constructor']).toBeUndefined()
     expect([...CURATED_NAME_METHODS].sort()).toEqual([
@@ -124,6 +126,8 @@ describe('the method table', () => {
       'resources/read',
       'resources/templates/list',
       'server/discover',
+      'skills/get',
+      'skills/list',
       'tools/list',
     ])
     expect([...RETRY_SAFE_METHODS].sort()).toEqual(
@@ -133,6 +137,7 @@ describe('the method table', () => {
         'prompts/get',
         'tasks/get',
         'events/list',
+        'resources/directory/read',
       ].sort(),
     )
     expect(RETRY_SAFE_METHODS.has('tools/call')).toBe(false)
@@ -142,7 +147,9 @@ describe('the method table', () => {
       'events/stream',
       'events/subscribe',
       'events/unsubscribe',
+      'resources/directory/read',
       'resources/subscribe',
+      'skills/get',
       'subscriptions/listen',
     ])
     for (const m of CACHEABLE_METHODS) expect(ALL_METHODS.has(m)).toBe(true)

@@ -19,6 +19,11 @@ describe('denials look like unknown targets', () => {
       '{"jsonrpc":"2.0","id":12345678901234567890,"error":{"code":-32602,"message":"Resource not found: docs://secret","data":{"uri":"docs://secret"}}}',
     ],
     [
+      { kind: 'skill', name: 'skill://acme/refunds/SKILL.md' } as const,
+      '5',
+      '{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"No skill is served at skill://acme/refunds/SKILL.md"}}',
+    ],
+    [
       { kind: 'tool', name: 'quote"\\\n' } as const,
       '"\\u0041"',
       '{"jsonrpc":"2.0","id":"\\u0041","error":{"code":-32602,"message":"Unknown tool: quote\\"\\\\\\n"}}',
