@@ -35,6 +35,10 @@ export interface UserTokenSource {
    * bound to the caller, the server and the method, short-lived. Starts with REQUEST_STATE_PREFIX.
    */
   requestState(principal: Principal, method: string): string
+  /** Whether `state` is a `requestState` this source issued to this caller for `method`, unexpired. */
+  issued(principal: Principal, method: string, state: string): boolean
+  /** How long a retry whose user accepted the prompt waits for the connection (`connected`). */
+  readonly connectWaitMs: number
 }
 
 /** Every `requestState` the gateway issues starts so: the retry's copy is the gateway's, not the server's. */
@@ -61,4 +65,6 @@ export const NO_USER_TOKENS: UserTokenSource = {
   requestState: () => {
     throw new Error('userAuth: no user-token store in this process')
   },
+  issued: () => false,
+  connectWaitMs: 0,
 }

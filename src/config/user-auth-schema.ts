@@ -66,6 +66,11 @@ export const userTokens = z.strictObject({
     /** Omitted: a public client (PKCE only). */
     clientSecret: z.string().min(1).optional(),
   }),
+  /**
+   * How long a retry whose user accepted the connect prompt waits for the connect page to finish
+   * before it asks again (spec 2026-07-28 client/elicitation §URL Mode Flow); 0: asks at once.
+   */
+  connectWaitMs: z.int().min(0).max(120_000).default(30_000),
   /** Connected users kept by the in-memory store (least recently used dropped first). */
   maxEntries: z.int().min(1).default(100_000),
 })

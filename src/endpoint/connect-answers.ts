@@ -121,6 +121,8 @@ export type PromptAnswer = 'none' | 'accept' | 'decline'
 export function ownRetry(
   call: EndpointCall,
   server: string,
+  users: UserTokenSource,
+  principal: Principal,
 ): { readonly call: EndpointCall; readonly answer: PromptAnswer } {
   if (call.http !== 'POST' || call.body.indexOf('requestState') < 0) return NONE(call)
   const message = messageOf(call)
@@ -148,7 +150,16 @@ export function ownRetry(
     body: Buffer.from(text, 'utf8'),
     mcp: { ...call.mcp, message: { ...message, params: kept } },
   }
-  const answer = action === 'accept' ? 'accept' : action === undefined ? 'none' : 'decline'
+  // The state only says whether this is an answer to the gateway's own prompt; whether a token
+  // is stored decides the rest. A state that is not this caller's is no answer, so never waited on.
+  const ours = users.issued(principal, message.method ?? '', state)
+  const answer = !ours
+    ? 'none'
+    : action === 'accept'
+      ? 'accept'
+      : action === undefined
+        ? 'none'
+        : 'decline'
   return { call: rewritten, answer }
 }
 

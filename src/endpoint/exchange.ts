@@ -8,13 +8,6 @@ import type { EndpointCall } from './call.js'
 import { callerOf, connectAnswer, ownRetry, type ConnectAnswer } from './connect-answers.js'
 
 /**
- * How long a retry of the gateway's connect prompt, whose user accepted it, waits for the connect
- * page to store the token (spec 2026-07-28 client/elicitation §URL Mode Flow: the server may
- * block until the out-of-band interaction is done), before it asks again.
- */
-const CONNECT_WAIT_MS = 30_000
-
-/**
  * Whether `server` gets upstream credentials of its own (a call then awaits them): an RFC 8693
  * exchanged token (`tokenExchange`) or the user's own token (`userAuth`).
  */
@@ -95,11 +88,11 @@ export async function credentialsFor(
     return { kind: 'send', auth: value, call, user: undefined, server }
   }
   const principal = callerOf(call)
-  const retry = ownRetry(call, server)
+  const retry = ownRetry(call, server, users, principal)
   let value = await users.authorization(principal)
   // The user accepted the prompt and may still be at the connect page: wait for it, bounded.
   if (value === undefined && retry.answer === 'accept')
-    value = await users.connected(principal, CONNECT_WAIT_MS)
+    value = await users.connected(principal, users.connectWaitMs)
   if (value !== undefined)
     return { kind: 'send', auth: value, call: retry.call, user: users, server }
   if (retry.answer === 'decline')

@@ -67,6 +67,32 @@ export function sealRequestState(
   return REQUEST_STATE_PREFIX + seal(keys.links, 'request-state', body)
 }
 
+/** Whether `state` is one this gateway sealed for this caller, server and method, unexpired. */
+export function checkRequestState(
+  keys: UserKeys,
+  state: string,
+  iss: string,
+  sub: string,
+  server: string,
+  method: string,
+  now: number,
+): boolean {
+  if (!state.startsWith(REQUEST_STATE_PREFIX)) return false
+  const text = open(keys.links, 'request-state', state.slice(REQUEST_STATE_PREFIX.length))
+  const s = text === undefined ? undefined : parse(text)
+  // SECURITY: state presented by another principal, for another server or method, or late, is
+  // not taken for an answer to the gateway's prompt (spec 2026-07-28 basic/patterns/mrtr).
+  return (
+    s !== undefined &&
+    s['iss'] === iss &&
+    s['sub'] === sub &&
+    s['server'] === server &&
+    s['method'] === method &&
+    typeof s['exp'] === 'number' &&
+    now < s['exp']
+  )
+}
+
 /** One step of a connect flow in progress, kept in the store under a random id (its `state`). */
 export interface FlowState {
   /** `login`: signing in at the gateway's issuer; `service`: authorizing at the service's AS. */

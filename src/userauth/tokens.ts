@@ -3,7 +3,7 @@ import type { Principal } from '../auth/principal.js'
 import type { UserTokenSource } from '../auth/user-tokens.js'
 import { GatewayError } from '../errors.js'
 import type { UserTokenAudit } from './audit.js'
-import { sealLink, sealRequestState, usedName } from './links.js'
+import { checkRequestState, sealLink, sealRequestState, usedName } from './links.js'
 import { OAuthFailure, type TokenAnswer } from './oauth.js'
 import { openRecord, recordName, RECORD_TTL_MS, sealRecord, type TokenRecord } from './records.js'
 import type { UserKeys } from './seal.js'
@@ -38,6 +38,8 @@ export interface UserTokenContext {
   readonly held: LRUCache<string, Held>
   /** Refreshes in flight, by server and user: one per user, however many calls need it. */
   readonly flights: Map<string, Promise<Held | undefined>>
+  /** `userTokens.connectWaitMs`. */
+  readonly connectWaitMs: number
 }
 
 /** The process's copies of records (bounded like the memory store). */
@@ -118,6 +120,15 @@ export class UserTokens implements UserTokenSource {
   requestState(p: Principal, method: string): string {
     const keys = this.ctx.keys
     return sealRequestState(keys, p.issuer, p.subject, this.server, method, this.ctx.now())
+  }
+
+  issued(p: Principal, method: string, state: string): boolean {
+    const { keys, now } = this.ctx
+    return checkRequestState(keys, state, p.issuer, p.subject, this.server, method, now())
+  }
+
+  get connectWaitMs(): number {
+    return this.ctx.connectWaitMs
   }
 
   /** Stores what the connect page obtained (userauth/connect.ts). */

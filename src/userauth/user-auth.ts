@@ -86,6 +86,7 @@ export class UserAuth implements UserTokenProvider {
       audit: this.#audit,
       held: heldCopies(ut.maxEntries),
       flights: new Map(),
+      connectWaitMs: ut.connectWaitMs,
     }
     const sources = new Map<string, UserTokens>()
     for (const [name, s] of Object.entries(config.servers)) {

@@ -52,7 +52,7 @@ export interface TestProvider {
 }
 
 /** Cookies by origin (the test's parts share 127.0.0.1, and cookies ignore ports). */
-type CookieJar = Map<string, Map<string, string>>
+export type CookieJar = Map<string, Map<string, string>>
 
 export async function startProvider(options: ProviderOptions = {}): Promise<TestProvider> {
   const ttl = options.ttlSec ?? 300
@@ -268,7 +268,7 @@ export async function startProvider(options: ProviderOptions = {}): Promise<Test
 }
 
 /** A GET as a browser makes it: no redirects followed, the jar's cookies sent and updated. */
-async function browse(url: URL, jar: CookieJar): Promise<Response> {
+export async function browse(url: URL, jar: CookieJar): Promise<Response> {
   const cookies = jar.get(url.origin) ?? new Map<string, string>()
   const cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ')
   const res = await fetch(url, { redirect: 'manual', headers: cookie === '' ? {} : { cookie } })
