@@ -12,11 +12,14 @@ import {
   type Position,
   type YamlSource,
 } from '../config/located.js'
-import { compileLimit, type SourcedLimit } from '../limits/rules.js'
+import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
 import { compileRule, type CompiledRule, type SourcedRule } from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
+import { readFolderBeside, readFolderWaiting } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
+import { indexRules } from './rule-index.js'
 import { formatPolicyIssue, policyFileSchema } from './schema.js'
+import { sliced } from './slices.js'
 
 /**
  * A policy folder that failed to load; `problems` lists every error as `file: path: message`, and
@@ -46,6 +49,8 @@ export interface PolicyLoadOptions {
   readonly servers: readonly string[]
   /** Whether `auth:` is configured: a limit keyed on a claim cannot work without it. */
   readonly auth?: boolean
+  /** Folders with more bytes of policy files are read on a worker thread (default 64 KiB). */
+  readonly offThreadBytes?: number
 }
 
 const POLICY_FILE = /^[^.].*\.ya?ml$/
@@ -61,8 +66,77 @@ function listPolicyFiles(folder: string): string[] {
     .sort()
 }
 
-/** Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. */
+/**
+ * Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. A
+ * folder over `offThreadBytes` is read on a worker thread (off-thread.ts), waited for.
+ */
 export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
+  if (folderBytes(opts) > (opts.offThreadBytes ?? OFF_THREAD_BYTES)) {
+    const read = readFolderWaiting(opts)
+    if ('problems' in read) throw new PolicyError(read.problems)
+    return new PolicySet(
+      read.rules.map((r) => compileRule(r)),
+      opts.mode,
+      read.id,
+      opts.servers,
+      read.limits.map(compileLimit),
+    )
+  }
+  const read = readPolicyFolder(opts)
+  return new PolicySet(read.compiled, opts.mode, read.id, opts.servers, read.compiledLimits)
+}
+
+/**
+ * loadPolicySet beside a running policy (a reload, docs/policy.md §Hot reload): a folder over
+ * `offThreadBytes` is read on a worker thread, and its rules are compiled and indexed in slices
+ * of a few milliseconds, so requests go on being served meanwhile.
+ */
+export async function loadPolicySetBeside(opts: PolicyLoadOptions): Promise<PolicySet> {
+  if (folderBytes(opts) <= (opts.offThreadBytes ?? OFF_THREAD_BYTES)) return loadPolicySet(opts)
+  const read = await readFolderBeside(opts)
+  if ('problems' in read) throw new PolicyError(read.problems)
+  const compiled = await sliced(compileEach(read.rules))
+  const limits = read.limits.map(compileLimit)
+  const index = await sliced(indexRules(compiled, opts.servers, limits))
+  return new PolicySet(compiled, opts.mode, read.id, opts.servers, limits, index)
+}
+
+function* compileEach(rules: readonly SourcedRule[]): Generator<void, CompiledRule[], void> {
+  const compiled: CompiledRule[] = []
+  for (const r of rules) {
+    compiled.push(compileRule(r))
+    yield
+  }
+  return compiled
+}
+
+/**
+ * Folders larger than this are read off the serving thread: about 500 rules, whose parse takes
+ * tens of milliseconds once the parser is warm and far longer before (docs/policy.md §What a
+ * rule costs).
+ */
+const OFF_THREAD_BYTES = 64 * 1024
+
+/** The bytes of the folder's policy files; 0 when it cannot be listed (reading says why). */
+function folderBytes(opts: PolicyLoadOptions): number {
+  try {
+    return listPolicyFiles(opts.folder).reduce((n, f) => n + statSync(join(opts.folder, f)).size, 0)
+  } catch {
+    return 0
+  }
+}
+
+/** A policy folder read and validated: its rules and limits as written, and compiled. */
+interface PolicyRead {
+  readonly rules: readonly SourcedRule[]
+  readonly limits: readonly SourcedLimit[]
+  readonly compiled: CompiledRule[]
+  readonly compiledLimits: CompiledLimit[]
+  readonly id: string
+}
+
+/** Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. */
+export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead {
   const problems: (string | LocatedProblem)[] = []
   let files: string[]
   try {
@@ -96,7 +170,7 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
     )
     .digest('hex')
     .slice(0, 12)
-  return new PolicySet(compiled, opts.mode, id, opts.servers, compiledLimits)
+  return { rules, limits, compiled, compiledLimits, id }
 }
 
 /** A policy file as problems name it (its label) and as a terminal shows it. */
@@ -323,22 +397,36 @@ function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): 
   return problems
 }
 
-/** The policies a config names (`policies:` resolved against the config's folder), if any. */
-export function loadConfiguredPolicies(
-  config: {
-    readonly policies?: string | undefined
-    readonly policyMode: PolicyMode
-    readonly servers: object
-    readonly auth?: object | undefined
-  },
-  dir: string,
-): PolicySet | undefined {
+/** Just the parts of a config that say where its policies are and what they are checked against. */
+interface PoliciesConfig {
+  readonly policies?: string | undefined
+  readonly policyMode: PolicyMode
+  readonly servers: object
+  readonly auth?: object | undefined
+}
+
+function configuredOptions(config: PoliciesConfig, dir: string): PolicyLoadOptions | undefined {
   if (config.policies === undefined) return undefined
-  return loadPolicySet({
+  return {
     folder: resolve(dir, config.policies),
     label: config.policies,
     mode: config.policyMode,
     servers: Object.keys(config.servers),
     auth: config.auth !== undefined,
-  })
+  }
+}
+
+/** The policies a config names (`policies:` resolved against the config's folder), if any. */
+export function loadConfiguredPolicies(config: PoliciesConfig, dir: string): PolicySet | undefined {
+  const opts = configuredOptions(config, dir)
+  return opts === undefined ? undefined : loadPolicySet(opts)
+}
+
+/** loadConfiguredPolicies beside a running policy (loadPolicySetBeside). */
+export async function loadConfiguredPoliciesBeside(
+  config: PoliciesConfig,
+  dir: string,
+): Promise<PolicySet | undefined> {
+  const opts = configuredOptions(config, dir)
+  return opts === undefined ? undefined : loadPolicySetBeside(opts)
 }

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import { compileArgumentKeys, type ArgumentKeys } from '../mcp/argument-keys.js'
 import type { McpTarget } from '../mcp/classify.js'
 import type { ListFilter } from '../mcp/list-filter.js'
@@ -8,7 +7,17 @@ import type { CompiledRule, TargetKind } from './compile.js'
 import { conditionInput, type ConditionInput, type ConditionKind } from './condition.js'
 import { RuleListFilter } from './list-view.js'
 import type { PatternIndex } from './pattern-index.js'
-import { mergeAscending, RuleGroup } from './rule-index.js'
+import {
+  digest,
+  factsOf,
+  indexRules,
+  mergeAscending,
+  rulesOf,
+  type RuleGroup,
+  type RuleIndex,
+  type ServerFacts,
+} from './rule-index.js'
+import { whole } from './slices.js'
 
 /** Why a decision came out the way it did. */
 type DecisionReason = 'allow_rule' | 'deny_rule' | 'default_deny' | 'condition_error'
@@ -71,18 +80,6 @@ const DEFAULT_DENY: Verdict = { allow: false, rule: undefined, reason: 'default_
 const NONE: readonly number[] = Object.freeze([])
 const NO_RULES: ReadonlySet<CompiledRule> = new Set()
 
-/** What one server's lists and calls need to know of the policy, worked out once per server. */
-interface ServerFacts {
-  /** Some enforced rule for this server has `when`: what a caller sees depends on who they are. */
-  readonly identityDependent: boolean
-  /** Some rule for this server has `if` or `unless`: its calls' bodies must be read. */
-  readonly conditional: boolean
-  /** The list key of the enforced rules for this server that apply to every caller. */
-  readonly everyoneKey: string
-  /** A digest of the conditions of this server's rules (what its body reading is compiled for). */
-  readonly conditions: string
-}
-
 /**
  * The compiled org-wide allowlist. Semantics (docs/policy.md): what no rule allows is denied; a
  * matching deny wins over any allow; a rule without `when` applies to every caller. Immutable: a
@@ -92,9 +89,15 @@ interface ServerFacts {
  * those, in rule order, as docs/policy.md §Semantics says.
  */
 export class PolicySet {
-  private readonly own = new Map<string, RuleGroup>()
-  private readonly shared = new RuleGroup()
-  private readonly facts = new Map<string, ServerFacts>()
+  private readonly own: ReadonlyMap<string, RuleGroup>
+  private readonly shared: RuleGroup
+  private readonly facts: ReadonlyMap<string, ServerFacts>
+  /**
+   * What a runtime compiles from this policy besides the policy itself (runtime/runtime.ts): the
+   * limiter from `limits:`, and per server the body reading its conditions need. Two policies of
+   * equal shape can be swapped under one runtime; otherwise a reload builds a new runtime.
+   */
+  readonly runtimeShape: string
 
   constructor(
     readonly rules: readonly CompiledRule[],
@@ -104,31 +107,14 @@ export class PolicySet {
     servers: Iterable<string>,
     /** `limits:` entries of the same files, in file order (docs/rate-limits.md). */
     readonly limits: readonly CompiledLimit[] = [],
+    /** The index of `rules` (rule-index.ts), when it was built in slices beforehand (load.ts). */
+    index: RuleIndex = whole(indexRules(rules, servers, limits)),
   ) {
-    rules.forEach((rule, id) => {
-      if (rule.serverPatterns.some((p) => p.includes('*'))) {
-        this.shared.add(rule, id)
-        return
-      }
-      for (const server of new Set(rule.serverPatterns)) {
-        let group = this.own.get(server)
-        if (group === undefined) this.own.set(server, (group = new RuleGroup()))
-        group.add(rule, id)
-      }
-    })
-    for (const s of servers) this.facts.set(s, this.factsOf(s))
-    this.runtimeShape = digest([
-      ...limits.map((l) => l.id),
-      ...[...this.facts].map(([s, f]) => `${s}:${f.conditions}`),
-    ])
+    this.own = index.own
+    this.shared = index.shared
+    this.facts = index.facts
+    this.runtimeShape = index.runtimeShape
   }
-
-  /**
-   * What a runtime compiles from this policy besides the policy itself (runtime/runtime.ts): the
-   * limiter from `limits:`, and per server the body reading its conditions need. Two policies of
-   * equal shape can be swapped under one runtime; otherwise a reload builds a new runtime.
-   */
-  readonly runtimeShape: string
 
   /**
    * Decides whether `caller` may use `target` on `server` with `args`, the call's arguments
@@ -268,37 +254,13 @@ export class PolicySet {
     return out
   }
 
-  /** Every rule whose `servers` match `server`, in rule order. */
   private rulesOf(server: string): CompiledRule[] {
-    const own = this.own.get(server)?.ids ?? NONE
-    const shared = this.shared.ids.filter((id) => (this.rules[id] as CompiledRule).servers(server))
-    return mergeAscending(own, shared).map((id) => this.rules[id] as CompiledRule)
+    return rulesOf(this.rules, this.own, this.shared, server)
   }
 
   private factsOf(server: string): ServerFacts {
-    const known = this.facts.get(server)
-    if (known !== undefined) return known
-    let identityDependent = false
-    const conditions: string[] = []
-    const everyone: string[] = []
-    for (const r of this.rulesOf(server)) {
-      if (r.condition !== undefined) conditions.push(`${r.condition.kind}:${r.condition.source}`)
-      if (r.dryRun) continue
-      if (r.when === undefined) everyone.push(r.id)
-      else identityDependent = true
-    }
-    return {
-      identityDependent,
-      conditional: conditions.length > 0,
-      everyoneKey: `${server}:${digest(everyone)}`,
-      conditions: digest(conditions),
-    }
+    return this.facts.get(server) ?? factsOf(this.rulesOf(server), server)
   }
-}
-
-/** A short, collision-resistant name of a list of rule ids, for list filter keys. */
-function digest(ids: readonly string[]): string {
-  return createHash('sha256').update(ids.join('\n')).digest('hex').slice(0, 32)
 }
 
 function appliesTo(rule: CompiledRule, caller: PolicyCaller | undefined): boolean {

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto'
+import type { CompiledLimit } from '../limits/rules.js'
 import type { PolicyCaller } from '../match/claims.js'
 import { clientIdOf } from '../match/clients.js'
 import type { CompiledRule, TargetKind } from './compile.js'
@@ -122,4 +124,101 @@ export function mergeAscending(a: readonly number[], b: readonly number[]): read
   while (i < a.length) out.push(a[i++] as number)
   while (j < b.length) out.push(b[j++] as number)
   return out
+}
+
+/** What one server's lists and calls need to know of the policy, worked out once per server. */
+export interface ServerFacts {
+  /** Some enforced rule for this server has `when`: what a caller sees depends on who they are. */
+  readonly identityDependent: boolean
+  /** Some rule for this server has `if` or `unless`: its calls' bodies must be read. */
+  readonly conditional: boolean
+  /** The list key of the enforced rules for this server that apply to every caller. */
+  readonly everyoneKey: string
+  /** A digest of the conditions of this server's rules (what its body reading is compiled for). */
+  readonly conditions: string
+}
+
+/** A policy's rules indexed, and what each configured server needs of them. */
+export interface RuleIndex {
+  /** Rules naming only literal servers, under each server they name. */
+  readonly own: ReadonlyMap<string, RuleGroup>
+  /** Rules naming some server pattern: looked up for every server, then matched against it. */
+  readonly shared: RuleGroup
+  readonly facts: ReadonlyMap<string, ServerFacts>
+  /** PolicySet.runtimeShape. */
+  readonly runtimeShape: string
+}
+
+/** Rules indexed between two pauses of a sliced build. */
+const RULES_PER_STEP = 256
+
+/**
+ * Builds the index of `rules` for the configured `servers`, pausing (`yield`) between steps of
+ * a few milliseconds each, so a reload can build it beside a running policy (load.ts). whole()
+ * runs it at once.
+ */
+export function* indexRules(
+  rules: readonly CompiledRule[],
+  servers: Iterable<string>,
+  limits: readonly CompiledLimit[],
+): Generator<void, RuleIndex, void> {
+  const own = new Map<string, RuleGroup>()
+  const shared = new RuleGroup()
+  for (let id = 0; id < rules.length; id++) {
+    const rule = rules[id] as CompiledRule
+    if (rule.serverPatterns.some((p) => p.includes('*'))) shared.add(rule, id)
+    else
+      for (const server of new Set(rule.serverPatterns)) {
+        let group = own.get(server)
+        if (group === undefined) own.set(server, (group = new RuleGroup()))
+        group.add(rule, id)
+      }
+    if (id % RULES_PER_STEP === RULES_PER_STEP - 1) yield
+  }
+  const facts = new Map<string, ServerFacts>()
+  for (const s of servers) {
+    facts.set(s, factsOf(rulesOf(rules, own, shared, s), s))
+    yield
+  }
+  const runtimeShape = digest([
+    ...limits.map((l) => l.id),
+    ...[...facts].map(([s, f]) => `${s}:${f.conditions}`),
+  ])
+  return { own, shared, facts, runtimeShape }
+}
+
+/** Every rule whose `servers` match `server`, in rule order. */
+export function rulesOf(
+  rules: readonly CompiledRule[],
+  own: ReadonlyMap<string, RuleGroup>,
+  shared: RuleGroup,
+  server: string,
+): CompiledRule[] {
+  const mine = own.get(server)?.ids ?? NONE
+  const theirs = shared.ids.filter((id) => (rules[id] as CompiledRule).servers(server))
+  return mergeAscending(mine, theirs).map((id) => rules[id] as CompiledRule)
+}
+
+/** The facts of one server, from its rules in rule order. */
+export function factsOf(rules: readonly CompiledRule[], server: string): ServerFacts {
+  let identityDependent = false
+  const conditions: string[] = []
+  const everyone: string[] = []
+  for (const r of rules) {
+    if (r.condition !== undefined) conditions.push(`${r.condition.kind}:${r.condition.source}`)
+    if (r.dryRun) continue
+    if (r.when === undefined) everyone.push(r.id)
+    else identityDependent = true
+  }
+  return {
+    identityDependent,
+    conditional: conditions.length > 0,
+    everyoneKey: `${server}:${digest(everyone)}`,
+    conditions: digest(conditions),
+  }
+}
+
+/** A short, collision-resistant name of a list of rule ids, for list filter keys. */
+export function digest(ids: readonly string[]): string {
+  return createHash('sha256').update(ids.join('\n')).digest('hex').slice(0, 32)
 }

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, statSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import type { z } from 'zod'
 import { checkAuthConfig } from '../auth/compile.js'
@@ -6,7 +7,11 @@ import { cardsProblems } from '../cards/build.js'
 import { curationProblems, loadLockFor } from '../catalog/config.js'
 import { checkVirtualServers } from '../config/virtual-check.js'
 import { upstreamHeaderProblems } from '../mcp/owned-headers.js'
-import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
+import {
+  loadConfiguredPolicies,
+  loadConfiguredPoliciesBeside,
+  PolicyError,
+} from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
 import { configSchema, type GatewayConfig } from '../config/schema.js'
 import { knownKeys, suggestion } from '../config/did-you-mean.js'
@@ -63,10 +68,41 @@ export function loadConfigFile(
   return parseConfigText(text, { file, dir: dirname(resolve(file)), env, lock })
 }
 
-/** Validates config text (YAML or JSON); used by the loader, hot reload and tests. */
+/**
+ * loadConfigFile for a reload: the config is read as loadConfigFile reads it, and its policies
+ * beside the running ones (policy/load.ts loadPolicySetBeside), so a large policy folder never
+ * pauses the requests being served meanwhile.
+ */
+export async function loadConfigFileBeside(file: string): Promise<LoadedConfig> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (err) {
+    throw new ConfigError([`${file}: ${(err as Error).message}`])
+  }
+  const dir = dirname(resolve(file))
+  const loaded = parseConfigText(text, { file, dir, policies: false })
+  try {
+    return { ...loaded, policy: await loadConfiguredPoliciesBeside(loaded.config, dir) }
+  } catch (err) {
+    if (err instanceof PolicyError) throw new ConfigError(err.located)
+    throw err
+  }
+}
+
+/**
+ * Validates config text (YAML or JSON); used by the loader, hot reload and tests. `policies:
+ * false` leaves the policies to the caller (loadConfigFileBeside).
+ */
 export function parseConfigText(
   text: string,
-  opts: { file?: string; dir: string; env?: NodeJS.ProcessEnv; lock?: boolean },
+  opts: {
+    file?: string
+    dir: string
+    env?: NodeJS.ProcessEnv
+    lock?: boolean
+    policies?: boolean
+  },
 ): LoadedConfig {
   const source = parseYamlSource(text)
   const where = { file: opts.file, source }
@@ -85,7 +121,7 @@ export function parseConfigText(
   // The pinning lock is part of the config: `check` and reloads report its problems too.
   if (opts.lock !== false) problems.push(...loadLockFor(parsed.data, opts.dir))
   if (problems.length > 0) return fail()
-  const policy = loadPolicies(parsed.data, opts.dir)
+  const policy = opts.policies === false ? undefined : loadPolicies(parsed.data, opts.dir)
   return { config: deepFreeze(parsed.data), file: opts.file, dir: opts.dir, policy }
 }
 

@@ -2,9 +2,9 @@ import { readdir, stat } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { lockOf, lockPath } from '../catalog/config.js'
-import { loadConfiguredPolicies, PolicyError } from '../policy/load.js'
+import { loadConfiguredPoliciesBeside, PolicyError } from '../policy/load.js'
 import type { PolicySet } from '../policy/policy.js'
-import { ConfigError, loadConfigFile, type LoadedConfig } from './load.js'
+import { ConfigError, loadConfigFileBeside, type LoadedConfig } from './load.js'
 
 const REJECTED = 'reload rejected, still running the previous config and policies'
 
@@ -52,10 +52,11 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
     let next: LoadedConfig
     let what: 'config' | 'policies' | 'nothing'
     try {
+      // Read and compiled beside the running config and policies, then swapped in at once.
       next =
         current.file === undefined
-          ? { ...current, policy: loadConfiguredPolicies(current.config, current.dir) }
-          : loadConfigFile(current.file)
+          ? { ...current, policy: await loadConfiguredPoliciesBeside(current.config, current.dir) }
+          : await loadConfigFileBeside(current.file)
       what = changeIn(current, next)
       if (what === 'nothing' && problem === undefined) return
       if (what === 'config') await opts.applyConfig(next)

@@ -1,0 +1,135 @@
+import { fileURLToPath } from 'node:url'
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads'
+import type { LocatedProblem } from '../config/located.js'
+import type { SourcedLimit } from '../limits/rules.js'
+import type { SourcedRule } from './compile.js'
+
+/**
+ * Reading a large policy folder on a worker thread (docs/policy.md §What a rule costs): the YAML
+ * parser builds a document several hundred times the size of its rules, which on the serving
+ * thread would pause every request for as long as it parses and leave its garbage in the gateway's
+ * heap. The worker (policy-worker.ts) runs load.ts's own reading and validation, so nothing is
+ * judged differently, and sends back plain data: the validated rules and limits, or the problems.
+ * The serving thread then compiles them (compiled rules hold functions, which cannot be sent).
+ */
+
+/** What the worker sends, in this order: rules in chunks, then the rest, or why it failed. */
+export type FolderMessage =
+  | { readonly kind: 'rules'; readonly rules: readonly SourcedRule[] }
+  | { readonly kind: 'done'; readonly limits: readonly SourcedLimit[]; readonly id: string }
+  | { readonly kind: 'failed'; readonly problems: readonly LocatedProblem[] }
+  | { readonly kind: 'crashed'; readonly message: string }
+
+/** What the worker is started with. */
+export interface FolderJob {
+  /** load.ts PolicyLoadOptions (plain data). */
+  readonly options: object
+  readonly port: MessagePort
+  /** Set to 1 once the last message is posted, for a caller that waits without its event loop. */
+  readonly signal: Int32Array
+}
+
+/** A folder read off thread: its validated content, or the problems that refused it. */
+export type FolderRead =
+  | {
+      readonly rules: readonly SourcedRule[]
+      readonly limits: readonly SourcedLimit[]
+      readonly id: string
+    }
+  | { readonly problems: readonly LocatedProblem[] }
+
+/** How long a start waits for the worker before giving up (a 10,000-rule folder takes seconds). */
+const SYNC_TIMEOUT_MS = 300_000
+
+/**
+ * Reads the folder on a worker and waits for it, blocking this thread (a start or
+ * `mcp-edge check`, when nothing is served yet): the parser's garbage stays in the worker's heap,
+ * which is freed when it ends.
+ */
+export function readFolderWaiting(options: object): FolderRead {
+  const { worker, port, signal } = start(options)
+  try {
+    if (Atomics.wait(signal, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
+      throw new Error(`reading the policy folder took longer than ${SYNC_TIMEOUT_MS} ms`)
+    const messages: FolderMessage[] = []
+    for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
+      messages.push(m.message as FolderMessage)
+    return collect(messages)
+  } finally {
+    port.close()
+    void worker.terminate()
+  }
+}
+
+/**
+ * Reads the folder on a worker while this thread goes on serving (a reload): the rules arrive in
+ * chunks, each a short task for this thread to take in.
+ */
+export function readFolderBeside(options: object): Promise<FolderRead> {
+  const { worker, port } = start(options)
+  const messages: FolderMessage[] = []
+  return new Promise<FolderRead>((resolve, reject) => {
+    let settled = false
+    const end = (settle: () => void): void => {
+      if (settled) return
+      settled = true
+      port.close()
+      worker.off('error', onError)
+      settle()
+    }
+    const onError = (err: Error): void => end(() => reject(err))
+    const finish = (): void =>
+      end(() => {
+        try {
+          resolve(collect(messages))
+        } catch (err) {
+          reject(err as Error)
+        }
+      })
+    worker.once('error', onError)
+    port.on('message', (m: FolderMessage) => {
+      messages.push(m)
+      if (m.kind !== 'rules') finish()
+    })
+    // A worker that ended (killed, out of memory) without a last message fails the read: what it
+    // posted before is still in the port's queue.
+    worker.once('exit', () => {
+      if (messages.some((m) => m.kind !== 'rules')) return
+      for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
+        messages.push(m.message as FolderMessage)
+      finish()
+    })
+  })
+}
+
+function start(options: object): { worker: Worker; port: MessagePort; signal: Int32Array } {
+  const channel = new MessageChannel()
+  const signal = new Int32Array(new SharedArrayBuffer(4))
+  const job: FolderJob = { options, port: channel.port2, signal }
+  const entry = new URL(
+    `./policy-worker${fileURLToPath(import.meta.url).endsWith('.ts') ? '.ts' : '.js'}`,
+    import.meta.url,
+  )
+  const worker = entry.pathname.endsWith('.ts')
+    ? // Run from TypeScript sources (tests, tsx), the worker registers tsx's loader as its parent
+      // did; the built gateway runs policy-worker.js as it is.
+      new Worker(
+        `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`,
+        { eval: true, workerData: job, transferList: [channel.port2] },
+      )
+    : new Worker(entry, { workerData: job, transferList: [channel.port2] })
+  // The worker never keeps the gateway alive: a read nobody waits for is abandoned.
+  worker.unref()
+  return { worker, port: channel.port1, signal }
+}
+
+function collect(messages: readonly FolderMessage[]): FolderRead {
+  const rules: SourcedRule[] = []
+  for (const m of messages) {
+    if (m.kind === 'rules') rules.push(...m.rules)
+    else if (m.kind === 'done') return { rules, limits: m.limits, id: m.id }
+    else if (m.kind === 'failed') return { problems: m.problems }
+    else throw new Error(`reading the policy folder failed: ${m.message}`)
+  }
+  throw new Error('reading the policy folder ended without an answer')
+}

@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest'
+import {
+  loadPolicySet,
+  loadPolicySetBeside,
+  PolicyError,
+  type PolicyLoadOptions,
+} from '../../../src/policy/load.js'
+import type { Decision, PolicySet } from '../../../src/policy/policy.js'
+import { caller, tempFolder } from './fixtures.js'
+
+/**
+ * A policy folder read on a worker thread (src/policy/off-thread.ts) loads into the same policy,
+ * and is refused with the same located problems, as one read on the calling thread: waited for
+ * (a start) and beside a running policy (a reload). `offThreadBytes` chooses the thread.
+ */
+
+const FILES = {
+  'a.yaml': `rules:
+  - name: readers
+    servers: [weather]
+    allow: { tools: ["get_*"], resources: ["weather://*"] }
+  - name: admins
+    when: { claims: { groups: admin } }
+    servers: ["*"]
+    allow: { tools: ["*"] }
+  - name: small-queries
+    servers: [docs]
+    allow: { tools: [query] }
+    if: 'args.limit <= 100.0'
+limits:
+  - { name: calls, servers: ["*"], tools: ["*"], key: ip, rate: 10/second }
+`,
+  'b.yaml': `rules:
+  - { name: no-deletes, servers: ["*"], deny: { tools: ["delete_*"] } }
+`,
+}
+
+const here = (folder: string, offThreadBytes: number): PolicyLoadOptions => ({
+  folder,
+  label: 'policies',
+  mode: 'enforce',
+  servers: ['weather', 'docs'],
+  offThreadBytes,
+})
+
+/** A decision with its rule by id: the two policies' compiled rules are different objects. */
+const decided = (d: Decision) => ({ ...d, rule: d.rule?.id })
+
+function sameDecisions(a: PolicySet, b: PolicySet): void {
+  expect(b.id).toBe(a.id)
+  expect(b.runtimeShape).toBe(a.runtimeShape)
+  expect(b.rules.map((r) => [r.id, r.source])).toEqual(a.rules.map((r) => [r.id, r.source]))
+  expect(b.limits.map((l) => l.id)).toEqual(a.limits.map((l) => l.id))
+  const admin = caller({ groups: ['admin'] })
+  for (const who of [undefined, caller(), admin])
+    for (const name of ['get_forecast', 'delete_station', 'query', 'other'])
+      for (const server of ['weather', 'docs']) {
+        const t = { kind: 'tool', name } as const
+        expect(decided(b.check(who, server, t, { limit: 5 }))).toEqual(
+          decided(a.check(who, server, t, { limit: 5 })),
+        )
+      }
+}
+
+function refusal(load: () => unknown): PolicyError {
+  try {
+    load()
+  } catch (err) {
+    if (err instanceof PolicyError) return err
+    throw err
+  }
+  throw new Error('expected the policies to be refused')
+}
+
+async function refusalBeside(load: () => Promise<unknown>): Promise<PolicyError> {
+  const err: unknown = await load().then(
+    () => new Error('expected the policies to be refused'),
+    (e: unknown) => e,
+  )
+  if (err instanceof PolicyError) return err
+  throw err
+}
+
+describe('a policy folder read on a worker thread', () => {
+  it('loads the same policy as one read on the calling thread', async () => {
+    const folder = tempFolder(FILES)
+    const inThread = loadPolicySet(here(folder, Infinity))
+    sameDecisions(inThread, loadPolicySet(here(folder, 0)))
+    sameDecisions(inThread, await loadPolicySetBeside(here(folder, 0)))
+  })
+
+  it.each([
+    [
+      'a YAML error and a schema problem',
+      {
+        'a.yaml': 'rules:\n  - { name: a, servers: [weather\n',
+        'b.yaml': 'rules:\n  - { name: b, servers: [wether], alow: {} }\n',
+      },
+    ],
+    [
+      'a condition that does not compile',
+      {
+        'a.yaml': `rules:\n  - name: a\n    servers: [docs]\n    allow: {}\n    if: 'arg.x == 1'\n`,
+      },
+    ],
+  ])('refuses %s with the same located problems', async (_what, files) => {
+    const folder = tempFolder(files)
+    const expected = refusal(() => loadPolicySet(here(folder, Infinity))).located
+    expect(expected.length).toBeGreaterThan(0)
+    expect(refusal(() => loadPolicySet(here(folder, 0))).located).toEqual(expected)
+    expect((await refusalBeside(() => loadPolicySetBeside(here(folder, 0)))).located).toEqual(
+      expected,
+    )
+  })
+})
+
+describe('loading beside a running policy', () => {
+  it('leaves the event loop free while a large folder loads, where a load on this thread holds it', async () => {
+    const lines = ['rules:']
+    for (let i = 0; i < 3000; i++)
+      lines.push(
+        `  - name: team-${i}`,
+        `    when: { claims: { groups: team-${i} } }`,
+        '    servers: [weather]',
+        `    allow: { tools: ["t${i}_*", "team${i}_report"] }`,
+      )
+    const folder = tempFolder({ 'a.yaml': `${lines.join('\n')}\n` })
+    const t0 = performance.now()
+    const held = loadPolicySet(here(folder, Infinity))
+    const heldMs = performance.now() - t0
+    let last = performance.now()
+    let longest = 0
+    const ticks = setInterval(() => {
+      const now = performance.now()
+      longest = Math.max(longest, now - last)
+      last = now
+    }, 1)
+    try {
+      const beside = await loadPolicySetBeside(here(folder, 64 * 1024))
+      expect(beside.id).toBe(held.id)
+    } finally {
+      clearInterval(ticks)
+    }
+    // The in-thread load held the loop for all of heldMs; beside, no gap comes near it.
+    expect(longest).toBeLessThan(heldMs / 2)
+  })
+})
