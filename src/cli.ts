@@ -67,6 +67,8 @@ async function run(command: Exclude<Command, 'schema'>, file: string, rest: read
         ...io,
         color: process.stdout.isTTY === true && process.env.NO_COLOR === undefined,
       })
+    case 'tokens':
+      return (await import('./cli/tokens.js')).tokensCommand(file, rest, io)
   }
 }
 

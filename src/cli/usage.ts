@@ -5,7 +5,7 @@
  */
 
 /** The commands, in the order the global help lists them. */
-export const COMMANDS = ['serve', 'check', 'explain', 'pin', 'schema'] as const
+export const COMMANDS = ['serve', 'check', 'explain', 'pin', 'tokens', 'schema'] as const
 export type Command = (typeof COMMANDS)[number]
 
 export function isCommand(name: string): name is Command {
@@ -26,6 +26,9 @@ commands:
   pin      --config FILE [--lock PATH] [--server NAME]... [--check]
                                    write every server's tool and prompt digests to the lock
                                    file; --check compares: exit 0 clean, 1 drift, 2 error
+  tokens   (list | revoke) --config FILE [--subject SUB] [--server NAME] [--all] [--json]
+                                   users connected to userAuth servers (shared store);
+                                   revoke removes them, revoking at the service (RFC 7009)
   schema   (config | policy) [--write]
                                    the JSON Schema of a config or policy file, for editors
   help [COMMAND]                   this text, or one command's options
@@ -83,6 +86,20 @@ export const PIN_USAGE = `usage: mcp-edge pin --config FILE [--lock PATH] [--ser
   exit codes: 0 ok, 1 drift (--check), 2 usage, config or connection error (nothing written)
 `
 
+const TOKENS_USAGE = `usage: mcp-edge tokens list --config FILE [--subject SUB] [--server NAME] [--json]
+       mcp-edge tokens revoke --config FILE (--subject SUB | --server NAME | --all)
+  The users connected to servers with userAuth, read from the userTokens store (Redis; with the
+  in-memory store the tokens live in the running gateway, whose status page lists them). Never
+  prints a token. revoke removes the matching users' tokens and revokes them at the service's
+  authorization server where it has an RFC 7009 endpoint; its audit lines go to stderr.
+  --config, -c  the gateway's YAML config
+  --subject     only this user (the \`sub\` of their token at the gateway)
+  --server      only this server
+  --all         revoke every connection
+  --json        list as one JSON array
+  exit codes: 0 done, 1 invalid config, no userTokens, or the store does not answer, 2 usage
+`
+
 const SCHEMA_USAGE = `usage: mcp-edge schema (config | policy) [--write]
   Prints the JSON Schema (draft 2020-12) of a gateway config or a policy file, generated from
   the schema that validates them, for editors (yaml-language-server).
@@ -96,5 +113,6 @@ export const COMMAND_USAGE: Readonly<Record<Command, string>> = {
   check: CHECK_USAGE,
   explain: EXPLAIN_USAGE,
   pin: PIN_USAGE,
+  tokens: TOKENS_USAGE,
   schema: SCHEMA_USAGE,
 }

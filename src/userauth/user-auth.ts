@@ -136,6 +136,20 @@ export class UserAuth implements UserTokenProvider {
     return found
   }
 
+  /**
+   * Where `config` keeps tokens, and whether it answers: `memory` (this process only), or a Redis
+   * store once connected (false when it did not connect within `timeoutMs`).
+   */
+  async store(
+    config: GatewayConfig,
+    timeoutMs: number,
+  ): Promise<{ readonly kind: 'memory' | 'redis'; readonly ready: boolean } | undefined> {
+    const store = this.compile(config)?.store
+    if (store === undefined) return undefined
+    if (!(store instanceof RedisStore)) return { kind: 'memory', ready: true }
+    return { kind: 'redis', ready: await store.ready(timeoutMs) }
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.#stores.values()].map((s) => s.close()))
     this.#stores.clear()

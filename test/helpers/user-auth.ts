@@ -417,6 +417,8 @@ export interface UserAuthWorld {
   another(over?: WorldOptions): Promise<TestGateway>
   /** Reloads `gw` (default the first) with these changes. */
   reload(over: WorldOptions, gw?: TestGateway): Promise<void>
+  /** The YAML config of `gw` (default the first) with these changes, as a file would hold it. */
+  configText(over?: WorldOptions, gw?: TestGateway): string
 }
 
 /** Options of {@link userAuthWorld}. */
@@ -496,5 +498,6 @@ export async function userAuthWorld(first: WorldOptions = {}): Promise<UserAuthW
       idp.issueToken(at.mcpUrl(server), 'mcp:tools', account),
     another: (over = {}) => start({ ...first, ...over }),
     reload: (over, at = gw) => reload({ ...first, ...over }, at),
+    configText: (over = {}, at = gw) => stringify(config(at.url, { ...first, ...over })),
   }
 }

@@ -65,6 +65,7 @@ describe('mcp-edge help', () => {
         '--json',
       ],
       pin: ['--config', '--lock', '--server', '--check'],
+      tokens: ['--config', '--subject', '--server', '--all', '--json'],
       schema: ['--write'],
     }
     for (const command of COMMANDS) {
