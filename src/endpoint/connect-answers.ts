@@ -16,7 +16,7 @@ import type { EndpointCall } from './call.js'
 const MRTR_METHODS: ReadonlySet<string> = new Set(['tools/call', 'prompts/get', 'resources/read'])
 const CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities'
 /** The `_meta` key of the gateway's answers that name a connect page. */
-const CONNECT_META = 'io.github.mcp-edge/connect'
+export const CONNECT_META = 'io.github.mcp-edge/connect'
 /** Deep enough for any envelope; the body was judged before (a member body is the client's). */
 const MAX_DEPTH = 64
 
@@ -107,6 +107,28 @@ export function connectAnswer(
   }
   // Lists and every other request: spec 2026-07-28 allows `input_required` on calls only.
   throw new GatewayError('user_connect_required', { detail, data })
+}
+
+/**
+ * The gateway's connect prompt as a 2025-era client gets it (spec 2025-11-25 client/elicitation
+ * §URL Elicitation Required Error), for a request the virtual server modernised for a member
+ * (pipeline/virtual-legacy.ts): the member's endpoint answered `input_required`, which that era
+ * does not have. Throws the -32042 error; any other answer is left alone.
+ */
+export function asLegacyPrompt(answer: { readonly outcome: string; readonly body: string }): void {
+  if (answer.outcome !== 'user_connect_elicited') return
+  const parsed: unknown = JSON.parse(answer.body)
+  const result = isRecord(parsed) && isRecord(parsed.result) ? parsed.result : {}
+  const requests = isRecord(result.inputRequests) ? Object.values(result.inputRequests) : []
+  const first: unknown = requests[0]
+  const params = isRecord(first) && isRecord(first.params) ? first.params : {}
+  const url = typeof params.url === 'string' ? params.url : ''
+  const message = typeof params.message === 'string' ? params.message : ''
+  const elicitation = { mode: 'url', elicitationId: elicitationId(url), url, message }
+  throw new GatewayError('url_elicitation_required', {
+    detail: `open ${url} to connect your account`,
+    data: { elicitations: [elicitation], connectUrl: url },
+  })
 }
 
 /** What the user said to the gateway's prompt on this retry, if it is a retry of the gateway's. */

@@ -24,6 +24,7 @@ import { admitMembers, type Admissions } from './member-admission.js'
 import { askMember } from './route.js'
 import type { NamedKind, UriKind } from './state.js'
 import { memberEvents } from './trace.js'
+import { waitingMeta } from './waiting.js'
 
 export async function discover(r: VirtualRequest): Promise<Answer> {
   const { v } = r
@@ -82,7 +83,7 @@ async function discoverFrom(
     ttlMs: hints.ttlMs,
     cacheScope: hints.cacheScope,
     // The virtual server's own identity, never a member's: it is one server to its clients.
-    _meta: { [SERVER_INFO_META]: GATEWAY_INFO },
+    _meta: { [SERVER_INFO_META]: GATEWAY_INFO, ...waitingMeta(outcomes) },
   }
   if (!partial) storeMerged(r, cacheKey, result)
   return answer(r, result, partial ? 'virtual_partial' : 'ok')
@@ -166,6 +167,8 @@ async function listed(
     ttlMs: hints.ttlMs,
     cacheScope: hints.cacheScope,
   }
+  // Members left out until the caller connects their account say so (virtual/waiting.ts).
+  if (page.waiting !== undefined) result._meta = page.waiting
   if (!page.partial) storeMerged(r, cacheKey, result)
   // The names clients call this endpoint by, for its tool-call metrics (as a server's own list
   // teaches them, observability/tool-labels.ts): throttled, and only from an answer built anyway.
@@ -182,6 +185,8 @@ interface Page {
   readonly ttlMs: number
   /** The caller's refusal when every member's limit refused its request (nothing was sent). */
   readonly refused: Error | undefined
+  /** `_meta` naming members that wait for the caller to connect (virtual/waiting.ts). */
+  readonly waiting?: Record<string, unknown> | undefined
 }
 
 /** How {@link fetchPage} reads: the method and bodies of its member requests, their admission. */
@@ -275,7 +280,9 @@ async function fetchPage(
   ).ttlMs
   // Who serves what is known in full once every member's last page has been seen.
   if (pending === undefined && !partial && next.length === 0) v.state.markFresh(spec.kind, ttlMs)
-  return { results, next, partial, ttlMs, refused: admitted.allRefused }
+  const meta = waitingMeta(outcomes)
+  const waiting = Object.keys(meta).length === 0 ? undefined : meta
+  return { results, next, partial, ttlMs, refused: admitted.allRefused, waiting }
 }
 
 function membersOf(asks: readonly (readonly [number, unknown])[]): number[] {

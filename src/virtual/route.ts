@@ -4,6 +4,7 @@ import type { AuthRuntime } from '../auth/compile.js'
 import type { Principal } from '../auth/principal.js'
 import { attemptEvents, propagationOf, type EndpointCall } from '../endpoint/call.js'
 import { askInEra, streamInEra } from '../client/era.js'
+import { asLegacyPrompt } from '../endpoint/connect-answers.js'
 import { exchangeFor } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
 import type { Admission } from '../endpoint/admit.js'
@@ -249,7 +250,11 @@ export async function forwardTo(
       },
       seen,
     )
-    if (sent.kind === 'answer') return inBand(r, sent.outcome, sent.body)
+    if (sent.kind === 'answer') {
+      // A 2025-era client has no input_required: the connect prompt becomes its -32042.
+      if (r.session !== undefined) asLegacyPrompt(sent)
+      return inBand(r, sent.outcome, sent.body)
+    }
     r.out.outcome = outcomeOf(sent.result)
     return SENT
   } finally {
