@@ -6,7 +6,7 @@ import type { PolicyCaller } from '../match/claims.js'
 import type { CompiledRule, TargetKind } from './compile.js'
 import { conditionInput, type ConditionInput, type ConditionKind } from './condition.js'
 import { RuleListFilter } from './list-view.js'
-import type { PatternIndex } from './pattern-index.js'
+import { ascendingOnce, type PatternIndex } from './pattern-index.js'
 import {
   digest,
   factsOf,
@@ -17,6 +17,7 @@ import {
   type RuleIndex,
   type ServerFacts,
 } from './rule-index.js'
+import { reachOf, type Reach, type ReachKey } from './skill-reach.js'
 import { whole } from './slices.js'
 
 /** Why a decision came out the way it did. */
@@ -128,8 +129,20 @@ export class PolicySet {
   ): Decision {
     const kind = target.kind
     const value = target.kind === 'resource' ? target.uri : target.name
-    const deny = this.applying('deny', server, kind, value, caller)
-    const allow = this.applying('allow', server, kind, value, caller)
+    // A skill, or a resource that may be a skill's file, is decided by more than its own patterns
+    // (policy/skill-reach.ts); every other target by its own alone, with no lookup more.
+    const reach =
+      kind === 'resource' || kind === 'skill'
+        ? reachOf(target, this.hasSkillRules(server))
+        : undefined
+    const deny =
+      reach === undefined
+        ? this.applying('deny', server, kind, value, caller)
+        : this.applyingAny('deny', server, reach.deny, caller)
+    const allow =
+      reach === undefined
+        ? this.applying('allow', server, kind, value, caller)
+        : this.applyingAny('allow', server, reach.allow, caller)
     // Without a conditional rule among them, judging by names is the whole check (and costs no
     // per-call state): NAMES_ONLY then decides exactly as the conditions would.
     const c =
@@ -201,7 +214,22 @@ export class PolicySet {
     let seen: TargetKind | undefined
     let deny: PatternIndex[] = []
     let allow: PatternIndex[] = []
+    const skillRules = this.hasSkillRules(server)
+    const indexes = new Map<string, PatternIndex[]>()
+    const indexesOf = (side: 'allow' | 'deny', kind: TargetKind): PatternIndex[] => {
+      let found = indexes.get(`${side} ${kind}`)
+      if (found === undefined)
+        indexes.set(`${side} ${kind}`, (found = groups.flatMap((g) => g.index(side, kind) ?? [])))
+      return found
+    }
     return new RuleListFilter(key, facts.identityDependent, (kind, value) => {
+      const reach =
+        kind === 'skill'
+          ? reachOf({ kind, name: value }, skillRules)
+          : kind === 'resource'
+            ? reachOf({ kind, uri: value }, skillRules)
+            : undefined
+      if (reach !== undefined) return this.listedByReach(reach, indexesOf, server, chosen)
       if (kind !== seen) {
         seen = kind
         deny = groups.flatMap((g) => g.index('deny', kind) ?? [])
@@ -213,6 +241,34 @@ export class PolicySet {
       for (const index of allow) if (this.listedBy(index, value, server, chosen, false)) return true
       return false
     })
+  }
+
+  /** Whether a list shows an item its reach decides (policy/skill-reach.ts), as listFilter does. */
+  private listedByReach(
+    reach: Reach,
+    indexesOf: (side: 'allow' | 'deny', kind: TargetKind) => readonly PatternIndex[],
+    server: string,
+    chosen: ReadonlySet<CompiledRule>,
+  ): boolean {
+    for (const [kind, value] of reach.deny)
+      for (const index of indexesOf('deny', kind))
+        if (this.listedBy(index, value, server, chosen, true)) return false
+    for (const [kind, value] of reach.allow)
+      for (const index of indexesOf('allow', kind))
+        if (this.listedBy(index, value, server, chosen, false)) return true
+    return false
+  }
+
+  /** Whether some rule for `server` names skills: only then may skill rules decide a resource. */
+  private hasSkillRules(server: string): boolean {
+    const own = this.own.get(server)
+    const shared = this.shared
+    return (
+      own?.index('deny', 'skill') !== undefined ||
+      own?.index('allow', 'skill') !== undefined ||
+      shared.index('deny', 'skill') !== undefined ||
+      shared.index('allow', 'skill') !== undefined
+    )
   }
 
   /**
@@ -248,6 +304,27 @@ export class PolicySet {
     const own = this.own.get(server)?.matching(side, kind, value) ?? NONE
     const out: CompiledRule[] = []
     for (const id of mergeAscending(own, this.shared.matching(side, kind, value))) {
+      const r = this.rules[id] as CompiledRule
+      if (r.servers(server) && appliesTo(r, caller)) out.push(r)
+    }
+    return out
+  }
+
+  /** applying() over several names: the rules any of `keys` finds, in rule order, each once. */
+  private applyingAny(
+    side: 'allow' | 'deny',
+    server: string,
+    keys: readonly ReachKey[],
+    caller: PolicyCaller | undefined,
+  ): CompiledRule[] {
+    const own = this.own.get(server)
+    const ids: number[] = []
+    for (const [kind, value] of keys) {
+      for (const id of own?.matching(side, kind, value) ?? NONE) ids.push(id)
+      for (const id of this.shared.matching(side, kind, value)) ids.push(id)
+    }
+    const out: CompiledRule[] = []
+    for (const id of ascendingOnce(ids)) {
       const r = this.rules[id] as CompiledRule
       if (r.servers(server) && appliesTo(r, caller)) out.push(r)
     }

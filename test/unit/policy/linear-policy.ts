@@ -4,6 +4,7 @@ import { compilePatterns, type Matcher } from '../../../src/match/pattern.js'
 import type { CompiledRule, TargetKind } from '../../../src/policy/compile.js'
 import { conditionInput, type ConditionInput } from '../../../src/policy/condition.js'
 import type { ConditionResult, Decision, PolicyMode } from '../../../src/policy/policy.js'
+import { reachOf, type Reach } from '../../../src/policy/skill-reach.js'
 
 /**
  * The policy as it was decided before the index (src/policy/rule-index.ts): every rule of the
@@ -20,7 +21,7 @@ interface Scanned {
   readonly deny: (kind: TargetKind, value: string) => boolean
 }
 
-const KINDS: readonly TargetKind[] = ['tool', 'prompt', 'resource', 'event', 'method']
+const KINDS: readonly TargetKind[] = ['tool', 'prompt', 'resource', 'event', 'skill', 'method']
 
 function scanned(rule: CompiledRule): Scanned {
   const side = (t: CompiledRule['allow']) => {
@@ -50,15 +51,24 @@ class Conditions {
 
 const NAMES_ONLY = 'names-only'
 
+/**
+ * The names whose patterns decide a target: its own, or for a skill and a resource that may be a
+ * skill's file those policy/skill-reach.ts gives (asked as if every server had skill rules, which
+ * changes nothing where none has: then no skill pattern of the server's rules can match).
+ */
+function reachOfTarget(target: McpTarget): Reach {
+  const value = target.kind === 'resource' ? target.uri : target.name
+  return reachOf(target, true) ?? { deny: [[target.kind, value]], allow: [[target.kind, value]] }
+}
+
 function evaluate(
   rules: readonly Scanned[],
-  kind: TargetKind,
-  value: string,
+  reach: Reach,
   c: Conditions | typeof NAMES_ONLY,
 ): Verdict {
   for (const s of rules) {
     const r = s.rule
-    if (!s.deny(kind, value)) continue
+    if (!reach.deny.some(([kind, value]) => s.deny(kind, value))) continue
     if (c === NAMES_ONLY) {
       if (r.condition === undefined) return { allow: false, rule: r, reason: 'deny_rule' }
       continue
@@ -70,7 +80,7 @@ function evaluate(
   let allowed: Verdict | undefined
   for (const s of rules) {
     const r = s.rule
-    if (!s.allow(kind, value)) continue
+    if (!reach.allow.some(([kind, value]) => s.allow(kind, value))) continue
     if (c === NAMES_ONLY) return { allow: true, rule: r, reason: 'allow_rule' }
     if (allowed !== undefined && r.condition === undefined) continue
     const applies = c.applies(r)
@@ -107,23 +117,22 @@ export class LinearPolicy {
     const all = this.forServer(server)
     const conditional = all.some((s) => s.rule.condition !== undefined)
     const hasDryRun = all.some((s) => s.rule.dryRun)
-    const kind = target.kind
-    const value = target.kind === 'resource' ? target.uri : target.name
+    const reach = reachOfTarget(target)
     const applicable = all.filter((s) => appliesTo(s.rule, caller))
     const c = conditional
       ? new Conditions(() => conditionInput(caller, server, target, args))
       : NAMES_ONLY
     const conditions = () => (c === NAMES_ONLY ? [] : [...c.results.values()])
     if (this.mode === 'dry-run') {
-      const v = evaluate(applicable, kind, value, c)
+      const v = evaluate(applicable, reach, c)
       return { ...v, allow: true, dryRun: !v.allow, conditions: conditions() }
     }
     if (!hasDryRun)
-      return { ...evaluate(applicable, kind, value, c), dryRun: false, conditions: conditions() }
+      return { ...evaluate(applicable, reach, c), dryRun: false, conditions: conditions() }
     const enforcedRules = applicable.filter((s) => !s.rule.dryRun)
-    const enforced = evaluate(enforcedRules, kind, value, c)
+    const enforced = evaluate(enforcedRules, reach, c)
     if (!enforced.allow) return { ...enforced, dryRun: false, conditions: conditions() }
-    const full = evaluate(applicable, kind, value, c)
+    const full = evaluate(applicable, reach, c)
     return full.allow
       ? { ...enforced, dryRun: false, conditions: conditions() }
       : { ...full, allow: true, dryRun: true, conditions: conditions() }
@@ -147,7 +156,8 @@ export class LinearPolicy {
     const matched = this.forServer(server).filter(
       (s) => !s.rule.dryRun && appliesTo(s.rule, caller),
     )
-    return evaluate(matched, kind, value, NAMES_ONLY).allow
+    const target: McpTarget = kind === 'resource' ? { kind, uri: value } : { kind, name: value }
+    return evaluate(matched, reachOfTarget(target), NAMES_ONLY).allow
   }
 
   identityDependent(server: string): boolean {

@@ -25,8 +25,34 @@ const chars = (alphabet: readonly string[], minLength: number) =>
 const pattern = fc.oneof(fc.constant('*'), chars(['a', 'b', 'A', '*'], 1))
 const name = fc.oneof(chars(['a', 'b', 'A'], 0), chars(['a', 'é', '_'], 1))
 const patterns = fc.array(pattern, { maxLength: 3 })
+/**
+ * URIs of skills and their files (skill://, and another scheme a skill may be served under), so
+ * that skill rules decide resources too (src/policy/skill-reach.ts): nested directories, a
+ * SKILL.md at several depths, and patterns that match some of them.
+ */
+const uri = fc
+  .tuple(
+    fc.constantFrom('skill://', 'gh://'),
+    fc.array(fc.constantFrom('a', 'b', 'A'), { minLength: 1, maxLength: 3 }),
+    fc.constantFrom('SKILL.md', 'x.md', ''),
+  )
+  .map(([scheme, dirs, file]) => `${scheme}${dirs.join('/')}${file === '' ? '' : `/${file}`}`)
+const uriPattern = fc.oneof(
+  pattern,
+  uri,
+  uri.map((u) => u.replace(/[^/]*$/, '*')),
+  fc.constantFrom('skill://*', 'skill://a/*', '*/SKILL.md', 'gh://a/*'),
+)
+const uriPatterns = fc.array(uriPattern, { maxLength: 3 })
 const targets = fc.record(
-  { tools: patterns, prompts: patterns, resources: patterns, events: patterns, methods: patterns },
+  {
+    tools: patterns,
+    prompts: patterns,
+    resources: uriPatterns,
+    events: patterns,
+    skills: uriPatterns,
+    methods: patterns,
+  },
   { requiredKeys: [] },
 )
 const claimValue = fc.constantFrom('g1', 'g2', 1, '1', true)
@@ -76,10 +102,18 @@ const caller: fc.Arbitrary<PolicyCaller | undefined> = fc.option(
     .map((claims) => ({ subject: 'sub', issuer: 'iss', claims })),
   { nil: undefined },
 )
-const KINDS: readonly TargetKind[] = ['tool', 'prompt', 'resource', 'event', 'method']
+const KINDS: readonly TargetKind[] = ['tool', 'prompt', 'resource', 'event', 'skill', 'method']
 const target: fc.Arbitrary<McpTarget> = fc
-  .tuple(fc.constantFrom(...KINDS, 'tool', 'tool', 'resource'), name)
-  .map(([kind, n]) => (kind === 'resource' ? { kind, uri: n } : { kind, name: n }))
+  .tuple(
+    fc.constantFrom(...KINDS, 'tool', 'tool', 'resource', 'skill'),
+    fc.oneof(name, uri),
+    fc.boolean(),
+  )
+  .map(([kind, n, directory]) =>
+    kind === 'resource'
+      ? { kind, uri: n, ...(directory && { directory: true as const }) }
+      : { kind, name: n },
+  )
 const args = fc.option(
   fc.record(
     { x: fc.constantFrom(1, 2, 'one'), y: fc.boolean(), q: fc.constantFrom('ab', 'abcd', 5) },
@@ -115,6 +149,7 @@ const LIST_OF: Partial<Record<TargetKind, [string, string, string]>> = {
   prompt: ['prompts/list', 'prompts', 'name'],
   resource: ['resources/list', 'resources', 'uri'],
   event: ['events/list', 'events', 'name'],
+  skill: ['skills/list', 'skills', 'uri'],
 }
 
 describe('the policy index decides as a scan of every rule', () => {
