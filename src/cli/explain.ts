@@ -325,6 +325,7 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
       tool: { type: 'string' },
       prompt: { type: 'string' },
       resource: { type: 'string' },
+      skill: { type: 'string' },
       method: { type: 'string' },
       json: { type: 'boolean' },
     },
@@ -336,11 +337,13 @@ function parseExplainArgs(args: readonly string[]): ExplainOptions {
     values.tool === undefined ? [] : [{ kind: 'tool', name: values.tool } as const],
     values.prompt === undefined ? [] : [{ kind: 'prompt', name: values.prompt } as const],
     values.resource === undefined ? [] : [{ kind: 'resource', uri: values.resource } as const],
+    // A skill by the URI of its SKILL.md (docs/policy.md §Skills).
+    values.skill === undefined ? [] : [{ kind: 'skill', name: values.skill } as const],
     values.method === undefined ? [] : [{ kind: 'method', name: values.method } as const],
   ].flat()
   const target = named[0]
   if (target === undefined || named.length > 1) {
-    throw new Error('name exactly one of --tool, --prompt, --resource, --method')
+    throw new Error('name exactly one of --tool, --prompt, --resource, --skill, --method')
   }
   const caller = parseClaims(values.claims)
   const callArgs = parseJsonObject(values.args, '--args')

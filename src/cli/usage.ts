@@ -19,7 +19,7 @@ commands:
   check    --config FILE           validate a config and its policy files and lock; exit 1
                                    listing every problem with its file, line and column
   explain  --config FILE --server NAME
-           (--tool NAME | --prompt NAME | --resource URI | --method NAME)
+           (--tool NAME | --prompt NAME | --resource URI | --skill URI | --method NAME)
            [--claims JSON] [--args JSON] [--scopes "A B"] [--json]
                                    the decision for a caller and the rule that made it;
                                    exit 0 allow, 3 deny
@@ -54,15 +54,17 @@ const CHECK_USAGE = `usage: mcp-edge check --config FILE
 `
 
 export const EXPLAIN_USAGE = `usage: mcp-edge explain --config FILE --server NAME
-                        (--tool NAME | --prompt NAME | --resource URI | --method NAME)
+                        (--tool NAME | --prompt NAME | --resource URI | --skill URI |
+                         --method NAME)
                         [--claims JSON] [--args JSON] [--scopes "A B"] [--json]
   Prints the policy decision for a caller and the rule that made it. NAME may be a virtual
   server: the member a (prefixed) name leads to decides, under its own rules.
   --config, -c  the gateway's YAML config
   --server      a server or virtual server of the config
-  --tool, --prompt, --resource, --method
+  --tool, --prompt, --resource, --skill, --method
                 the target, exactly one: a tool or prompt name (as clients see it), a resource
-                URI, or a method that names no target (tools/list, a vendor method)
+                URI, a skill by its SKILL.md URI, or a method that names no target (tools/list,
+                a vendor method)
   --claims      the caller's verified JWT claims, e.g. '{"sub":"alice","groups":["eng"]}'
                 (omitted: an anonymous caller, which rules with \`when\` never match)
   --args        the call's arguments, for rules with \`if\` or \`unless\`, e.g. '{"database":"sales"}'

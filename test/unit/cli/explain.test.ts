@@ -83,6 +83,28 @@ describe('mcp-edge explain', () => {
     expect(run(args).code).toBe(3)
   })
 
+  it('explains a skill by its SKILL.md URI, and a file of it as a resource (docs/policy.md §Skills)', () => {
+    const rules = `${RULES}  - name: refunds\n    servers: [docs]\n    allow: { skills: ["skill://refunds/*"] }\n  - name: no-inner\n    servers: ["*"]\n    deny: { skills: ["skill://refunds/inner/SKILL.md"] }\n`
+    const allowed = run(['--server', 'docs', '--skill', 'skill://refunds/SKILL.md'], CONFIG, rules)
+    expect(allowed.code).toBe(0)
+    expect(allowed.out).toContain('target: skill "skill://refunds/SKILL.md" on server "docs"')
+    expect(allowed.out).toContain('rule: refunds')
+    const file = ['--server', 'docs', '--resource', 'skill://refunds/inner/notes.md']
+    const denied = run(file, CONFIG, rules)
+    expect(denied.code).toBe(3)
+    expect(denied.out).toContain('rule: no-inner')
+    const json = run(
+      ['--server', 'docs', '--skill', 'skill://other/SKILL.md', '--json'],
+      CONFIG,
+      rules,
+    )
+    expect(json.code).toBe(3)
+    expect(JSON.parse(json.out)).toMatchObject({ kind: 'skill', reason: 'default_deny' })
+    expect(
+      run(['--server', 'docs', '--skill', 'skill://a/../b/SKILL.md'], CONFIG, rules).out,
+    ).toContain('reason: uri_not_normalized')
+  })
+
   it('explains a method target (extraMethods): allowed only by a methods rule', () => {
     const rules = `${RULES}  - name: vendor\n    servers: [docs]\n    allow: { methods: ["x-docs/*"] }\n`
     const extra = CONFIG.replace(

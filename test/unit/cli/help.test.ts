@@ -58,6 +58,7 @@ describe('mcp-edge help', () => {
         '--tool',
         '--prompt',
         '--resource',
+        '--skill',
         '--method',
         '--claims',
         '--args',
