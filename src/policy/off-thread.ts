@@ -27,6 +27,11 @@ export interface FolderJob {
   readonly port: MessagePort
   /** Set to 1 once the last message is posted, for a caller that waits without its event loop. */
   readonly signal: Int32Array
+  /**
+   * Whether the worker yields the core to the threads serving requests (a reload); a start that
+   * waits for it has nothing to yield to, and would only wait longer on a busy machine.
+   */
+  readonly yields: boolean
 }
 
 /** A folder read off thread: its validated content, or the problems that refused it. */
@@ -47,7 +52,7 @@ const SYNC_TIMEOUT_MS = 300_000
  * which is freed when it ends.
  */
 export function readFolderWaiting(options: object): FolderRead {
-  const { worker, port, signal } = start(options)
+  const { worker, port, signal } = start(options, false)
   try {
     if (Atomics.wait(signal, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
       throw new Error(`reading the policy folder took longer than ${SYNC_TIMEOUT_MS} ms`)
@@ -66,7 +71,7 @@ export function readFolderWaiting(options: object): FolderRead {
  * chunks, each a short task for this thread to take in.
  */
 export function readFolderBeside(options: object): Promise<FolderRead> {
-  const { worker, port } = start(options)
+  const { worker, port } = start(options, true)
   const messages: FolderMessage[] = []
   return new Promise<FolderRead>((resolve, reject) => {
     let settled = false
@@ -102,10 +107,13 @@ export function readFolderBeside(options: object): Promise<FolderRead> {
   })
 }
 
-function start(options: object): { worker: Worker; port: MessagePort; signal: Int32Array } {
+function start(
+  options: object,
+  yields: boolean,
+): { worker: Worker; port: MessagePort; signal: Int32Array } {
   const channel = new MessageChannel()
   const signal = new Int32Array(new SharedArrayBuffer(4))
-  const job: FolderJob = { options, port: channel.port2, signal }
+  const job: FolderJob = { options, port: channel.port2, signal, yields }
   const entry = new URL(
     `./policy-worker${fileURLToPath(import.meta.url).endsWith('.ts') ? '.ts' : '.js'}`,
     import.meta.url,

@@ -9,17 +9,24 @@ import type { FolderJob, FolderMessage } from './off-thread.js'
  */
 
 const CHUNK = 256
-const { options, port, signal } = workerData as FolderJob
+/**
+ * The nice value of a reload's worker. Linux nice values are per thread (setpriority(2), NOTES):
+ * at 10 the thread gets about a tenth of a core the serving thread keeps busy (CFS weights 110
+ * against 1024) and any idle time, so requests barely notice it and the reload still ends while a
+ * busy machine's other processes run at their usual priority.
+ */
+const YIELDING = 10
+
+const { options, port, signal, yields } = workerData as FolderJob
 const post = (m: FolderMessage): void => port.postMessage(m)
 
 try {
-  // Linux nice values are per thread (setpriority(2), NOTES): this one yields the core to the
-  // threads serving requests, and reads in the time they leave.
-  try {
-    setPriority(19)
-  } catch {
-    // Not allowed here (some containers): read at the normal priority.
-  }
+  if (yields)
+    try {
+      setPriority(YIELDING)
+    } catch {
+      // Not allowed here (some containers): read at the normal priority.
+    }
   const { PolicyError, readPolicyFolder } = await import('./load.js')
   try {
     const read = readPolicyFolder(options as Parameters<typeof readPolicyFolder>[0])

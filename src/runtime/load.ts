@@ -48,6 +48,8 @@ export interface LoadedConfig {
   readonly dir: string
   /** The compiled `policies:` folder, loaded with the config so both are one snapshot. */
   readonly policy?: PolicySet | undefined
+  /** When reading the files began (Date.now()): the watcher need not read older files again. */
+  readonly readAt?: number
 }
 
 /**
@@ -59,13 +61,14 @@ export function loadConfigFile(
   env: NodeJS.ProcessEnv = process.env,
   { lock = true }: { lock?: boolean } = {},
 ): LoadedConfig {
+  const readAt = Date.now()
   let text: string
   try {
     text = readFileSync(file, 'utf8')
   } catch (err) {
     throw new ConfigError([`${file}: ${(err as Error).message}`])
   }
-  return parseConfigText(text, { file, dir: dirname(resolve(file)), env, lock })
+  return { ...parseConfigText(text, { file, dir: dirname(resolve(file)), env, lock }), readAt }
 }
 
 /**

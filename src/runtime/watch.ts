@@ -7,6 +7,8 @@ import type { PolicySet } from '../policy/policy.js'
 import { ConfigError, loadConfigFileBeside, type LoadedConfig } from './load.js'
 
 const REJECTED = 'reload rejected, still running the previous config and policies'
+/** How much older than the first read the files must be for a start not to read them again. */
+const CLOCK_MARGIN_MS = 2000
 
 /** What the watcher swaps in, and how often it looks. */
 export interface WatchOptions {
@@ -96,9 +98,15 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
     if (polling) return
     polling = true
     fingerprint(current)
-      .then(async (sig) => {
+      .then(async ({ sig, newest }) => {
         if (sig === signature || closed) return
+        const first = signature === ''
         signature = sig
+        // Files untouched since well before they were read hold what runs: a start does not read
+        // them all again (a large policy folder twice). The margin covers file systems whose
+        // clock is not quite this host's (network mounts).
+        const readAt = opts.loaded.readAt
+        if (first && readAt !== undefined && newest < readAt - CLOCK_MARGIN_MS) return
         await check()
       })
       .catch((err: unknown) => log.warn({ err }, 'config poll failed'))
@@ -142,7 +150,7 @@ function lockText(loaded: LoadedConfig): string {
  * Inode, size and times of the config file, the policy folder and every file in it: a change in
  * any of them means "look again" (the reload itself decides whether anything changed).
  */
-async function fingerprint(loaded: LoadedConfig): Promise<string> {
+async function fingerprint(loaded: LoadedConfig): Promise<{ sig: string; newest: number }> {
   const policies = loaded.config.policies
   const folder = policies === undefined ? undefined : resolve(loaded.dir, policies)
   const files = loaded.file === undefined ? [] : [resolve(loaded.file)]
@@ -152,13 +160,20 @@ async function fingerprint(loaded: LoadedConfig): Promise<string> {
     const names = await readdir(folder).catch(() => [] as string[])
     files.push(folder, ...names.sort().map((n) => join(folder, n)))
   }
+  let newest = 0
   const parts = await Promise.all(
     files.map((f) =>
       stat(f).then(
-        (s) => `${f}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`,
-        () => `${f}:-`,
+        (s) => {
+          newest = Math.max(newest, s.mtimeMs, s.ctimeMs)
+          return `${f}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`
+        },
+        () => {
+          newest = Infinity
+          return `${f}:-`
+        },
       ),
     ),
   )
-  return parts.join('\n')
+  return { sig: parts.join('\n'), newest }
 }
