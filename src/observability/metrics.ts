@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { ALL_METHODS } from '../mcp/methods.js'
+import { LabelCounter } from './label-counter.js'
 import { createRequestMetrics, type RequestMetrics } from './request-metrics.js'
 import { createOperationMetrics, type OperationMetrics } from './operation-metrics.js'
 import { ToolCatalog } from './tool-labels.js'
@@ -26,7 +27,7 @@ export interface GatewayMetrics {
    * Answers to cacheable requests the cache could not keep, by why (cache/policy.ts
    * UncacheableReason): what the status page counts apart from misses.
    */
-  readonly cacheUncacheable: Counter<'server' | 'method' | 'reason'>
+  readonly cacheUncacheable: LabelCounter<'server' | 'method' | 'reason'>
   readonly cacheBytes: Gauge
   readonly upstreamHealthy: Gauge<'server' | 'upstream'>
   /** Requests refused per limit; `limit` is a name from the policy files (a closed set). */
@@ -105,12 +106,13 @@ export function createMetrics(defaults = true): GatewayMetrics {
       labelNames: ['event'],
       registers,
     }),
-    cacheUncacheable: new Counter({
-      name: 'mcp_edge_cache_uncacheable_total',
-      help: 'Answers to cacheable requests the cache could not keep, by reason',
-      labelNames: ['server', 'method', 'reason'],
-      registers,
-    }),
+    // Counted on the request path (every request a hit-for-pass key sends past the cache).
+    cacheUncacheable: new LabelCounter(
+      registry,
+      'mcp_edge_cache_uncacheable_total',
+      'Answers to cacheable requests the cache could not keep, by reason',
+      ['server', 'method', 'reason'],
+    ),
     cacheBytes: new Gauge({
       name: 'mcp_edge_cache_bytes',
       help: 'Bytes held by the in-memory cache',
