@@ -1,6 +1,8 @@
-import type { AuthConfig, GatewayConfig, ServerConfig } from '../config/schema.js'
+import type { GatewayConfig, JwtConfig, ServerConfig } from '../config/schema.js'
+import type { IntrospectionConfig } from '../config/user-auth-schema.js'
 import type { Clock } from './clock.js'
 import { createKeySource, isRemote, type KeySource } from './key-source.js'
+import { Introspector, type IntrospectionOptions } from './introspection.js'
 import { createTokenExchanger, type TokenExchanger } from './token-exchange.js'
 import { NO_USER_TOKENS, type UserTokenProvider, type UserTokenSource } from './user-tokens.js'
 
@@ -24,6 +26,8 @@ export class AuthCarryOver {
   #exchangers = new Map<string, TokenExchanger>()
   #nextKeys = new Map<string, KeySource>()
   #nextExchangers = new Map<string, TokenExchanger>()
+  #introspector: { readonly id: string; readonly it: Introspector } | undefined
+  #nextIntrospector: { readonly id: string; readonly it: Introspector } | undefined
   /** The clock every key source and verifier built from this state reads. */
   readonly now: Clock
   readonly #users: UserTokenProvider | undefined
@@ -47,7 +51,7 @@ export class AuthCarryOver {
    * a resolver rebuilt from the cache per config would let the old and the new config fetch at
    * once during a reload and would restart the unknown-`kid` cooldown and the failure backoff.
    */
-  keySource(jwt: AuthConfig['jwt'], dir: string): KeySource {
+  keySource(jwt: JwtConfig, dir: string): KeySource {
     if (!isRemote(jwt)) return createKeySource(jwt, dir, { now: this.now })
     const { jwksUrl, jwksTimeoutMs, jwksCooldownMs, jwksCacheMaxAgeMs } = jwt
     // A discovered set is found from the issuer: the same issuer, the same set.
@@ -67,8 +71,22 @@ export class AuthCarryOver {
     return ex
   }
 
+  /**
+   * The introspector (its remembered answers and breaker) of `auth.introspection`, reused while
+   * its settings and the accepted issuers are unchanged.
+   */
+  introspector(cfg: IntrospectionConfig, opts: IntrospectionOptions): Introspector {
+    const id = JSON.stringify([cfg, opts.issuers, opts.clockToleranceSec])
+    const held = this.#introspector?.id === id ? this.#introspector : undefined
+    const next = held ?? { id, it: new Introspector(cfg, opts) }
+    this.#nextIntrospector = next
+    return next.it
+  }
+
   /** Keeps only what the latest compile used, so settings that went away free their state. */
   commit(): void {
+    this.#introspector = this.#nextIntrospector
+    this.#nextIntrospector = undefined
     this.#keys = this.#nextKeys
     this.#exchangers = this.#nextExchangers
     this.#nextKeys = new Map()

@@ -14,6 +14,7 @@ import {
 } from './resource.js'
 import type { TokenExchanger } from './token-exchange.js'
 import type { UserTokenSource } from './user-tokens.js'
+import { withIntrospection } from './introspection.js'
 import { createVerifier, type Verifier } from './verifier.js'
 
 /** Authentication of one server, compiled once per config. */
@@ -54,7 +55,9 @@ export function compileAuth(
   const auth = config.auth
   if (auth === undefined) return undefined
   const base = publicBase(auth.publicUrl)
-  const issuers = typeof auth.jwt.issuer === 'string' ? [auth.jwt.issuer] : auth.jwt.issuer
+  const issuers = acceptedIssuers(auth)
+  // Accepted `aud` values instead of each server's own URL, for JWTs and introspected tokens.
+  const audience = auth.jwt?.audience ?? auth.introspection?.audience
   // RFC 9728 §2: the AS whose tokens we accept; by default the issuers themselves.
   const authServers = auth.resourceMetadata?.authorizationServers ?? issuers
   const advertised = auth.resourceMetadata?.scopesSupported ?? []
@@ -63,7 +66,7 @@ export function compileAuth(
     const resource = resourceUrl(base, name)
     const prm = metadataUrl(base, name)
     servers.set(name, {
-      audience: auth.jwt.audience ?? resource,
+      audience: audience ?? resource,
       requiredScopes: s.requiredScopes,
       challenges: challengesFor(prm, s.requiredScopes),
       metadataUrl: prm,
@@ -81,7 +84,7 @@ export function compileAuth(
     const scopes = unique(members.flatMap((m) => m.requiredScopes))
     const prm = metadataUrl(base, name)
     servers.set(name, {
-      audience: auth.jwt.audience ?? resource,
+      audience: audience ?? resource,
       requiredScopes: scopes,
       challenges: challengesFor(prm, scopes),
       metadataUrl: prm,
@@ -95,14 +98,27 @@ export function compileAuth(
     })
   }
   const allRequired = Object.values(config.servers).flatMap(scopesOf)
-  const keys = carry.keySource(auth.jwt, configDir)
+  const maxTokenBytes = config.limits.maxTokenBytes
+  const keys = auth.jwt === undefined ? undefined : carry.keySource(auth.jwt, configDir)
+  const jwt =
+    keys === undefined
+      ? undefined
+      : createVerifier(auth, configDir, { maxTokenBytes, keys, now: carry.now })
+  const introspector =
+    auth.introspection === undefined
+      ? undefined
+      : carry.introspector(auth.introspection, {
+          issuers,
+          clockToleranceSec: auth.jwt?.clockToleranceSec ?? 0,
+          now: carry.now,
+        })
   carry.commit()
   return {
-    verifier: createVerifier(auth, configDir, {
-      maxTokenBytes: config.limits.maxTokenBytes,
-      keys,
-      now: carry.now,
-    }),
+    // The schema asks for jwt, introspection or both, so one of the two is there.
+    verifier:
+      introspector === undefined
+        ? (jwt as Verifier)
+        : withIntrospection(jwt, introspector, maxTokenBytes),
     servers,
     rootMetadata: metadataFor(
       resourceUrl(base),
@@ -123,10 +139,24 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
       problems.push('auth.publicUrl: no query, fragment or userinfo allowed')
     }
     const j = auth.jwt
-    const files = [j.jwksFile, j.publicKeyFile].filter((f) => f !== undefined)
-    if (files.every((f) => existsSync(isAbsolute(f) ? f : resolve(configDir, f)))) {
+    const files = [j?.jwksFile, j?.publicKeyFile].filter((f) => f !== undefined)
+    if (
+      j !== undefined &&
+      files.every((f) => existsSync(isAbsolute(f) ? f : resolve(configDir, f)))
+    ) {
       problems.push(...checkKeyFiles(j, configDir))
     }
+    const i = auth.introspection
+    // An answer without `iss` is taken for this issuer; without one no iss is known at all.
+    if (i !== undefined && j === undefined && i.issuer === undefined)
+      problems.push('auth.introspection.issuer: needed without auth.jwt')
+    if (
+      i !== undefined &&
+      i.url === undefined &&
+      i.issuer === undefined &&
+      typeof j?.issuer !== 'string'
+    )
+      problems.push('auth.introspection.url: set it, or an issuer to discover it from')
   }
   for (const [name, s] of Object.entries(config.servers)) {
     // Scopes and client ids are read from a verified token; without auth there is none.
@@ -157,7 +187,9 @@ function userAuthProblems(config: GatewayConfig, name: string, s: ServerConfig):
   if (s.userAuth === undefined) return []
   const at = `servers.${name}.userAuth`
   const problems: string[] = []
-  if (config.auth === undefined) problems.push(`${at}: needs auth.jwt (tokens are kept per user)`)
+  // The connect page signs the user in at the issuer of their JWT (userauth/login.ts).
+  if (config.auth?.jwt === undefined)
+    problems.push(`${at}: needs auth.jwt (tokens are kept per user, signed in at its issuer)`)
   if (config.userTokens === undefined) problems.push(`${at}: needs userTokens.key`)
   if (s.tokenExchange !== undefined) problems.push(`${at}: conflicts with tokenExchange`)
   if (Object.keys(s.headers).some((h) => h.toLowerCase() === 'authorization'))
@@ -173,6 +205,14 @@ function scopesOf(s: ServerConfig): string[] {
   const { tools, prompts, resources } = s.scopes
   const perTarget = [tools, prompts, resources].flatMap((t) => Object.values(t ?? {}).flat())
   return unique([...s.requiredScopes, ...perTarget])
+}
+
+/** The `iss` values accepted: `auth.jwt.issuer` (one or a list), and `introspection.issuer`. */
+function acceptedIssuers(auth: NonNullable<GatewayConfig['auth']>): string[] {
+  const jwt = auth.jwt?.issuer
+  const own = jwt === undefined ? [] : typeof jwt === 'string' ? [jwt] : jwt
+  const introspected = auth.introspection?.issuer
+  return unique(introspected === undefined ? own : [...own, introspected])
 }
 
 function unique(xs: readonly string[]): string[] {

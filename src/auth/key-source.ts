@@ -2,14 +2,12 @@ import { createPublicKey, type KeyObject } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import { createLocalJWKSet, type CryptoKey, type JWTVerifyGetKey } from 'jose'
-import type { AuthConfig } from '../config/schema.js'
+import type { JwtConfig } from '../config/schema.js'
 import type { Clock } from './clock.js'
 import { discoveredLocation, fixedLocation, type JwksLocation } from './discovery.js'
 import { RemoteJwks } from './remote-jwks.js'
 
 export { JwksUnavailable } from './remote-jwks.js'
-
-type JwtConfig = AuthConfig['jwt']
 
 /** Where verification keys come from: a resolver over a JWK Set, or one public key. */
 export interface KeySource {

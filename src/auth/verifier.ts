@@ -40,6 +40,8 @@ export function createVerifier(
   opts: VerifierOptions,
 ): Verifier {
   const jwt = auth.jwt
+  // Without auth.jwt every token is introspected (auth/introspection.ts); compile.ts knows.
+  if (jwt === undefined) throw new Error('auth.jwt is not configured')
   const now = opts.now ?? Date.now
   const keys = opts.keys ?? createKeySource(jwt, configDir, { now })
   const base = {

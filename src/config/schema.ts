@@ -338,19 +338,24 @@ const jwt = z.strictObject({
   verifiedCacheSize: z.int().min(1).default(10_000),
 })
 
-const auth = z.strictObject({
-  /** How clients reach the gateway (scheme://host[:port]), used for audiences and metadata URLs. */
-  publicUrl: url,
-  jwt,
-  /** Opaque tokens, RFC 7662 (docs/auth.md §Opaque tokens). */
-  introspection: introspection.optional(),
-  resourceMetadata: z
-    .strictObject({
-      authorizationServers: z.array(url).min(1),
-      scopesSupported: z.array(scopeToken).optional(),
-    })
-    .optional(),
-})
+const auth = z
+  .strictObject({
+    /** How clients reach the gateway (scheme://host[:port]), used for audiences and metadata URLs. */
+    publicUrl: url,
+    /** JWT access tokens; absent: every token is introspected (`introspection`). */
+    jwt: jwt.optional(),
+    /** Opaque tokens, RFC 7662 (docs/auth.md §Opaque tokens). */
+    introspection: introspection.optional(),
+    resourceMetadata: z
+      .strictObject({
+        authorizationServers: z.array(url).min(1),
+        scopesSupported: z.array(scopeToken).optional(),
+      })
+      .optional(),
+  })
+  .refine((a) => a.jwt !== undefined || a.introspection !== undefined, {
+    message: 'set jwt, introspection, or both',
+  })
 
 const cache = z.strictObject({
   maxBytes: z
@@ -566,6 +571,7 @@ export const configSchema = z.strictObject({
 export type GatewayConfig = z.infer<typeof configSchema>
 export type ServerConfig = z.infer<typeof server>
 export type AuthConfig = z.infer<typeof auth>
+export type JwtConfig = z.infer<typeof jwt>
 export type CacheConfig = z.infer<typeof cache>
 export type PinningConfig = z.infer<typeof pinning>
 export type VirtualServerConfig = z.infer<typeof virtualServer>

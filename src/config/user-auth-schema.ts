@@ -87,6 +87,11 @@ export const introspection = z.strictObject({
    * single `auth.jwt.issuer`).
    */
   issuer: z.string().min(1).optional(),
+  /**
+   * The `aud` values accepted without `auth.jwt` (with it, `auth.jwt.audience` applies to both);
+   * default: each server's own URL, as for JWTs.
+   */
+  audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
   /** An active answer is reused at most this long, and never past its `exp`. */
   cacheMs: z.int().min(0).max(300_000).default(60_000),
   cacheSize: z.int().min(1).default(10_000),
@@ -99,3 +104,4 @@ function keyBytes(text: string): number {
 }
 
 export type UserAuthConfig = z.infer<typeof userAuth>
+export type IntrospectionConfig = z.infer<typeof introspection>

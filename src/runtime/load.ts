@@ -200,8 +200,8 @@ function crossCheck(c: GatewayConfig, dir: string): string[] {
     if (!existsSync(p) || !statSync(p).isDirectory())
       problems.push(`policies: folder ${c.policies} not found`)
   }
-  if (c.auth !== undefined) {
-    const j = c.auth.jwt
+  const j = c.auth?.jwt
+  if (j !== undefined) {
     const sources = [j.jwksUrl, j.jwksFile, j.publicKeyFile].filter((s) => s !== undefined)
     if (sources.length > 1)
       problems.push('auth.jwt: set at most one of jwksUrl, jwksFile, publicKeyFile')

@@ -36,7 +36,7 @@ async function setup(keys: TestKey[], verifiedCacheMs = 60_000) {
       },
     },
   }).auth
-  if (auth === undefined) throw new Error('no auth')
+  if (auth?.jwt === undefined) throw new Error('no auth')
   const real = createKeySource(auth.jwt, '.', { now })
   let checks = 0
   const resolve = real.key as Extract<KeySource['key'], (...a: never[]) => unknown>
