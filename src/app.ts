@@ -126,7 +126,6 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     tracing: tracingOn,
     auth: runtime.auth,
   })
-  const admits = policy !== undefined || scopes !== undefined || limiting !== undefined
   const catalogs = [...runtime.servers.values()].some((s) => s.catalog !== undefined)
   // The stages every /mcp/<name> request runs through, a server's or a virtual server's alike.
   const front: (Stage | undefined | false)[] = [
@@ -142,7 +141,7 @@ export function buildApp(deps: GatewayDeps, runtime: GatewayRuntime): Hono<Gatew
     present([
       ...front,
       catalogs && catalogView(), // curated names → the backend's; pins (docs/catalog.md)
-      admits && admitRequest(endpoints), // scopes, policy, limits (endpoint/admit.ts); before the cache
+      admitRequest(endpoints), // scopes, policy, limits, skills answers (endpoint/admit.ts); before the cache
       deps.cache && edgeCache(deps.cache, deps.log), // cacheable results served from the edge
       tracing && deps.cache && traceCacheMiss(),
       proxy(deps.metrics.tools, endpoints), // credentials (RFC 8693), replica choice, streaming forward

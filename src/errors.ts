@@ -150,6 +150,13 @@ export const ERRORS = {
     rpc: -31502,
     message: 'Bad response from upstream: the answer does not carry the request id',
   },
+  // SECURITY: a skills/get answer is relayed only for the skill policy judged, within the
+  // per-skill limits (skills.mdx §Limits: 512 files, 16 MiB); `detail` says which.
+  upstream_skill_refused: {
+    status: 502,
+    rpc: -31502,
+    message: 'Bad response from upstream: the skill entry cannot be relayed',
+  },
   // In band only: a streamed answer (its 200 head already sent) that ended without its response.
   upstream_stream_broken: {
     status: 502,

@@ -3,8 +3,14 @@ import type { Principal } from '../auth/principal.js'
 import { GatewayError } from '../errors.js'
 import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
-import type { ListFilter } from '../mcp/list-filter.js'
-import { LIST_METHODS, isKnownMethod, resemblesKnownMethod } from '../mcp/methods.js'
+import { chainFilters, type ListFilter } from '../mcp/list-filter.js'
+import {
+  LIST_METHODS,
+  SKILL_ENTRY_METHODS,
+  isKnownMethod,
+  resemblesKnownMethod,
+} from '../mcp/methods.js'
+import { SkillAnswers } from '../mcp/skill-answers.js'
 import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import type { PolicySet } from '../policy/policy.js'
 import { EVENT } from '../telemetry/events.js'
@@ -110,7 +116,9 @@ export class ServerAdmission {
    * virtual server: the 403 challenge names it). Without limits, or refused, it costs no await.
    */
   admit(call: AdmitCall, endpoint: string): Admission | Promise<Admission> {
-    const judged = this.#judged ? this.#judge(call, endpoint) : ADMITTED
+    let judged = this.#judged ? this.#judge(call, endpoint) : ADMITTED
+    if (judged.kind === 'admitted' && SKILL_ENTRY_METHODS.has(call.mcp.method ?? ''))
+      judged = withSkillAnswers(call.mcp, judged)
     const limiting = this.deps.limiting
     if (judged.kind === 'refused' || limiting === undefined) return judged
     return this.#limit(limiting, call, judged)
@@ -193,4 +201,15 @@ export class ServerAdmission {
   #isExtraMethod(method: string): boolean {
     return this.#extra !== undefined && !resemblesKnownMethod(method) && this.#extra(method)
   }
+}
+
+/**
+ * A skills answer is checked whatever the policy (mcp/skill-answers.ts): entries within the
+ * per-skill limits, and a skills/get answer for the skill that was judged. First, so the caller's
+ * view filters what is left.
+ */
+function withSkillAnswers(mcp: AdmitCall['mcp'], judged: Admitted): Admitted {
+  const t = mcp.targets[0]
+  const check = new SkillAnswers(t?.kind === 'skill' ? t.name : undefined)
+  return { ...judged, listFilter: chainFilters(check, judged.listFilter) }
 }

@@ -52,6 +52,8 @@ interface MethodSpec {
   readonly uriTarget?: 'skill' | 'directory'
   /** Its cache entries are tagged with `params.uri`, so a change to that URI drops them. */
   readonly keyedByUri?: true
+  /** Its answer carries skill entries, checked before they are relayed (mcp/skill-answers.ts). */
+  readonly skillEntries?: true
   /** Names a tool or prompt a catalog's curation renames (docs/catalog.md §Curation). */
   readonly curatedName?: true
   /**
@@ -107,9 +109,9 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   // The skills extension (SEP-2640). Both results are cacheable (skills.mdx §Listing Skills,
   // §Getting a Skill: `CacheableResult`); a directory read is a `PaginatedResult` only.
   // prettier-ignore
-  'skills/list': { eras: 'both', listKey: 'skills', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'skills' },
+  'skills/list': { eras: 'both', listKey: 'skills', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'skills', skillEntries: true },
   // prettier-ignore
-  'skills/get': { eras: 'both', bodyTargets: true, uriTarget: 'skill', cacheable: true, retrySafe: true, resultObject: 'skill', keyedByUri: true },
+  'skills/get': { eras: 'both', bodyTargets: true, uriTarget: 'skill', cacheable: true, retrySafe: true, resultObject: 'skill', keyedByUri: true, skillEntries: true },
   // prettier-ignore
   'resources/directory/read': { eras: 'both', bodyTargets: true, uriTarget: 'directory', retrySafe: true },
   'tasks/get': { eras: 'both', retrySafe: true },
@@ -221,6 +223,9 @@ export const URI_TARGETS: ReadonlyMap<string, 'skill' | 'directory'> = new Map(
 
 /** The methods whose cache entries are tagged with `params.uri` (cache/key.ts keyUri). */
 export const URI_KEYED_METHODS = namesWhere((m) => m.keyedByUri === true)
+
+/** The methods whose answers carry skill entries (skills/list, skills/get). */
+export const SKILL_ENTRY_METHODS = namesWhere((m) => m.skillEntries === true)
 
 /** Methods whose tool or prompt name a catalog's curation renames. */
 export const CURATED_NAME_METHODS = namesWhere((m) => m.curatedName === true)

@@ -14,8 +14,9 @@ import type { Stage } from './chain.js'
  * other answer. This stage only adapts hono's context: a denial is answered here as the server
  * answers an unknown target or method, and the backend receives nothing; list methods get the
  * caller's list filter; the RateLimit fields go on the answer, and concurrency slots are held
- * until the answer has ended. Mounted when `policies:`, some server's `scopes:` or `limits:` are
- * configured (app.ts).
+ * until the answer has ended. Always mounted: a skills answer is checked whatever else is
+ * configured (mcp/skill-answers.ts); with none of `policies:`, `scopes:` or `limits:` admission
+ * decides nothing else and costs no await.
  */
 export const admitRequest = (endpoints: Endpoints): Stage =>
   function admit(c, next) {
