@@ -202,6 +202,11 @@ export async function startGateway(
           startedAt,
           metrics: metrics.registry,
           now: opts.admin?.now,
+          // Who is connected to userAuth servers (this process's store, or the shared one).
+          userTokens: {
+            list: () => userAuth.connections(ref.current.config),
+            showSubjects: config.admin.showSubjects,
+          },
         })
   for (const warning of page?.warnings ?? []) log.warn(warning)
   // A gateway is ready only when every listener it was configured with listens: the admin

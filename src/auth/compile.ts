@@ -158,6 +158,13 @@ export function checkAuthConfig(config: GatewayConfig, configDir: string): strin
     )
       problems.push('auth.introspection.url: set it, or an issuer to discover it from')
   }
+  const ut = config.userTokens
+  if (ut?.redis === 'cache' && config.cache?.redis === undefined)
+    problems.push('userTokens.redis: "cache" needs cache.redis to be set')
+  // Each worker process would hold its own memory store: a user connected through one would be
+  // asked again by the others (docs/auth.md §Per-user credentials).
+  if (ut !== undefined && ut.redis === undefined && config.workers !== 1)
+    problems.push('userTokens.redis: needed with workers (the memory store is per process)')
   for (const [name, s] of Object.entries(config.servers)) {
     // Scopes and client ids are read from a verified token; without auth there is none.
     if (auth === undefined && Object.keys(s.scopes).length > 0) {

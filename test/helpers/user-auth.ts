@@ -434,6 +434,8 @@ export interface WorldOptions {
   readonly redis?: string
   /** `servers.tracker.userAuth` changes. */
   readonly userAuth?: Record<string, unknown>
+  /** An admin listener (status page, /metrics) on a free loopback port. */
+  readonly admin?: boolean
 }
 
 /** The IdP, the service's AS, the tracker behind it, and a gateway in front with userAuth. */
@@ -449,6 +451,7 @@ export async function userAuthWorld(first: WorldOptions = {}): Promise<UserAuthW
       listen: { host: '127.0.0.1', port: 0 },
       log: { level: 'info' },
       auth: { publicUrl, jwt: { issuer: idp.issuer, jwksUrl: idp.jwksUri } },
+      ...(o.admin === true && { admin: { host: '127.0.0.1', port: 0 } }),
       userTokens: {
         key: o.key ?? USER_TOKENS_KEY,
         login,
@@ -472,7 +475,7 @@ export async function userAuthWorld(first: WorldOptions = {}): Promise<UserAuthW
   }
   const start = async (o: WorldOptions): Promise<TestGateway> => {
     const gw = await startTestGateway(config('http://127.0.0.1', o), {
-      admin: false,
+      ...(o.admin !== true && { admin: false as const }),
       start: { watch: false, ...(o.now !== undefined && { auth: { now: o.now } }) },
     })
     await reload(o, gw)
@@ -483,7 +486,7 @@ export async function userAuthWorld(first: WorldOptions = {}): Promise<UserAuthW
     await gw.reload(parseConfigText(text, { dir: process.cwd(), env: {} }))
   }
   const gw = await startTestGateway(config('http://127.0.0.1', first), {
-    admin: false,
+    ...(first.admin !== true && { admin: false as const }),
     start: { watch: false, ...(first.now !== undefined && { auth: { now: first.now } }) },
   })
   login = await idp.register([`${gw.url}/connect`])

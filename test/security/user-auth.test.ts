@@ -209,3 +209,44 @@ describe('userAuth: the connect page connects only the user the link was made fo
     expect(outcome.page).not.toContain('state=')
   })
 })
+
+describe('userAuth: nothing about a user’s token leaves the gateway', () => {
+  it('no token value in logs, audit lines, /readyz, metrics, the status page or its user view', async () => {
+    let now = Date.now()
+    const w = await userAuthWorld({ admin: true, now: () => now })
+    const token = await w.token('alice')
+    const { url } = await prompt(w, token)
+    const connected = await openConnectLink(url, w.idp, w.as, 'alice')
+    expect(connected.status).toBe(200)
+    expect((await call(w, token, 9)).response().result).toMatchObject({
+      content: [{ type: 'text', text: 'user:alice' }],
+    })
+    now += 250_000 // refreshed before it expires
+    expect((await call(w, token, 10)).status).toBe(200)
+    w.tracker.refuseNext = 1 // refused once: refreshed again, sent again
+    expect((await call(w, token, 11)).status).toBe(200)
+    w.tracker.refuseNext = 2 // refused after the refresh too: dropped
+    expect((await call(w, token, 12)).status).toBe(502)
+
+    const admin = `http://127.0.0.1:${w.gw.adminPort}`
+    const read = async (u: string) => (await fetch(u)).text()
+    const view = await read(`${admin}/user-tokens.json`)
+    const seen = [
+      JSON.stringify(w.gw.logs),
+      connected.page,
+      await read(`${w.gw.url}/readyz`),
+      await read(`${admin}/readyz`),
+      await read(`${admin}/metrics`),
+      await read(`${admin}/`),
+      await read(`${admin}/status.json`),
+      await read(`${admin}/user-tokens`),
+      view,
+    ].join('\n')
+    // Every access, refresh and ID token the service's AS and the IdP's sign-in issued.
+    const secrets = [...w.as.issued, ...w.idp.issued]
+    expect(secrets.length).toBeGreaterThan(4)
+    for (const secret of secrets) expect(seen).not.toContain(secret)
+    const actions = w.gw.logs.filter((l) => l['decision'] === 'user_token').map((l) => l['action'])
+    expect(actions).toEqual(['connect', 'refresh', 'refresh', 'refresh', 'drop'])
+  })
+})

@@ -5,6 +5,7 @@ import { exposureWarnings, isLoopback } from '../exposure.js'
 import { StatusService, type StatusSource } from '../service.js'
 import { gatewayVersion } from '../version.js'
 import { adminApp, type MetricsText } from './app.js'
+import type { UserTokensView } from './user-tokens.js'
 
 /** The admin listener's app over one status model, and what stops it. */
 export interface StatusPage {
@@ -31,6 +32,8 @@ export function createStatusPage(
     readonly metrics: MetricsText
     /** The clock of sign-in sessions and the sign-in throttle (tests move it). */
     readonly now?: (() => number) | undefined
+    /** Users connected to `userAuth` servers, for `/user-tokens`. */
+    readonly userTokens?: UserTokensView | undefined
   },
 ): StatusPage {
   const host = opts.admin.host
@@ -51,7 +54,13 @@ export function createStatusPage(
   )
   service.start()
   const auth = new AdminAuth(token, opts.now)
-  const app = adminApp({ service, auth, loopback: isLoopback(host), metrics: opts.metrics })
+  const app = adminApp({
+    service,
+    auth,
+    loopback: isLoopback(host),
+    metrics: opts.metrics,
+    userTokens: opts.userTokens,
+  })
   const listener = getRequestListener(app.fetch, {
     // The data plane's own listener (src/pipeline/node-response.ts) relies on Node's global
     // Request and Response: this adapter must not replace them for the whole process.

@@ -13,6 +13,7 @@ import { NoReports, type StatusService } from '../service.js'
 import { FAVICON_SVG, STATUS_CSS, STATUS_JS } from './assets.js'
 import { errorPage, signInPage } from './forms.js'
 import { renderMain, renderPage } from './page.js'
+import { userTokenRows, userTokensPage, type UserTokensView } from './user-tokens.js'
 
 /** The login cookie: a session id (sessions.ts), never the token. */
 const COOKIE = 'mcp_edge_admin'
@@ -41,6 +42,8 @@ export interface AdminAppOptions {
   /** True when the admin listener is bound to a loopback address (see hostAllowed). */
   readonly loopback: boolean
   readonly metrics: MetricsText
+  /** Users connected to `userAuth` servers (`/user-tokens`); absent: no such route. */
+  readonly userTokens?: UserTokensView | undefined
 }
 
 type AdminEnv = { Bindings: HttpBindings }
@@ -177,6 +180,16 @@ export function adminApp(opts: AdminAppOptions): Hono<AdminEnv> {
       return json(c, 503, { error: unavailable(err) })
     }
   })
+  const users = opts.userTokens
+  if (users !== undefined) {
+    // Who is connected where (docs/auth.md §Per-user credentials), never a token.
+    app.get('/user-tokens', guarded, async (c) =>
+      c.html(userTokensPage(await users.list(), users.showSubjects)),
+    )
+    app.get('/user-tokens.json', guarded, async (c) =>
+      json(c, 200, userTokenRows(await users.list(), users.showSubjects)),
+    )
+  }
   let streams = 0
   app.get('/status/events', guarded, (c) => {
     if (streams >= MAX_STREAMS) {
