@@ -10,7 +10,7 @@ import {
   type Admission,
 } from './admit.js'
 import type { EndpointCall } from './call.js'
-import { credentialsFor, exchanges, sendAgain } from './exchange.js'
+import { credentialsFor, exchanges, sendAgain, withAuth } from './exchange.js'
 import type { PlanOptions, PlanServer } from './plan.js'
 import { sendPlanned, type Seen, type Sent } from './send.js'
 
@@ -81,7 +81,7 @@ export class ServerEndpoint {
     const creds = await credentialsFor(this.#auth, this.server.name, call)
     if (creds.kind === 'answer') return creds
     const send = (auth: string | undefined): Promise<Sent> =>
-      sendPlanned(this.server, creds.call, sink, { ...opts, auth }, seen)
+      sendPlanned(this.server, creds.call, sink, withAuth(opts, auth), seen)
     try {
       return await send(creds.auth)
     } catch (err) {
