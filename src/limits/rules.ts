@@ -34,6 +34,8 @@ export interface CompiledLimit {
   readonly key: LimitKey
   readonly rate: RateSpec | undefined
   readonly concurrency: number | undefined
+  /** The entry as written, for the status page's configuration (docs/operations.md). */
+  readonly config: LimitConfig
 }
 
 /** A limit entry as parsed from a file, with where it came from. */
@@ -83,6 +85,7 @@ export function compileLimit({ limit, source }: SourcedLimit): CompiledLimit {
     // Without `burst`, a whole period's worth may pass at once (a plain "N per period" limit).
     rate: rate === undefined ? undefined : { ...rate, burst: limit.burst ?? rate.count },
     concurrency: limit.concurrency,
+    config: limit,
   }
 }
 

@@ -31,15 +31,22 @@ export class ConfigRecord {
   /** A reload went in: a new config (`config`), or new policies over the same config. */
   applied(changed: 'config' | 'policies', config: GatewayConfig, policy: PolicySet | undefined) {
     this.current = this.describe(config, policy)
-    this.last = { at: this.current.loadedAt, outcome: 'applied', changed, problems: [] }
+    const at = this.current.loadedAt
+    this.last = { at, outcome: 'applied', changed, problems: [], resolvedAt: null }
   }
 
-  /** The config watcher's warnings now: a new one is a refused reload. */
+  /**
+   * The config watcher's warnings now: a new one is a refused reload. Its warning gone with no
+   * reload applied means the files on disk match the running config again (runtime/watch.ts
+   * clears it when a re-read finds nothing to change): the refusal is resolved, not current.
+   */
   observe(warnings: readonly string[]): void {
     const text = warnings.join('\n')
     if (text === this.seen) return
     this.seen = text
     if (warnings.length > 0) this.refused(warnings)
+    else if (this.last?.outcome === 'refused' && this.last.resolvedAt === null)
+      this.last = { ...this.last, resolvedAt: new Date(this.now()).toISOString() }
   }
 
   /** A reload was refused: the previous config and policies keep running. */
@@ -49,7 +56,7 @@ export class ConfigRecord {
       .map((p) => (p.length <= MAX_PROBLEM ? p : `${p.slice(0, MAX_PROBLEM)}…`))
     if (problems.length > MAX_PROBLEMS) kept.push(`(+${problems.length - MAX_PROBLEMS} more)`)
     const at = new Date(this.now()).toISOString()
-    this.last = { at, outcome: 'refused', changed: null, problems: kept }
+    this.last = { at, outcome: 'refused', changed: null, problems: kept, resolvedAt: null }
   }
 
   report(): { readonly config: ConfigReport; readonly lastReload: ReloadReport | null } {

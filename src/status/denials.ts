@@ -41,6 +41,8 @@ export interface DenialsReport {
   readonly recent: readonly DenialRecord[]
   /** Denials per rule name (`rule (if)`, `rule (unless)` when its condition decided) since start. */
   readonly byRule: Readonly<Record<string, number>>
+  /** Decisions per deciding rule, allowed and denied, since start (`(default deny)`: no rule). */
+  readonly hits: Readonly<Record<string, number>>
 }
 
 /** A denied decision as the audit log hands it over. */
@@ -61,11 +63,20 @@ export class DenialLog {
   private readonly ring: (DenialRecord | undefined)[] = []
   private next = 0
   private readonly rules = new Map<string, number>()
+  private readonly hits = new Map<string, number>()
 
   constructor(
     private readonly showSubjects: boolean,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /**
+   * Counts a decision under the rule that made it, allowed or denied: the configuration section's
+   * hit counts. One map update per policy decision, and only where the status page is configured.
+   */
+  decided(d: Decision): void {
+    count(this.hits, d.rule?.name ?? DEFAULT_DENY)
+  }
 
   denied(e: DeniedEvent): void {
     const target = e.target.kind === 'resource' ? e.target.uri : e.target.name
@@ -87,8 +98,7 @@ export class DenialLog {
       dryRun: e.decision.dryRun,
     }
     this.next = (this.next + 1) % RECENT_DENIALS
-    const counted = this.rules.has(key) || this.rules.size < MAX_RULES ? key : OTHER_RULES
-    this.rules.set(counted, (this.rules.get(counted) ?? 0) + 1)
+    count(this.rules, key)
   }
 
   report(): DenialsReport {
@@ -97,8 +107,14 @@ export class DenialLog {
       const r = this.ring[(this.next - i + RECENT_DENIALS) % RECENT_DENIALS]
       if (r !== undefined) recent.push(r)
     }
-    return { recent, byRule: Object.fromEntries(this.rules) }
+    return { recent, byRule: Object.fromEntries(this.rules), hits: Object.fromEntries(this.hits) }
   }
+}
+
+/** Adds one under `key`, or under `(other)` once MAX_RULES keys are counted. */
+function count(counts: Map<string, number>, key: string): void {
+  const counted = counts.has(key) || counts.size < MAX_RULES ? key : OTHER_RULES
+  counts.set(counted, (counts.get(counted) ?? 0) + 1)
 }
 
 function decidingCondition(d: Decision): ConditionResult | undefined {

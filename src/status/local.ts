@@ -4,6 +4,7 @@ import type { RuntimeRef } from '../runtime/ref.js'
 import { catalogWarnings, replicasOut, type GatewayRuntime } from '../runtime/runtime.js'
 import type { Upstream } from '../upstream/upstream.js'
 import type { ConfigRecord } from './config-record.js'
+import { configuredView, type ConfiguredView } from './configured.js'
 import type { DenialLog } from './denials.js'
 import { replicaKey, type HealthLog } from './health-log.js'
 import type { LimitedCallers } from './limited.js'
@@ -89,8 +90,19 @@ export function localReport(src: LocalSources): ProcessReport {
     catalog: catalogReports(rt),
     denials: denials.recent,
     denialsByRule: denials.byRule,
+    ruleHits: denials.hits,
     limited: src.limited.report(),
+    configured: configuredOf(rt),
   }
+}
+
+/** One view per runtime (a reload or a policy swap makes a new one). */
+const views = new WeakMap<GatewayRuntime, ConfiguredView>()
+
+function configuredOf(rt: GatewayRuntime): ConfiguredView {
+  let v = views.get(rt)
+  if (v === undefined) views.set(rt, (v = configuredView(rt.config, rt.policy)))
+  return v
 }
 
 /** Names a virtual server cannot expose (docs/virtual-servers.md §Names), as /readyz words them. */

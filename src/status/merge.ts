@@ -74,7 +74,10 @@ export function mergeReports(reports: readonly ProcessReport[]): MergedReport {
       .sort((a: DenialRecord, b: DenialRecord) => b.at.localeCompare(a.at))
       .slice(0, RECENT_DENIALS),
     denialsByRule: sumRecords(reports.map((r) => r.denialsByRule)),
+    ruleHits: sumRecords(reports.map((r) => r.ruleHits)),
     limited: mergeLimited(reports.flatMap((r) => r.limited)),
+    // The newest config's: while workers disagree (configAgrees) the page says so.
+    configured: latestConfig.configured,
   }
 }
 

@@ -1,3 +1,4 @@
+import type { ConfiguredView, LimitView, RuleView } from './configured.js'
 import type { DenialRecord } from './denials.js'
 import type { LimitedRecord } from './limited.js'
 import type { MergedReport, MergedSharedTier } from './merge.js'
@@ -13,12 +14,15 @@ import {
   HISTORY_MS,
   SAMPLE_MS,
   WINDOWS,
+  cacheBetween,
   hitRatio,
   history,
   round,
+  toolsBetween,
   trafficBetween,
   type HistoryPoint,
   type ReadingRing,
+  type ToolWindow,
   type TrafficWindow,
   type WindowName,
 } from './windows.js'
@@ -48,12 +52,14 @@ export interface StatusDocument {
     readonly name: string
     readonly replicas: readonly ReplicaReport[]
     readonly traffic: Readonly<Record<WindowName, TrafficWindow>>
+    readonly tools: ToolTable
   }[]
   readonly virtualServers: readonly {
     readonly name: string
     readonly members: readonly string[]
     readonly problems: readonly string[]
     readonly traffic: Readonly<Record<WindowName, TrafficWindow>>
+    readonly tools: ToolTable
   }[]
   readonly cache: {
     readonly entries: number
@@ -66,7 +72,12 @@ export interface StatusDocument {
       readonly server: string
       readonly method: string
       readonly hits: number
+      /** Answered by the backend with an answer the cache could have kept. */
       readonly misses: number
+      /** Answered by the backend with an answer it could not keep, in all and by reason. */
+      readonly notCacheable: number
+      readonly notCacheableBy: Readonly<Record<string, number>>
+      /** hits over hits and misses: answers it could not keep are left out. */
       readonly hitRatio: number | null
     }[]
   } | null
@@ -85,11 +96,31 @@ export interface StatusDocument {
     readonly limited: readonly LimitedRecord[]
   }
   readonly catalog: readonly CatalogReport[]
+  /** What the running config sets up, with each rule's and limit's counts since start. */
+  readonly configuration: Configuration
   readonly history: {
     readonly sampleSeconds: number
     readonly windowSeconds: number
     readonly servers: readonly { readonly name: string; readonly points: readonly HistoryPoint[] }[]
   }
+}
+
+/** A server's `tools/call` operations per tool over the last `seconds` (5 to 6 minutes). */
+export interface ToolTable {
+  readonly seconds: number
+  readonly rows: readonly ToolWindow[]
+}
+
+/** configured.ts ConfiguredView with the counts of its rules and limits. */
+interface Configuration extends Omit<ConfiguredView, 'policies'> {
+  readonly policies:
+    | (Omit<NonNullable<ConfiguredView['policies']>, 'rules' | 'limits'> & {
+        /** `hits`: decisions this rule made since start; `denials`: of those, denials. */
+        readonly rules: readonly (RuleView & { readonly hits: number; readonly denials: number })[]
+        /** `refused`: 429s since start. */
+        readonly limits: readonly (LimitView & { readonly refused: number })[]
+      })
+    | null
 }
 
 /** What the document is built from, besides the reports and readings. */
@@ -111,6 +142,11 @@ export function statusDocument(
     '1m': trafficBetween(ring.baseline(now.at, WINDOWS['1m']), now, name),
     '5m': trafficBetween(ring.baseline(now.at, WINDOWS['5m']), now, name),
   })
+  const toolBase = ring.toolBaseline(now.at, WINDOWS['5m'])
+  const tools = (name: string): ToolTable => ({
+    seconds: Math.max(0, Math.round((now.at - toolBase.at) / 1000)),
+    rows: toolsBetween(toolBase, now, name),
+  })
   const readings = [...ring.all().filter((r) => r.at < now.at), now]
   const charted = [
     ...merged.servers.map((s) => s.name),
@@ -129,8 +165,12 @@ export function statusDocument(
       lastReload: merged.lastReload,
       warnings: [...facts.warnings, ...merged.warnings],
     },
-    servers: merged.servers.map((s) => ({ ...s, traffic: traffic(s.name) })),
-    virtualServers: merged.virtualServers.map((v) => ({ ...v, traffic: traffic(v.name) })),
+    servers: merged.servers.map((s) => ({ ...s, traffic: traffic(s.name), tools: tools(s.name) })),
+    virtualServers: merged.virtualServers.map((v) => ({
+      ...v,
+      traffic: traffic(v.name),
+      tools: tools(v.name),
+    })),
     cache: cacheSection(merged, now, ring),
     policy: {
       mode: merged.config.policyMode,
@@ -147,6 +187,7 @@ export function statusDocument(
       limited: merged.limited,
     },
     catalog: merged.catalog,
+    configuration: configuration(merged, now),
     history: {
       sampleSeconds: SAMPLE_MS / 1000,
       windowSeconds: HISTORY_MS / 1000,
@@ -164,16 +205,15 @@ function cacheSection(
   if (c === null) return null
   const first = ring.all()[0] as Reading
   const byServerMethod = [...now.cache].flatMap(([server, methods]) =>
-    [...methods].map(([method, counts]) => ({
-      server,
-      method,
-      hits: counts.hits,
-      misses: counts.misses,
-      hitRatio:
-        counts.hits + counts.misses > 0
-          ? round(counts.hits / (counts.hits + counts.misses), 4)
-          : null,
-    })),
+    [...methods].map(([method, counts]) => {
+      const w = cacheBetween(undefined, counts)
+      return {
+        server,
+        method,
+        ...w,
+        hitRatio: w.hits + w.misses > 0 ? round(w.hits / (w.hits + w.misses), 4) : null,
+      }
+    }),
   )
   return {
     entries: c.entries,
@@ -189,6 +229,30 @@ function cacheSection(
     byServerMethod: byServerMethod.sort(
       (a, b) => a.server.localeCompare(b.server) || a.method.localeCompare(b.method),
     ),
+  }
+}
+
+/** The running config's view, with the counts since start of each rule and limit. */
+function configuration(merged: MergedReport, now: Reading): Configuration {
+  const c = merged.configured
+  const p = c.policies
+  if (p === null) return { ...c, policies: null }
+  // Rule names are the policy author's text: read as own keys only (`constructor` is a name too).
+  const own = (r: Readonly<Record<string, number>>, k: string): number =>
+    Object.hasOwn(r, k) ? (r[k] ?? 0) : 0
+  const denialsOf = (rule: string): number =>
+    ['', ' (if)', ' (unless)'].reduce((n, s) => n + own(merged.denialsByRule, `${rule}${s}`), 0)
+  return {
+    ...c,
+    policies: {
+      ...p,
+      rules: p.rules.map((r) => ({
+        ...r,
+        hits: own(merged.ruleHits, r.name),
+        denials: denialsOf(r.name),
+      })),
+      limits: p.limits.map((l) => ({ ...l, refused: now.rateLimited.get(l.name) ?? 0 })),
+    },
   }
 }
 

@@ -1,4 +1,5 @@
 import { CACHEABLE_METHODS } from '../mcp/methods.js'
+import { causeOf, outcomeName } from './outcomes.js'
 
 /** One metric as prom-client's getMetricsAsJSON() gives it (and AggregatorRegistry sums it). */
 export interface MetricJson {
@@ -15,15 +16,31 @@ export interface ServerCounts {
   readonly requests: number
   /** Requests answered with a status of 400 or more. */
   readonly errors: number
+  /** Requests per outcome, named as outcomes.ts outcomeName names them. */
   readonly outcomes: ReadonlyMap<string, number>
   /** Cumulative request counts at each of `Reading.bounds`, summed over methods. */
   readonly latency: readonly number[]
 }
 
-/** Cacheable-method requests of one server and method: answered from the cache, and by the backend. */
-interface CacheCounts {
+/** Cacheable-method requests of one server and method. */
+export interface CacheCounts {
+  /** Answered from the cache (fresh or stale). */
   readonly hits: number
-  readonly misses: number
+  /** Answered by the backend (status below 400): misses and answers it could not keep. */
+  readonly answered: number
+  /** Of those, answers the cache could not keep, by reason (mcp_edge_cache_uncacheable_total). */
+  readonly notCacheable: ReadonlyMap<string, number>
+}
+
+/** `tools/call` operations of one server and tool (mcp_server_operation_duration_seconds). */
+interface ToolCounts {
+  readonly calls: number
+  /** Calls with an `error_type` other than a denial. */
+  readonly errors: number
+  /** Calls the allowlist or the catalog denied (`policy_denied`, `catalog_*`). */
+  readonly denials: number
+  /** Cumulative counts at each of `Reading.toolBounds`. */
+  readonly latency: readonly number[]
 }
 
 /**
@@ -44,12 +61,16 @@ export interface Reading {
   /** mcp_edge_rate_limited_total and mcp_edge_rate_limit_table_full_total by limit. */
   readonly rateLimited: ReadonlyMap<string, number>
   readonly tableFull: ReadonlyMap<string, number>
+  /** server → tool → counts; undefined where the ring dropped them (windows.ts TOOLS_EVERY_MS). */
+  readonly tools: ReadonlyMap<string, ReadonlyMap<string, ToolCounts>> | undefined
+  /** Upper bounds (seconds) of the operation histogram's buckets; the last is Infinity. */
+  readonly toolBounds: readonly number[]
 }
 
 const REQUESTS = 'mcp_edge_requests_total'
 const DURATION = 'mcp_edge_request_duration_seconds'
-/** Outcomes of a request answered from the cache (pipeline/edge-cache.ts). */
-const FROM_CACHE = new Set(['cache_hit', 'cache_stale'])
+const OPERATIONS = 'mcp_server_operation_duration_seconds'
+const UNCACHEABLE = 'mcp_edge_cache_uncacheable_total'
 
 /** A zero reading: a process's counters when it starts. */
 export function emptyReading(at: number): Reading {
@@ -62,62 +83,8 @@ export function emptyReading(at: number): Reading {
     cacheEvents: none,
     rateLimited: none,
     tableFull: none,
-  }
-}
-
-/** Reduces a registry's JSON to the counters the status page shows. */
-export function readMetrics(metrics: readonly MetricJson[], at: number): Reading {
-  const servers = new Map<string, MutableCounts>()
-  const byLe = new Map<string, Map<number, number>>()
-  const cache = new Map<string, Map<string, { hits: number; misses: number }>>()
-  const counts = (server: string): MutableCounts => {
-    let c = servers.get(server)
-    if (c === undefined) {
-      c = { requests: 0, errors: 0, outcomes: new Map(), latency: [] }
-      servers.set(server, c)
-    }
-    return c
-  }
-  const byName = new Map(metrics.map((m) => [m.name, m]))
-  for (const v of byName.get(REQUESTS)?.values ?? []) {
-    const server = String(v.labels['server'] ?? 'unknown')
-    const method = String(v.labels['method'] ?? 'none')
-    const outcome = String(v.labels['outcome'] ?? 'ok')
-    const c = counts(server)
-    c.requests += v.value
-    if (Number(v.labels['status']) >= 400) c.errors += v.value
-    c.outcomes.set(outcome, (c.outcomes.get(outcome) ?? 0) + v.value)
-    if (!CACHEABLE_METHODS.has(method)) continue
-    const fromCache = FROM_CACHE.has(outcome)
-    if (!fromCache && outcome !== 'ok') continue
-    let methods = cache.get(server)
-    if (methods === undefined) cache.set(server, (methods = new Map()))
-    const m = methods.get(method) ?? { hits: 0, misses: 0 }
-    if (fromCache) m.hits += v.value
-    else m.misses += v.value
-    methods.set(method, m)
-  }
-  const bounds = new Set<number>()
-  for (const v of byName.get(DURATION)?.values ?? []) {
-    if (v.metricName !== `${DURATION}_bucket`) continue
-    const le = v.labels['le'] === '+Inf' ? Infinity : Number(v.labels['le'])
-    if (Number.isNaN(le)) continue
-    bounds.add(le)
-    const server = String(v.labels['server'] ?? 'unknown')
-    let m = byLe.get(server)
-    if (m === undefined) byLe.set(server, (m = new Map()))
-    m.set(le, (m.get(le) ?? 0) + v.value)
-  }
-  const sorted = [...bounds].sort((a, b) => a - b)
-  for (const [server, m] of byLe) counts(server).latency = sorted.map((le) => m.get(le) ?? 0)
-  return {
-    at,
-    servers,
-    bounds: sorted,
-    cache,
-    cacheEvents: byLabel(byName.get('mcp_edge_cache_events_total'), 'event'),
-    rateLimited: byLabel(byName.get('mcp_edge_rate_limited_total'), 'limit'),
-    tableFull: byLabel(byName.get('mcp_edge_rate_limit_table_full_total'), 'limit'),
+    tools: none,
+    toolBounds: [],
   }
 }
 
@@ -128,6 +95,122 @@ interface MutableCounts {
   latency: number[]
 }
 
+interface MutableCache {
+  hits: number
+  answered: number
+  notCacheable: Map<string, number>
+}
+
+interface MutableTool {
+  calls: number
+  errors: number
+  denials: number
+  latency: number[]
+}
+
+/** Reduces a registry's JSON to the counters the status page shows. */
+export function readMetrics(metrics: readonly MetricJson[], at: number): Reading {
+  const byName = new Map(metrics.map((m) => [m.name, m]))
+  const servers = new Map<string, MutableCounts>()
+  const cache = new Map<string, Map<string, MutableCache>>()
+  const counts = (server: string): MutableCounts => getOr(servers, server, emptyCounts)
+  const cacheOf = (server: string, method: string): MutableCache =>
+    getOr(getOr(cache, server, () => new Map()), method, emptyCache)
+  for (const v of byName.get(REQUESTS)?.values ?? []) {
+    const server = String(v.labels['server'] ?? 'unknown')
+    const method = String(v.labels['method'] ?? 'none')
+    const status = Number(v.labels['status'])
+    const name = outcomeName(String(v.labels['outcome'] ?? 'ok'), status)
+    const c = counts(server)
+    c.requests += v.value
+    if (status >= 400) c.errors += v.value
+    c.outcomes.set(name, (c.outcomes.get(name) ?? 0) + v.value)
+    if (!CACHEABLE_METHODS.has(method)) continue
+    const cause = causeOf(name)
+    if (cause === 'cache') cacheOf(server, method).hits += v.value
+    else if (cause === 'ok') cacheOf(server, method).answered += v.value
+  }
+  for (const v of byName.get(UNCACHEABLE)?.values ?? []) {
+    const m = cacheOf(String(v.labels['server']), String(v.labels['method']))
+    const reason = String(v.labels['reason'])
+    m.notCacheable.set(reason, (m.notCacheable.get(reason) ?? 0) + v.value)
+  }
+  const latency = histogram(byName.get(DURATION), DURATION, (l) => String(l['server'] ?? ''))
+  for (const [server, cumulative] of latency.byKey) counts(server).latency = cumulative
+  return {
+    at,
+    servers,
+    bounds: latency.bounds,
+    cache,
+    cacheEvents: byLabel(byName.get('mcp_edge_cache_events_total'), 'event'),
+    rateLimited: byLabel(byName.get('mcp_edge_rate_limited_total'), 'limit'),
+    tableFull: byLabel(byName.get('mcp_edge_rate_limit_table_full_total'), 'limit'),
+    ...readTools(byName.get(OPERATIONS)),
+  }
+}
+
+/** tools/call operations per server and tool, from the operation histogram. */
+function readTools(metric: MetricJson | undefined): Pick<Reading, 'tools' | 'toolBounds'> {
+  const tools = new Map<string, Map<string, MutableTool>>()
+  const calls = (l: MetricJson['values'][number]['labels']): MutableTool | undefined => {
+    if (l['mcp_method_name'] !== 'tools/call' || l['gen_ai_tool_name'] === undefined) return
+    const server = String(l['mcp_edge_server'] ?? 'unknown')
+    return getOr(getOr(tools, server, () => new Map()), String(l['gen_ai_tool_name']), emptyTool)
+  }
+  for (const v of metric?.values ?? []) {
+    if (v.metricName !== `${OPERATIONS}_count`) continue
+    const t = calls(v.labels)
+    if (t === undefined) continue
+    t.calls += v.value
+    const error = v.labels['error_type']
+    if (error === undefined) continue
+    if (causeOf(String(error)) === 'denied') t.denials += v.value
+    else t.errors += v.value
+  }
+  const latency = histogram(metric, OPERATIONS, (l) => {
+    if (l['mcp_method_name'] !== 'tools/call' || l['gen_ai_tool_name'] === undefined) return
+    return `${String(l['mcp_edge_server'] ?? 'unknown')}\n${String(l['gen_ai_tool_name'])}`
+  })
+  for (const [key, cumulative] of latency.byKey) {
+    const [server, tool] = key.split('\n') as [string, string]
+    const t = tools.get(server)?.get(tool)
+    if (t !== undefined) t.latency = cumulative
+  }
+  return { tools, toolBounds: latency.bounds }
+}
+
+/**
+ * A histogram's cumulative buckets summed per key (labels the key leaves out are summed over;
+ * undefined skips a sample), on the union of the bucket bounds seen.
+ */
+function histogram(
+  metric: MetricJson | undefined,
+  name: string,
+  key: (labels: MetricJson['values'][number]['labels']) => string | undefined,
+): { readonly bounds: number[]; readonly byKey: Map<string, number[]> } {
+  const bounds = new Set<number>()
+  const byLe = new Map<string, Map<number, number>>()
+  for (const v of metric?.values ?? []) {
+    if (v.metricName !== `${name}_bucket`) continue
+    const le = v.labels['le'] === '+Inf' ? Infinity : Number(v.labels['le'])
+    const k = key(v.labels)
+    if (Number.isNaN(le) || k === undefined) continue
+    bounds.add(le)
+    const m = getOr(byLe, k, () => new Map<number, number>())
+    m.set(le, (m.get(le) ?? 0) + v.value)
+  }
+  const sorted = [...bounds].sort((a, b) => a - b)
+  const byKey = new Map<string, number[]>()
+  for (const [k, m] of byLe) byKey.set(k, cumulativeOn(sorted, m))
+  return { bounds: sorted, byKey }
+}
+
+/** A key's cumulative counts on `bounds`; a bound it has no sample for holds the one below. */
+function cumulativeOn(bounds: readonly number[], m: ReadonlyMap<number, number>): number[] {
+  let last = 0
+  return bounds.map((le) => (last = m.get(le) ?? last))
+}
+
 function byLabel(metric: MetricJson | undefined, label: string): Map<string, number> {
   const out = new Map<string, number>()
   for (const v of metric?.values ?? []) {
@@ -136,3 +219,18 @@ function byLabel(metric: MetricJson | undefined, label: string): Map<string, num
   }
   return out
 }
+
+function getOr<K, V>(m: Map<K, V>, k: K, make: () => V): V {
+  let v = m.get(k)
+  if (v === undefined) m.set(k, (v = make()))
+  return v
+}
+
+const emptyCounts = (): MutableCounts => ({
+  requests: 0,
+  errors: 0,
+  outcomes: new Map(),
+  latency: [],
+})
+const emptyCache = (): MutableCache => ({ hits: 0, answered: 0, notCacheable: new Map() })
+const emptyTool = (): MutableTool => ({ calls: 0, errors: 0, denials: 0, latency: [] })

@@ -4,6 +4,7 @@
  * and is merged there (merge.ts). Names from backends and clients are kept as text; the page
  * escapes them (html.ts), status.json carries them as JSON strings.
  */
+import type { ConfiguredView } from './configured.js'
 import type { DenialRecord } from './denials.js'
 import type { LimitedRecord } from './limited.js'
 
@@ -102,6 +103,11 @@ export interface ReloadReport {
   readonly changed: 'config' | 'policies' | null
   /** Why a refused one was refused (bounded); empty when applied. */
   readonly problems: readonly string[]
+  /**
+   * When the files on disk were found to match the running config again after a refusal (the
+   * edit was undone, so nothing reloaded); null while they still differ, and for an applied one.
+   */
+  readonly resolvedAt: string | null
 }
 
 /** A replica out of rotation, as /readyz (admin) lists it. */
@@ -131,5 +137,9 @@ export interface ProcessReport {
   /** Newest first. */
   readonly denials: readonly DenialRecord[]
   readonly denialsByRule: Readonly<Record<string, number>>
+  /** Policy decisions per deciding rule since start (denials.ts DenialsReport.hits). */
+  readonly ruleHits: Readonly<Record<string, number>>
   readonly limited: readonly LimitedRecord[]
+  /** What the running config sets up (configured.ts). */
+  readonly configured: ConfiguredView
 }

@@ -5,12 +5,14 @@ import type { LimitedCallers } from './limited.js'
 /**
  * The audit log with the status page listening to its denial events: every entry still goes to
  * the audit log first, unchanged; a denial (or a dry run's "would deny") and a rate-limit refusal
- * are also handed to the page's bounded tables. An allowed decision costs one comparison more.
+ * are also handed to the page's bounded tables. Every decision is counted under its rule (one map
+ * update), for the rules' hit counts.
  */
 export function tapAudit(audit: AuditLog, denials: DenialLog, limited: LimitedCallers): AuditLog {
   return {
     record(entry) {
       audit.record(entry)
+      denials.decided(entry.decision)
       if (!entry.decision.allow || entry.decision.dryRun) denials.denied(entry)
     },
     rateLimited(entry) {

@@ -1,4 +1,5 @@
-import { emptyReading, type Reading, type ServerCounts } from './reading.js'
+import { CAUSES, causeOf, type Cause } from './outcomes.js'
+import { emptyReading, type CacheCounts, type Reading, type ServerCounts } from './reading.js'
 
 /** How often a reading is kept, and how far back the chart goes. */
 export const SAMPLE_MS = 5000
@@ -6,6 +7,12 @@ export const HISTORY_MS = 15 * 60_000
 /** The windows figures are given over. */
 export const WINDOWS = { '1m': 60_000, '5m': 300_000 } as const
 export type WindowName = keyof typeof WINDOWS
+/**
+ * Readings keep their per-tool counts only this often (the others drop them): the tool table's
+ * window starts at such a reading, so it covers 5 to 6 minutes, and what the ring holds stays
+ * small whatever the number of tools (windows.ts ReadingRing).
+ */
+const TOOLS_EVERY_MS = 60_000
 
 /** One server's traffic over one window. */
 export interface TrafficWindow {
@@ -15,9 +22,24 @@ export interface TrafficWindow {
   readonly rps: number
   /** Share of requests answered with a status of 400 or more (0…1); null without requests. */
   readonly errorShare: number | null
-  /** Share of requests per outcome other than `ok` (0…1). */
+  /** Share of requests per outcome other than `ok` (0…1), named as outcomes.ts names them. */
   readonly outcomes: Readonly<Record<string, number>>
+  /** Requests per cause (outcomes.ts): they add up to `requests`. */
+  readonly causes: Readonly<Record<Cause, number>>
+  /** Requests per outcome, `ok` included: each falls in one cause. */
+  readonly outcomeCounts: Readonly<Record<string, number>>
   /** Latency quantiles (ms), interpolated in the histogram's buckets; null without requests. */
+  readonly p50Ms: number | null
+  readonly p95Ms: number | null
+  readonly p99Ms: number | null
+}
+
+/** One tool's `tools/call` operations over the tool window (TOOLS_EVERY_MS). */
+export interface ToolWindow {
+  readonly tool: string
+  readonly calls: number
+  readonly errors: number
+  readonly denials: number
   readonly p50Ms: number | null
   readonly p95Ms: number | null
 }
@@ -41,11 +63,16 @@ export class ReadingRing {
     this.readings = [emptyReading(startedAt)]
   }
 
-  /** Keeps `r` when the last kept reading is at least a sample old; drops what is too old. */
+  /**
+   * Keeps `r` when the last kept reading is at least a sample old; drops what is too old. Its
+   * tool counts are kept when the last reading that kept them is TOOLS_EVERY_MS old.
+   */
   add(r: Reading): void {
     const last = this.readings[this.readings.length - 1]
     if (last !== undefined && r.at - last.at < SAMPLE_MS * 0.9) return
-    this.readings.push(r)
+    const withTools = this.readings.findLast((x) => x.tools !== undefined)
+    const keepTools = withTools === undefined || r.at - withTools.at >= TOOLS_EVERY_MS - SAMPLE_MS / 10
+    this.readings.push(keepTools ? r : { ...r, tools: undefined })
     // One reading older than the history stays: it is the baseline of the first interval.
     while (this.readings.length > 2 && (this.readings[1]?.at ?? 0) <= r.at - HISTORY_MS)
       this.readings.shift()
@@ -61,6 +88,17 @@ export class ReadingRing {
     return base
   }
 
+  /** The newest reading with tool counts at least `ms` older than `at` (else the oldest with). */
+  toolBaseline(at: number, ms: number): Reading {
+    let base: Reading | undefined
+    for (const r of this.readings) {
+      if (r.tools === undefined) continue
+      if (base !== undefined && r.at > at - ms) break
+      base = r
+    }
+    return base ?? emptyReading(this.readings[0]?.at ?? at)
+  }
+
   all(): readonly Reading[] {
     return this.readings
   }
@@ -73,19 +111,76 @@ export function trafficBetween(then: Reading, now: Reading, server: string): Tra
   const seconds = Math.max(0, (now.at - then.at) / 1000)
   const requests = delta(b?.requests, a?.requests)
   const outcomes = new Map<string, number>()
+  const counts = new Map<string, number>()
+  const causes = Object.fromEntries(CAUSES.map((c) => [c, 0])) as Record<Cause, number>
   for (const [outcome, n] of b?.outcomes ?? []) {
     const d = delta(n, a?.outcomes.get(outcome))
-    if (outcome !== 'ok' && d > 0 && requests > 0) outcomes.set(outcome, round(d / requests, 4))
+    if (d <= 0) continue
+    counts.set(outcome, d)
+    causes[causeOf(outcome)] += d
+    if (outcome !== 'ok' && requests > 0) outcomes.set(outcome, round(d / requests, 4))
   }
-  const latency = latencyDelta(b, a, now.bounds, then.bounds)
+  const latency = cumulativeDelta(b?.latency, a?.latency, now.bounds, then.bounds)
   return {
     seconds: Math.round(seconds),
     requests,
     rps: seconds > 0 ? round(requests / seconds, 3) : 0,
     errorShare: requests > 0 ? round(delta(b?.errors, a?.errors) / requests, 4) : null,
     outcomes: Object.fromEntries(outcomes),
+    causes,
+    outcomeCounts: Object.fromEntries(counts),
     p50Ms: roundOrNull(quantileMs(latency, now.bounds, 0.5), 2),
     p95Ms: roundOrNull(quantileMs(latency, now.bounds, 0.95), 2),
+    p99Ms: roundOrNull(quantileMs(latency, now.bounds, 0.99), 2),
+  }
+}
+
+/** A server's `tools/call` operations per tool between two readings, most called first. */
+export function toolsBetween(then: Reading, now: Reading, server: string): ToolWindow[] {
+  const a = then.tools?.get(server)
+  const out: ToolWindow[] = []
+  for (const [tool, b] of now.tools?.get(server) ?? []) {
+    const before = a?.get(tool)
+    const calls = delta(b.calls, before?.calls)
+    if (calls === 0) continue
+    const latency = cumulativeDelta(b.latency, before?.latency, now.toolBounds, then.toolBounds)
+    out.push({
+      tool,
+      calls,
+      errors: delta(b.errors, before?.errors),
+      denials: delta(b.denials, before?.denials),
+      p50Ms: roundOrNull(quantileMs(latency, now.toolBounds, 0.5), 2),
+      p95Ms: roundOrNull(quantileMs(latency, now.toolBounds, 0.95), 2),
+    })
+  }
+  return out.sort((x, y) => y.calls - x.calls || x.tool.localeCompare(y.tool))
+}
+
+/** A cacheable method's counts between two readings: misses exclude what could not be kept. */
+export interface CacheWindow {
+  readonly hits: number
+  readonly misses: number
+  readonly notCacheable: number
+  readonly notCacheableBy: Readonly<Record<string, number>>
+}
+
+export function cacheBetween(then: CacheCounts | undefined, now: CacheCounts): CacheWindow {
+  const by = new Map<string, number>()
+  let notCacheable = 0
+  for (const [reason, n] of now.notCacheable) {
+    const d = delta(n, then?.notCacheable.get(reason))
+    if (d <= 0) continue
+    by.set(reason, d)
+    notCacheable += d
+  }
+  // An answer is counted as not kept when it ends, as a request when its line is written: the
+  // two may straddle a reading, so a miss count never goes below zero.
+  const answered = delta(now.answered, then?.answered)
+  return {
+    hits: delta(now.hits, then?.hits),
+    misses: Math.max(0, answered - notCacheable),
+    notCacheable: Math.min(notCacheable, answered),
+    notCacheableBy: Object.fromEntries(by),
   }
 }
 
@@ -107,16 +202,19 @@ export function history(readings: readonly Reading[], server: string): HistoryPo
   return out
 }
 
-/** Answered from the cache over answered by cache or backend, between two readings (0…1). */
+/**
+ * Answered from the cache over what the cache could have answered (hits and misses; answers the
+ * backend made not cacheable are not misses), between two readings (0…1).
+ */
 export function hitRatio(then: Reading, now: Reading, server?: string): number | null {
   let hits = 0
   let misses = 0
   for (const [s, methods] of now.cache) {
     if (server !== undefined && s !== server) continue
     for (const [method, c] of methods) {
-      const before = then.cache.get(s)?.get(method)
-      hits += delta(c.hits, before?.hits)
-      misses += delta(c.misses, before?.misses)
+      const w = cacheBetween(then.cache.get(s)?.get(method), c)
+      hits += w.hits
+      misses += w.misses
     }
   }
   return hits + misses > 0 ? round(hits / (hits + misses), 4) : null
@@ -141,15 +239,15 @@ export function delta(now: number | undefined, then: number | undefined): number
   return d >= 0 ? d : (now ?? 0)
 }
 
-function latencyDelta(
-  now: ServerCounts | undefined,
-  then: ServerCounts | undefined,
+function cumulativeDelta(
+  now: ServerCounts['latency'] | undefined,
+  then: ServerCounts['latency'] | undefined,
   bounds: readonly number[],
   thenBounds: readonly number[],
 ): number[] {
   return bounds.map((le, i) => {
     const j = thenBounds.indexOf(le)
-    return delta(now?.latency[i], j === -1 ? 0 : then?.latency[j])
+    return delta(now?.[i], j === -1 ? 0 : then?.[j])
   })
 }
 

@@ -19,7 +19,8 @@ import { startSdkServer } from '../helpers/sdk-servers.js'
 
 /**
  * The status page in a real browser (Debian's chromium, driven by playwright-core): every kind of
- * traffic shows on the open page within 3 s without a reload, nothing a backend or client names
+ * traffic shows on the open page within 3 s without a reload, its figures add up (one cause per
+ * request, answers the cache cannot keep apart from misses), nothing a backend or client names
  * runs as markup, and the CSP holds (docs/operations.md §Status page).
  */
 
@@ -31,23 +32,24 @@ const SEEN_MS = 3000
 /** Where the screenshot goes (git-ignored), and MCP_EDGE_STATUS_SCREENSHOT for docs/. */
 const OUTPUT = resolve('.vitest/status-page')
 
-const deny = (key = 'deny'): string =>
-  [
-    'rules:',
-    '  - name: everyone',
-    '    servers: ["*"]',
-    '    allow: { tools: ["*"], prompts: ["*"], resources: ["*"] }',
-    '  - name: no-deletes',
-    '    servers: ["*"]',
-    `    ${key}: { tools: ["delete_*"] }`,
-    'limits:',
-    '  - name: alerts-per-client',
-    '    servers: [weather]',
-    '    tools: [get_alerts]',
-    '    key: ip',
-    '    rate: 3/minute',
-    '',
-  ].join('\n')
+const RULES = [
+  'rules:',
+  '  - name: everyone',
+  '    servers: ["*"]',
+  '    allow: { tools: ["*"], prompts: ["*"], resources: ["*"] }',
+  '  - name: no-deletes',
+  '    servers: ["*"]',
+]
+const LIMITS = [
+  'limits:',
+  '  - name: alerts-per-client',
+  '    servers: [weather]',
+  '    tools: [get_alerts]',
+  '    key: ip',
+  '    rate: 3/minute',
+]
+const deny = (key = 'deny', limits = true): string =>
+  [...RULES, `    ${key}: { tools: ["delete_*"] }`, ...(limits ? LIMITS : []), ''].join('\n')
 
 interface Setup {
   readonly dir: string
@@ -121,10 +123,11 @@ async function setup(): Promise<Setup> {
   }
 }
 
-/** The text of the first element `selector` finds, or '' when there is none. */
+/** The text of the first element `selector` finds, white space folded, or '' when there is none. */
 async function text(page: Page, selector: string): Promise<string> {
   const el = page.locator(selector).first()
-  return (await el.count()) === 0 ? '' : ((await el.textContent()) ?? '')
+  const t = (await el.count()) === 0 ? '' : ((await el.textContent()) ?? '')
+  return t.replace(/\s+/g, ' ').trim()
 }
 
 const call = (url: string, name: string, args: Record<string, unknown> = {}) =>
@@ -177,12 +180,48 @@ describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () 
       trouble.console.length = 0
       trouble.navigations = 0 // from here on, every change must arrive without one
 
+      // With nothing configured for them, panels say so rather than show empty tables.
+      expect(await text(page, '#servers [data-server="weather"] table.tools + *')).toBe('')
+      expect(await text(page, '[data-server="weather"] .tools .empty')).toContain('No tool calls')
+      expect(await text(page, 'tr[data-replica="weather#0"] td:last-child')).toContain(
+        'no active checks',
+      )
+      expect(await text(page, 'tr[data-replica="docs#0"] td:last-child')).not.toContain(
+        'no active checks',
+      )
+
       // Calls, and a cache hit: the counts move.
       for (let i = 0; i < 3; i++) expect((await mcpPost(weatherUrl, 'tools/list')).status).toBe(200)
       const weatherRequests = '[data-server="weather"] .traffic [data-field="requests"]'
       await expect.poll(() => text(page, weatherRequests), { timeout: SEEN_MS }).toBe('3')
-      const hits = '#cache tr[data-server="weather"][data-method="tools/list"] [data-field="hits"]'
-      await expect.poll(() => text(page, hits), { timeout: SEEN_MS }).toBe('2')
+      const row = (server: string, method: string, field: string): string =>
+        `#cache tr[data-server="${server}"][data-method="${method}"] [data-field="${field}"]`
+      await expect
+        .poll(() => text(page, row('weather', 'tools/list', 'hits')), { timeout: SEEN_MS })
+        .toBe('2')
+      expect(await text(page, row('weather', 'tools/list', 'misses'))).toBe('1')
+      // The two hits are answered from the cache, the miss by the backend: 3 requests, all counted.
+      const cause = (c: string) =>
+        `[data-server="weather"] .traffic tbody tr:first-child [data-cause="${c}"]`
+      expect(await text(page, cause('cache'))).toBe('2')
+      expect(await text(page, cause('ok'))).toBe('1')
+
+      // A backend that marks its lists ttlMs 0: not cacheable, with the reason, never a miss.
+      const docsUrl = `${s.gatewayUrl}/mcp/docs`
+      for (let i = 0; i < 3; i++) expect((await mcpPost(docsUrl, 'tools/list')).status).toBe(200)
+      await expect
+        .poll(() => text(page, row('docs', 'tools/list', 'not-cacheable')), { timeout: SEEN_MS })
+        .toBe('3')
+      expect(await text(page, row('docs', 'tools/list', 'misses'))).toBe('0')
+      expect(await text(page, row('docs', 'tools/list', 'why-not'))).toBe('no ttlMs (or 0) 3')
+
+      // The hit ratio chart draws the lone interval that had hits as a visible point, its value
+      // on hover (the next sample of the ring comes within 5 s).
+      const hitPoint = '#charts figure:nth-of-type(2) circle.point.single'
+      await expect
+        .poll(() => page.locator(hitPoint).count(), { timeout: SEEN_MS + 5000 })
+        .toBeGreaterThan(0)
+      expect(await text(page, `${hitPoint} title`)).toMatch(/^weather: 67% at \d\d:\d\d:\d\d UTC$/)
 
       // A denied call: a row naming the rule.
       const denied = await call(weatherUrl, 'delete_station', { id: 'oslo' })
@@ -204,6 +243,44 @@ describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () 
       await expect
         .poll(async () => Number(await text(page, refused)), { timeout: SEEN_MS })
         .toBeGreaterThanOrEqual(2)
+      // Per tool: the five calls, the refused ones among its errors; the denied call its own row.
+      const tool = (name: string, field: string): string =>
+        `#servers [data-server="weather"] tr[data-tool="${name}"] [data-field="${field}"]`
+      await expect
+        .poll(() => text(page, tool('get_alerts', 'calls')), { timeout: SEEN_MS })
+        .toBe('5')
+      expect(Number(await text(page, tool('get_alerts', 'errors')))).toBeGreaterThanOrEqual(2)
+      expect(
+        Number(
+          await text(
+            page,
+            '[data-server="weather"] .traffic tr:first-child [data-cause="limited"]',
+          ),
+        ),
+      ).toBeGreaterThanOrEqual(2)
+
+      // The configuration as it runs: health checks, rules with their hits, limits, virtual servers.
+      const config = '#configuration'
+      expect(await text(page, `${config} [data-server="docs"] [data-field="health-check"]`)).toBe(
+        'every 200 ms, timeout 500 ms; down after 1 failure, up after 1 success',
+      )
+      expect(
+        await text(page, `${config} [data-server="weather"] [data-field="health-check"]`),
+      ).toContain('none')
+      expect(
+        Number(await text(page, `${config} tr[data-rule="no-deletes"] [data-field="hits"]`)),
+      ).toBe(2)
+      expect(
+        Number(await text(page, `${config} tr[data-rule="everyone"] [data-field="hits"]`)),
+      ).toBeGreaterThanOrEqual(5)
+      expect(
+        Number(
+          await text(page, `${config} tr[data-limit="alerts-per-client"] [data-field="refused"]`),
+        ),
+      ).toBeGreaterThanOrEqual(2)
+      expect(await text(page, `${config} .config-virtual tr[data-server="workspace"]`)).toContain(
+        'weather, docs',
+      )
 
       // A replica killed: its state changes; back when it returns.
       const docsState = () =>
@@ -230,7 +307,15 @@ describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () 
       await expect
         .poll(() => text(page, `${reload} [data-outcome]`), { timeout: SEEN_MS })
         .toBe('refused')
-      expect(await text(page, reload)).toContain('rules[1].dny: unknown key')
+      expect(await text(page, reload)).toContain('rules[1].dny: unknown key (did you mean deny?)')
+
+      // The edit undone: nothing reloads (disk and running config agree), and the page says so.
+      writeFileSync(join(s.dir, 'policies/main.yaml'), deny())
+      await s.reread()
+      await expect
+        .poll(() => text(page, `${reload} [data-outcome]`), { timeout: SEEN_MS })
+        .toBe('resolved')
+      expect(await text(page, reload)).toContain('match the running config again')
 
       // Nothing ran: no element from the markup names, no dialog, no CSP violation, no error.
       expect(await page.locator('main img').count()).toBe(0)
@@ -244,6 +329,17 @@ describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () 
         mkdirSync(dirname(resolve(docsCopy)), { recursive: true })
         copyFileSync(shot, resolve(docsCopy))
       }
+
+      // The limits removed: the reload applies, and the empty panel says why it is empty.
+      writeFileSync(join(s.dir, 'policies/main.yaml'), deny('deny', false))
+      await s.reread()
+      await expect
+        .poll(() => text(page, `${reload} [data-outcome]`), { timeout: SEEN_MS })
+        .toBe('applied')
+      await expect
+        .poll(() => text(page, '#rate-limits .empty'), { timeout: SEEN_MS })
+        .toContain('No limits are configured: the policy files have no limits:')
+      expect(trouble).toEqual({ console: [], csp: [], errors: [], dialogs: [], navigations: 0 })
 
       // The sign-in was a session cookie no script can read; signing out ends it on the gateway.
       const [session, ...others] = await page.context().cookies()

@@ -59,7 +59,7 @@ header h1 { font-size: 1.25rem; margin: 0; }
 .sign-out button { font: inherit; color: var(--muted); background: none; border: 1px solid var(--line); border-radius: 1rem; padding: .1rem .6rem; cursor: pointer; }
 main { padding: 0 1.25rem 2rem; max-width: 1600px; display: grid; gap: 0 1.25rem;
   grid-template-columns: repeat(auto-fit, minmax(min(100%, 34rem), 1fr)); align-items: start; }
-#gateway, #charts, #servers, #virtual-servers, #policy, #catalog, .footnote { grid-column: 1 / -1; }
+#gateway, #charts, #servers, #virtual-servers, #policy, #catalog, #configuration, .footnote { grid-column: 1 / -1; }
 #servers > article { margin-bottom: .5rem; }
 section { margin-top: 1.25rem; padding: .75rem 1rem; background: var(--card); border: 1px solid var(--line); border-radius: 6px; }
 h2 { font-size: 1.1rem; margin: 0 0 .5rem; }
@@ -73,7 +73,19 @@ table { border-collapse: collapse; width: 100%; margin: .35rem 0; }
 th, td { text-align: left; padding: .2rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: break-word; }
 td code { overflow-wrap: anywhere; }
 th { color: var(--muted); font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num.warn { color: var(--warn); }
+table.traffic { table-layout: fixed; }
+table.traffic th:first-child { width: 6.5rem; }
+table.tools, table.replicas { max-width: 72rem; }
+table.tools caption { caption-side: bottom; text-align: left; color: var(--muted); font-size: .85em; padding-top: .2rem; }
+.empty { color: var(--muted); font-style: italic; margin: .35rem 0; }
+.muted, small { color: var(--muted); }
+p.outcomes { margin: .1rem 0 .5rem; font-size: .9em; }
+.outcome.ok, .outcome.cache { color: var(--good); }
+.outcome.refused, .outcome.limited, .outcome.denied, .outcome.backend { color: var(--warn); }
+.outcome.failed { color: var(--bad); }
+.config-servers { display: grid; gap: 0 1.25rem; grid-template-columns: repeat(auto-fit, minmax(min(100%, 30rem), 1fr)); }
 code { font-family: ui-monospace, monospace; font-size: .92em; }
 .good { color: var(--good); }
 .bad { color: var(--bad); }
@@ -91,6 +103,10 @@ figure.chart svg { max-width: 100%; height: auto; }
 .grid { stroke: var(--line); stroke-dasharray: 3 3; }
 .tick { fill: var(--muted); font-size: 10px; }
 polyline.series { fill: none; stroke-width: 1.6; }
+circle.point { stroke: none; fill: currentColor; fill-opacity: 0; }
+circle.point.single, circle.point:hover { fill-opacity: 1; }
+.s0.point { color: #2f6fde; } .s1.point { color: #e0731f; } .s2.point { color: #2a9d55; } .s3.point { color: #c23b7a; }
+.s4.point { color: #7a5cd6; } .s5.point { color: #8c6a2a; } .s6.point { color: #199aa8; } .s7.point { color: #7d8791; }
 .legend { list-style: none; display: flex; flex-wrap: wrap; gap: .75rem; padding: 0; margin: .2rem 0 0; }
 .swatch { display: inline-block; width: .8rem; height: .25rem; margin-right: .3rem; vertical-align: middle; }
 .s0 { stroke: #2f6fde; background: #2f6fde; } .s1 { stroke: #e0731f; background: #e0731f; }

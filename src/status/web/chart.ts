@@ -1,3 +1,4 @@
+import { formatRate } from './format.js'
 import { html, type Html } from './html.js'
 import type { HistoryPoint } from '../windows.js'
 
@@ -16,6 +17,9 @@ export interface ChartSeries {
 /**
  * A line chart in plain SVG (no script, no framework) of one value per server over the chart's
  * time span: requests per second, or the cache's hit ratio (0…1, gaps where nothing was cached).
+ * Every point is a circle whose `<title>` the browser shows on hover (the value, the server and
+ * the time), so values read without script; a point with no neighbour (a run of one, which a
+ * polyline cannot draw) is drawn as a visible dot.
  */
 export function lineChart(
   title: string,
@@ -30,9 +34,10 @@ export function lineChart(
   const h = HEIGHT - PAD.top - PAD.bottom
   const x = (at: number): number => PAD.left + (w * Math.max(0, at - start)) / opts.spanMs
   const y = (v: number): number => PAD.top + h - (h * Math.min(v, max)) / (max || 1)
+  const label = (v: number): string => (opts.ratio ? `${Math.round(v * 100)}%` : formatRate(v))
   const lines = series.map((s, i) => {
     // A gap (null) ends one polyline and the next value starts another.
-    const runs: string[][] = [[]]
+    const runs: Point[][] = [[]]
     for (const p of s.points) {
       const v = value(p)
       const at = Date.parse(p.at)
@@ -40,18 +45,30 @@ export function lineChart(
         if ((runs[runs.length - 1] ?? []).length > 0) runs.push([])
         continue
       }
-      runs[runs.length - 1]?.push(`${x(at).toFixed(1)},${y(v).toFixed(1)}`)
+      runs[runs.length - 1]?.push({ x: x(at).toFixed(1), y: y(v).toFixed(1), v, at: p.at })
     }
+    const cls = `s${i % SERIES}`
     return runs
       .filter((r) => r.length > 0)
       .map(
         (r) =>
-          html`<polyline class="series s${i % SERIES}" points="${r.join(' ')}"
-            ><title>${s.name}</title></polyline
-          >`,
+          html`${r.length > 1
+            ? html`<polyline
+                class="series ${cls}"
+                points="${r.map((p) => `${p.x},${p.y}`).join(' ')}"
+              ></polyline>`
+            : ''}${r.map(
+            (p) =>
+              html`<circle
+                class="point ${cls}${r.length === 1 ? ' single' : ''}"
+                cx="${p.x}"
+                cy="${p.y}"
+                r="${r.length === 1 ? 3 : 4}"
+                ><title>${s.name}: ${label(p.v)} at ${p.at.slice(11, 19)} UTC</title></circle
+              >`,
+          )}`,
       )
   })
-  const label = (v: number): string => (opts.ratio ? `${Math.round(v * 100)}%` : formatRate(v))
   return html`<figure class="chart">
     <figcaption>${title}</figcaption>
     <svg
@@ -98,18 +115,18 @@ export function lineChart(
   </figure>`
 }
 
+/** One drawn point: its place, its value and the end of its interval. */
+interface Point {
+  readonly x: string
+  readonly y: string
+  readonly v: number
+  readonly at: string
+}
+
 /** A round upper bound for a rate axis: 1, 2 or 5 times a power of ten. */
 function niceMax(v: number): number {
   if (v <= 0) return 1
   const p = 10 ** Math.floor(Math.log10(v))
   for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p
   return 10 * p
-}
-
-/** Requests per second, as the page prints them. */
-export function formatRate(v: number): string {
-  if (v === 0) return '0/s'
-  if (v < 0.1) return `${v.toFixed(3)}/s`
-  if (v < 10) return `${v.toFixed(2)}/s`
-  return `${Math.round(v)}/s`
 }

@@ -1,7 +1,11 @@
-import { lineChart, formatRate } from './chart.js'
+import { lineChart } from './chart.js'
+import { configuration } from './config-panel.js'
+import { count, duration, empty, formatRate, ms } from './format.js'
 import { html, type Html } from './html.js'
-import type { StatusDocument } from '../model.js'
-import type { NameSets, ReplicaReport } from '../report.js'
+import { cache, catalog, list, policy, rateLimits } from './panels.js'
+import type { StatusDocument, ToolTable } from '../model.js'
+import { CAUSE_TEXT, CAUSES, causeOf, type Cause } from '../outcomes.js'
+import type { ReplicaReport } from '../report.js'
 import type { TrafficWindow } from '../windows.js'
 
 /**
@@ -48,7 +52,7 @@ export function renderPage(doc: StatusDocument, opts: { readonly signOut: boolea
 export function renderMain(doc: StatusDocument): Html {
   return html`<main id="status" data-generated="${doc.generatedAt}">
     ${gateway(doc)} ${charts(doc)} ${servers(doc)} ${virtualServers(doc)} ${cache(doc)}
-    ${rateLimits(doc)} ${policy(doc)} ${catalog(doc)}
+    ${rateLimits(doc)} ${policy(doc)} ${catalog(doc)} ${configuration(doc)}
     <p class="footnote">
       Generated ${doc.generatedAt}. The same data: <a href="status.json">status.json</a>.
     </p>
@@ -57,7 +61,6 @@ export function renderMain(doc: StatusDocument): Html {
 
 function gateway(doc: StatusDocument): Html {
   const g = doc.gateway
-  const r = g.lastReload
   return html`<section id="gateway">
     <h2>Gateway</h2>
     <dl class="facts">
@@ -83,74 +86,94 @@ function gateway(doc: StatusDocument): Html {
         ${g.config.policyMode}
       </dd>
       <dt>Last reload</dt>
-      <dd data-field="reload">
-        ${
-          r === null
-            ? 'none since start'
-            : html`<span
-                  class="${r.outcome === 'applied' ? 'good' : 'bad'}"
-                  data-outcome="${r.outcome}"
-                  >${r.outcome}</span
-                >
-                at
-                ${r.at}${r.changed === null ? '' : html` (${r.changed})`}${
-                  r.problems.length > 0
-                    ? html`<ul class="problems">
-                        ${r.problems.map((p) => html`<li>${p}</li>`)}
-                      </ul>`
-                    : ''
-                }`
-        }
-      </dd>
+      <dd data-field="reload">${reload(doc)}</dd>
     </dl>
     ${list('Warnings', g.warnings, 'warnings')}
   </section>`
+}
+
+/**
+ * The last reload, and whether the files on disk still differ from what runs: a refusal whose
+ * edit was undone is resolved (nothing reloads when the files match the running config).
+ */
+function reload(doc: StatusDocument): Html | string {
+  const r = doc.gateway.lastReload
+  if (r === null) return 'none since start'
+  const changed = r.changed === null ? '' : html` (${r.changed})`
+  if (r.outcome === 'applied')
+    return html`<span class="good" data-outcome="applied">applied</span> at ${r.at}${changed}`
+  if (r.resolvedAt !== null)
+    return html`<span data-outcome="resolved">resolved</span> at ${r.resolvedAt}: the files on disk
+      match the running config again <small>(a reload was refused at ${r.at})</small>`
+  return html`<span class="bad" data-outcome="refused">refused</span> at ${r.at}: the files on
+    disk differ from the running config, which keeps serving until they are fixed
+    <ul class="problems">
+      ${r.problems.map((p) => html`<li>${p}</li>`)}
+    </ul>`
 }
 
 function charts(doc: StatusDocument): Html {
   const end = Date.parse(doc.generatedAt)
   const span = doc.history.windowSeconds * 1000
   const series = doc.history.servers
+  const rate = lineChart('Requests per second', series, (p) => p.rps, {
+    end,
+    spanMs: span,
+    ratio: false,
+  })
+  const hits =
+    doc.cache === null
+      ? ''
+      : lineChart('Cache hit ratio (of what could be cached)', series, (p) => p.hitRatio, {
+          end,
+          spanMs: span,
+          ratio: true,
+        })
   return html`<section id="charts">
     <h2>Last ${Math.round(span / 60_000)} minutes</h2>
-    <div class="charts">
-      ${lineChart('Requests per second', series, (p) => p.rps, { end, spanMs: span, ratio: false })}
-      ${doc.cache === null ? '' : lineChart('Cache hit ratio', series, (p) => p.hitRatio, { end, spanMs: span, ratio: true })}
-    </div>
+    <div class="charts">${rate} ${hits}</div>
   </section>`
 }
 
 function servers(doc: StatusDocument): Html {
-  if (doc.servers.length === 0) return html``
   return html`<section id="servers">
     <h2>Servers</h2>
-    ${doc.servers.map(
-      (s) =>
-        html`<article class="server" data-server="${s.name}">
-          <h3>${s.name}</h3>
-          ${traffic(s.traffic)}
-          <table class="replicas">
-            <thead>
-              <tr>
-                <th>Replica</th>
-                <th>Address</th>
-                <th>State</th>
-                <th>Why</th>
-                <th>In flight</th>
-                <th>Streams</th>
-                <th>Last health check</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${s.replicas.map(replica)}
-            </tbody>
-          </table>
-        </article>`,
-    )}
+    ${doc.servers.map((s) => {
+      const configured = doc.configuration.servers.find((c) => c.name === s.name)
+      const checked = configured?.healthCheck !== null
+      return html`<article class="server" data-server="${s.name}">
+        <h3>
+          ${s.name}
+          <small
+            >${count(s.replicas.length, 'replica')}${configured === undefined
+              ? ''
+              : html`, ${configured.balance}`}</small
+          >
+        </h3>
+        ${traffic(s.traffic)}
+        <table class="replicas">
+          <thead>
+            <tr>
+              <th>Replica</th>
+              <th>Address</th>
+              <th>State</th>
+              <th>Why</th>
+              <th class="num">In flight</th>
+              <th class="num">Streams</th>
+              <th>Last health check</th>
+            </tr>
+          </thead>
+          <tbody>
+            ${s.replicas.map((r) => replica(r, checked))}
+          </tbody>
+        </table>
+        ${tools(s.tools)}
+      </article>`
+    })}
   </section>`
 }
 
-function replica(r: ReplicaReport): Html {
+function replica(r: ReplicaReport, checked: boolean): Html {
   const check = r.lastCheck
   return html`<tr data-replica="${r.id}" data-state="${r.state}">
     <td>${r.id}</td>
@@ -163,7 +186,18 @@ function replica(r: ReplicaReport): Html {
     <td class="num">${r.inFlight}</td>
     <td class="num">${r.streams}</td>
     <td>
-      ${check === null ? '—' : html`${check.at} <span class="${check.ok ? 'good' : 'bad'}">${check.ok ? 'passed' : `failed: ${check.reason ?? ''}`}</span>`}
+      ${
+        check !== null
+          ? html`${check.at}
+              <span class="${check.ok ? 'good' : 'bad'}"
+                >${check.ok ? 'passed' : `failed: ${check.reason ?? ''}`}</span
+              >`
+          : checked
+            ? 'none yet'
+            : html`<span class="muted"
+                >no active checks (<code>healthCheck</code> not set): judged by its traffic</span
+              >`
+      }
     </td>
   </tr>`
 }
@@ -176,282 +210,114 @@ function virtualServers(doc: StatusDocument): Html {
       (v) =>
         html`<article class="server" data-server="${v.name}">
           <h3>${v.name} <small>over ${v.members.join(', ')}</small></h3>
-          ${traffic(v.traffic)}${list('Names it cannot expose', v.problems, 'problems')}
+          ${traffic(v.traffic)}${tools(v.tools)}${list('Names it cannot expose', v.problems, 'problems')}
         </article>`,
     )}
   </section>`
 }
 
+const CAUSE_HEAD: Readonly<Record<Cause, string>> = {
+  ok: 'OK',
+  cache: 'From cache',
+  denied: 'Denied',
+  limited: 'Limited',
+  refused: 'Refused',
+  backend: 'Backend error',
+  failed: 'Failed',
+}
+
+/**
+ * Requests over the last 1 and 5 minutes, by cause (outcomes.ts): the causes add up to the
+ * requests. Each cause's cell names its outcomes on hover, and the line under the table names
+ * them all.
+ */
 function traffic(t: Readonly<Record<'1m' | '5m', TrafficWindow>>): Html {
   const row = (name: string, w: TrafficWindow): Html => {
-    const outcomes = Object.entries(w.outcomes).sort((a, b) => b[1] - a[1])
+    const by = (cause: Cause): string =>
+      Object.entries(w.outcomeCounts)
+        .filter(([o]) => causeOf(o) === cause)
+        .map(([o, n]) => `${o} ${n}`)
+        .join(', ')
     return html`<tr>
       <th>${name}</th>
       <td class="num" data-field="requests">${w.requests}</td>
       <td class="num">${formatRate(w.rps)}</td>
-      <td class="num">${percent(w.errorShare)}</td>
+      ${CAUSES.map(
+        (c) =>
+          html`<td class="num${w.causes[c] > 0 && c !== 'ok' && c !== 'cache' ? ' warn' : ''}" data-cause="${c}" title="${by(c)}">
+            ${w.causes[c]}
+          </td>`,
+      )}
       <td class="num">${ms(w.p50Ms)}</td>
       <td class="num">${ms(w.p95Ms)}</td>
-      <td>
-        ${outcomes.length === 0 ? '—' : outcomes.map(([o, share]) => html`<span class="outcome">${o} ${percent(share)}</span> `)}
-      </td>
+      <td class="num">${ms(w.p99Ms)}</td>
     </tr>`
   }
+  const outcomes = Object.entries(t['5m'].outcomeCounts).sort((a, b) => b[1] - a[1])
   return html`<table class="traffic">
+      <thead>
+        <tr>
+          <th>Window</th>
+          <th class="num">Requests</th>
+          <th class="num">Rate</th>
+          ${CAUSES.map((c) => html`<th class="num" title="${CAUSE_TEXT[c]}">${CAUSE_HEAD[c]}</th>`)}
+          <th class="num">p50</th>
+          <th class="num">p95</th>
+          <th class="num">p99</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${row('last 1 min', t['1m'])}${row('last 5 min', t['5m'])}
+      </tbody>
+    </table>
+    <p class="outcomes" data-field="outcomes">
+      ${
+        outcomes.length === 0
+          ? 'No requests in the last 5 minutes.'
+          : html`Outcomes, last 5 min:
+            ${outcomes.map(([o, n]) => html`<span class="outcome ${causeOf(o)}">${o} ${n}</span> `)}`
+      }
+    </p>`
+}
+
+/** `tools/call` per tool over the tool window (model.ts ToolTable). */
+function tools(t: ToolTable): Html {
+  const minutes = Math.max(1, Math.round(t.seconds / 60))
+  if (t.rows.length === 0)
+    return html`<div class="tools">
+      ${empty(`No tool calls in the last ${minutes} min.`)}
+    </div>`
+  return html`<table class="tools">
+    <caption>
+      Errors: calls the gateway refused or that failed (a limit, a timeout, a backend's 5xx); a
+      backend's own 4xx answers are in the server's Backend error column.
+    </caption>
     <thead>
       <tr>
-        <th>Window</th>
-        <th>Requests</th>
-        <th>Rate</th>
-        <th>Errors</th>
-        <th>p50</th>
-        <th>p95</th>
-        <th>Outcomes other than ok</th>
+        <th>Tool, last ${minutes} min</th>
+        <th class="num">Calls</th>
+        <th class="num">Errors</th>
+        <th class="num">Denied</th>
+        <th class="num">p50</th>
+        <th class="num">p95</th>
       </tr>
     </thead>
     <tbody>
-      ${row('last 1 min', t['1m'])}${row('last 5 min', t['5m'])}
+      ${t.rows.map(
+        (r) =>
+          html`<tr data-tool="${r.tool}">
+            <td>
+              <code>${r.tool}</code>${r.tool === 'other'
+                ? html` <small>(names no tools/list through this gateway has shown)</small>`
+                : ''}
+            </td>
+            <td class="num" data-field="calls">${r.calls}</td>
+            <td class="num" data-field="errors">${r.errors}</td>
+            <td class="num" data-field="denials">${r.denials}</td>
+            <td class="num">${ms(r.p50Ms)}</td>
+            <td class="num">${ms(r.p95Ms)}</td>
+          </tr>`,
+      )}
     </tbody>
   </table>`
-}
-
-function cache(doc: StatusDocument): Html {
-  const c = doc.cache
-  if (c === null) return html``
-  const tier = c.sharedTier
-  const events = Object.entries(c.events).sort((a, b) => a[0].localeCompare(b[0]))
-  return html`<section id="cache">
-    <h2>Cache</h2>
-    <dl class="facts">
-      <dt>Held</dt>
-      <dd data-field="entries">${c.entries} entries, ${bytes(c.bytes)} of ${bytes(c.maxBytes)}</dd>
-      <dt>Hit ratio</dt>
-      <dd data-field="hit-ratio">
-        ${percent(c.hitRatio['1m'])} last minute, ${percent(c.hitRatio['5m'])} last 5 minutes,
-        ${percent(c.hitRatio.total)} since start
-      </dd>
-      <dt>Shared tier</dt>
-      <dd data-field="shared-tier">
-        ${
-          tier === null
-            ? 'not configured'
-            : html`<span class="state ${tier.state}">${tier.state}</span
-                >${tier.reason === undefined ? '' : ` (${tier.reason})`}${
-                  Object.keys(tier.workers).length > 1
-                    ? html` <small
-                        >${Object.entries(tier.workers)
-                          .map(([s, n]) => `${n} ${s}`)
-                          .join(', ')}</small
-                      >`
-                    : ''
-                }`
-        }
-      </dd>
-      <dt>Events</dt>
-      <dd>
-        ${events.length === 0 ? 'none yet' : events.map(([e, n]) => html`<span class="outcome">${e} ${n}</span> `)}
-      </dd>
-    </dl>
-    <table class="cache">
-      <thead>
-        <tr>
-          <th>Server</th>
-          <th>Method</th>
-          <th>Hits</th>
-          <th>Misses</th>
-          <th>Hit ratio</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${c.byServerMethod.map(
-          (r) =>
-            html`<tr data-server="${r.server}" data-method="${r.method}">
-              <td>${r.server}</td>
-              <td>${r.method}</td>
-              <td class="num" data-field="hits">${r.hits}</td>
-              <td class="num" data-field="misses">${r.misses}</td>
-              <td class="num">${percent(r.hitRatio)}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
-  </section>`
-}
-
-function policy(doc: StatusDocument): Html {
-  const p = doc.policy
-  return html`<section id="policy">
-    <h2>Policy</h2>
-    <p>
-      Mode:
-      <strong data-field="mode">${p.mode}</strong
-      >${p.policyId === null ? ' (no policies configured)' : ''}
-    </p>
-    <table class="by-rule">
-      <thead>
-        <tr>
-          <th>Rule</th>
-          <th>Denials</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${p.byRule.map(
-          (r) =>
-            html`<tr data-rule="${r.rule}">
-              <td>${r.rule}</td>
-              <td class="num">${r.denials}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
-    <h3>Last ${p.denials.length} denials</h3>
-    <table class="denials">
-      <thead>
-        <tr>
-          <th>Time</th>
-          <th>Server</th>
-          <th>Method</th>
-          <th>Target</th>
-          <th>Rule</th>
-          <th>Condition</th>
-          <th>Caller</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${p.denials.map(
-          (d) =>
-            html`<tr class="denial">
-              <td>${d.at}</td>
-              <td>${d.server}</td>
-              <td>${d.method ?? ''}</td>
-              <td class="target">${d.kind} <code>${d.target}</code></td>
-              <td class="rule">${d.rule}${d.dryRun ? html` <small>(dry run)</small>` : ''}</td>
-              <td class="condition">${d.condition ?? ''}</td>
-              <td><code>${d.caller}</code></td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
-  </section>`
-}
-
-function rateLimits(doc: StatusDocument): Html {
-  const r = doc.rateLimits
-  return html`<section id="rate-limits">
-    <h2>Rate limits</h2>
-    <table class="refused">
-      <thead>
-        <tr>
-          <th>Limit</th>
-          <th>Refused (429)</th>
-          <th>Of those, table full</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${r.refused.map(
-          (l) =>
-            html`<tr data-limit="${l.limit}">
-              <td>${l.limit}</td>
-              <td class="num" data-field="refused">${l.refused}</td>
-              <td class="num">${l.tableFull}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
-    <h3>Callers limited in the last minute</h3>
-    <table class="limited">
-      <thead>
-        <tr>
-          <th>Limit</th>
-          <th>Keyed on</th>
-          <th>Caller</th>
-          <th>Refused</th>
-          <th>Last</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${r.limited.map(
-          (l) =>
-            html`<tr>
-              <td>${l.limit}</td>
-              <td>${l.key}</td>
-              <td><code>${l.caller}</code></td>
-              <td class="num">${l.refused}</td>
-              <td>${l.lastAt}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
-  </section>`
-}
-
-function catalog(doc: StatusDocument): Html {
-  if (doc.catalog.length === 0) return html``
-  const names = (title: string, kind: string, set: readonly string[]): Html =>
-    html`<details
-      data-kind="${kind}"
-      data-set="${title}"
-      ${title === 'drifted' && set.length > 0 ? html` open` : ''}
-    >
-      <summary>${title} ${set.length}</summary>
-      <ul class="names">
-        ${set.map((n) => html`<li><code>${n}</code></li>`)}
-      </ul>
-    </details>`
-  const kind = (label: string, s: NameSets): Html =>
-    html`<div class="kind">
-      <h4>${label}</h4>
-      ${names('pinned', label, s.pinned)}${names('drifted', label, s.drifted)}${names('new', label, s.new)}${names('hidden', label, s.hidden)}
-    </div>`
-  return html`<section id="catalog">
-    <h2>Catalog</h2>
-    ${doc.catalog.map(
-      (c) =>
-        html`<article class="catalog" data-server="${c.server}">
-          <h3>${c.server}</h3>
-          <p>
-            onDrift: ${c.onDrift ?? '—'}, newTools: ${c.newTools ?? '—'}, instructions:
-            <span class="${c.instructions === 'drifted' ? 'bad' : ''}">${c.instructions}</span
-            >${c.omitted > 0 ? html`, ${c.omitted} names not listed` : ''}
-          </p>
-          <div class="kinds">${kind('tools', c.tools)}${kind('prompts', c.prompts)}</div>
-        </article>`,
-    )}
-  </section>`
-}
-
-function list(title: string, items: readonly string[], id: string): Html {
-  if (items.length === 0) return html``
-  return html`<div class="${id}">
-    <h3>${title}</h3>
-    <ul>
-      ${items.map((w) => html`<li>${w}</li>`)}
-    </ul>
-  </div>`
-}
-
-function percent(share: number | null): string {
-  return share === null ? '—' : `${(share * 100).toFixed(share > 0 && share < 0.01 ? 2 : 1)}%`
-}
-
-function ms(v: number | null): string {
-  if (v === null) return '—'
-  return v < 10 ? `${v.toFixed(2)} ms` : `${Math.round(v)} ms`
-}
-
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`
-}
-
-function duration(seconds: number): string {
-  const d = Math.floor(seconds / 86_400)
-  const h = Math.floor((seconds % 86_400) / 3600)
-  const m = Math.floor((seconds % 3600) / 60)
-  const s = seconds % 60
-  if (d > 0) return `${d} d ${h} h`
-  if (h > 0) return `${h} h ${m} min`
-  if (m > 0) return `${m} min ${s} s`
-  return `${s} s`
 }

@@ -36,7 +36,9 @@ const report = (pid: number, over: Partial<ProcessReport> = {}): ProcessReport =
   catalog: [],
   denials: [],
   denialsByRule: {},
+  ruleHits: {},
   limited: [],
+  configured: { servers: [], virtualServers: [], policies: null, cache: null, rateLimits: null },
   ...over,
 })
 
@@ -84,6 +86,7 @@ describe('mergeReports (the workers of one primary)', () => {
         },
       ],
       denialsByRule: { 'no-deletes': 3 },
+      ruleHits: { 'no-deletes': 3, reads: 7 },
       denials: [
         {
           at: '2026-01-01T00:00:09Z',
@@ -107,6 +110,7 @@ describe('mergeReports (the workers of one primary)', () => {
     })
     const m = mergeReports([a, b])
     expect(m.pids).toEqual([1, 2])
+    expect(m.ruleHits).toEqual({ 'no-deletes': 3, reads: 7 })
     expect(m.startedAt).toBe(1001)
     expect(m.servers[0]?.replicas[0]).toMatchObject({
       state: 'ejected',
