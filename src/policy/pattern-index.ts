@@ -12,7 +12,11 @@ import { compilePattern, type Matcher } from '../match/pattern.js'
 /** A pattern with a `*` other than `*` alone, and what it was added for. */
 interface Glob {
   readonly id: number
-  readonly match: Matcher
+  /**
+   * Undefined when the pattern is its head or tail and `*`s only (`get_*`, `*_forecast`): the
+   * name is then matched by being filed under that head or tail, with nothing more to try.
+   */
+  readonly match: Matcher | undefined
 }
 
 /** Patterns of one kind of name (tool names, client ids, …), each added with a number (its rule). */
@@ -46,7 +50,8 @@ export class PatternIndex {
       pushOnce(this.everything, id)
       return
     }
-    const glob = { id, match: compilePattern(pattern) }
+    const bare = /^\*+$/.test(middle) && (head === '' || tail === '')
+    const glob = { id, match: bare ? undefined : compilePattern(pattern) }
     if (head !== '') {
       appendGlob(this.heads, head, glob)
       this.headLengths = withLength(this.headLengths, head.length)
@@ -97,7 +102,7 @@ function matching(
   value: string,
   out: number[] | undefined,
 ): number[] | undefined {
-  for (const g of globs) if (g.match(value)) (out ??= []).push(g.id)
+  for (const g of globs) if (g.match === undefined || g.match(value)) (out ??= []).push(g.id)
   return out
 }
 
