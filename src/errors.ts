@@ -157,6 +157,13 @@ export const ERRORS = {
     rpc: -31502,
     message: 'Bad response from upstream: the skill entry cannot be relayed',
   },
+  // SECURITY: with `pinning:`, a skill's manifest or a skill file's bytes that are not the pinned
+  // ones (docs/catalog.md §Skills) are refused rather than relayed; `detail` says which.
+  upstream_pin_mismatch: {
+    status: 502,
+    rpc: -31502,
+    message: 'Bad response from upstream: the content differs from its pin',
+  },
   // In band only: a streamed answer (its 200 head already sent) that ended without its response.
   upstream_stream_broken: {
     status: 502,

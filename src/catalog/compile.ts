@@ -20,6 +20,7 @@ export function compileCatalog(
   const curated =
     Object.keys(cfg.tools).length > 0 ||
     Object.keys(cfg.prompts).length > 0 ||
+    Object.keys(cfg.skills ?? {}).length > 0 ||
     cfg.instructions !== undefined
   if (!curated && pinning === undefined) return undefined
   const lock = lockOf(config)
@@ -52,11 +53,13 @@ function keyOf(
             ...(['tools', 'prompts'] as const).map((k) =>
               [...lock[k]].map(([n, d]) => [n, d.digest]),
             ),
+            [...(lock.skills ?? [])].map(([n, d]) => [n, d.digest]),
           ]
   const text = JSON.stringify([
     cfg.tools,
     cfg.prompts,
     cfg.instructions ?? null,
+    cfg.skills ?? {},
     pinning?.onDrift,
     pinning?.newTools,
     pins,

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import type { GatewayConfig } from '../config/schema.js'
 import type { OwnIdentity } from '../client/ask.js'
-import { hasForbiddenNameCharacter, printable } from '../mcp/names.js'
+import { hasForbiddenNameCharacter, printable, uriProblem } from '../mcp/names.js'
 import { DEFAULT_HEADER_RULES, isOwnedName } from '../mcp/owned-headers.js'
 import { parseLock, type CatalogLock } from './lock.js'
 
@@ -57,6 +57,14 @@ export function curationProblems(config: GatewayConfig): string[] {
   for (const [server, s] of Object.entries(config.servers)) {
     if (s.instructions?.hidden === true && s.instructions.text !== undefined)
       problems.push(`servers.${server}.instructions: hidden, so nothing else may be set`)
+    for (const uri of Object.keys(s.skills)) {
+      // SECURITY: a key that is no normal URI names a skill no request can be matched against.
+      const problem = uriProblem(uri)
+      if (problem !== undefined || !uri.includes('://'))
+        problems.push(
+          `servers.${server}.skills.${printable(uri)}: not a SKILL.md URI (${problem ?? 'no scheme'})`,
+        )
+    }
     for (const kind of ['tools', 'prompts'] as const) {
       const at = `servers.${server}.${kind}`
       const shownBy = new Map<string, string>()

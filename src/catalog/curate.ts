@@ -6,12 +6,14 @@ import { CURATED_ANSWERS } from '../mcp/methods.js'
 import { instructionsOf, type CatalogKind, type PinnedKind } from './definition.js'
 import { foldName } from './fold.js'
 import type { PinState } from './pin-state.js'
+import { SkillView } from './skills.js'
 
 /** How one backend definition is shown (config `servers.<name>.tools|prompts.<backendName>`). */
 type ItemCuration = ServerConfig['tools'][string]
 
 /** What of a server the catalog view curates and pins (the config keys of that server). */
-export type CuratedConfig = Pick<ServerConfig, 'tools' | 'prompts' | 'instructions'>
+export type CuratedConfig = Pick<ServerConfig, 'tools' | 'prompts' | 'instructions'> &
+  Partial<Pick<ServerConfig, 'skills'>>
 
 /**
  * The answers a catalog view judges, and what in them: a list's items of its kind, and the
@@ -77,6 +79,8 @@ export class ServerCatalog implements ListFilter {
   readonly identityDependent = false
   private readonly kinds: Readonly<Record<CatalogKind, KindCuration>>
   private readonly instructions: CuratedConfig['instructions']
+  /** Its skills: curation and pins (catalog/skills.ts). */
+  readonly skills: SkillView
 
   constructor(
     readonly server: string,
@@ -92,6 +96,10 @@ export class ServerCatalog implements ListFilter {
       prompts: new KindCuration(new Map(Object.entries(config.prompts))),
     }
     this.instructions = config.instructions
+    const hidden = Object.entries(config.skills ?? {}).flatMap(([uri, c]) =>
+      c.hidden ? [uri] : [],
+    )
+    this.skills = new SkillView(new Set(hidden), pins)
   }
 
   /** The backend name a client's tool or prompt name reaches; undefined = unknown to clients. */
@@ -113,6 +121,7 @@ export class ServerCatalog implements ListFilter {
     const kind = Object.hasOwn(CATALOG_LISTS, method) ? CATALOG_LISTS[method] : undefined
     if (kind === undefined) return { ...result }
     if (kind === 'instructions') return this.withInstructions(result)
+    if (kind === 'skills') return this.skills.apply(method, result)
     const items = result[kind]
     if (!Array.isArray(items)) return { ...result }
     const curation = this.kinds[kind]

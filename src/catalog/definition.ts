@@ -8,11 +8,13 @@ import { createHash } from 'node:crypto'
 
 export type CatalogKind = 'tools' | 'prompts'
 /**
- * What a lock pins: the definitions of a kind, by name, and a server's own `instructions`, which
- * a client hands to the model as the server's (spec 2026-07-28 server/discover, spec 2025-11-25
- * basic/lifecycle InitializeResult) and a virtual server joins across its members.
+ * What a lock pins: the definitions of a kind, by name, a server's own `instructions`, which a
+ * client hands to the model as the server's (spec 2026-07-28 server/discover, spec 2025-11-25
+ * basic/lifecycle InitializeResult) and a virtual server joins across its members, and the skills
+ * of the skills extension by the URI of their SKILL.md (skills.mdx §Skill Entries), each pinned as
+ * its manifest: the frontmatter a host registers it by and the digest and size of every file.
  */
-export type PinnedKind = CatalogKind | 'instructions'
+export type PinnedKind = CatalogKind | 'instructions' | 'skills'
 
 /**
  * The fields a model reads, in the order a reviewer reads them (the lock renders them so).
@@ -25,6 +27,8 @@ export const MODEL_FIELDS: Readonly<Record<PinnedKind, readonly string[]>> = {
   tools: ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations'],
   prompts: ['name', 'title', 'description', 'arguments'],
   instructions: ['instructions'],
+  // skills.mdx §Skill Entries: the whole entry; `resources` is what a host verifies files against.
+  skills: ['uri', 'frontmatter', 'resources'],
 }
 
 /**

@@ -19,7 +19,7 @@ interface DefinitionChange {
   readonly current?: LockedDefinition | undefined
 }
 
-const KINDS: readonly CatalogKind[] = ['tools', 'prompts']
+const KINDS: readonly (CatalogKind | 'skills')[] = ['tools', 'prompts', 'skills']
 const EMPTY = new Map<string, LockedDefinition>()
 
 /**
@@ -69,9 +69,13 @@ interface ReportStyle {
   readonly color: boolean
 }
 
-const SINGULAR: Readonly<Record<CatalogKind, string>> = { tools: 'tool', prompts: 'prompt' }
+const SINGULAR: Readonly<Record<CatalogKind | 'skills', string>> = {
+  tools: 'tool',
+  prompts: 'prompt',
+  skills: 'skill',
+}
 
-/** `tool "get_forecast"`, or `instructions` (a server has one set). */
+/** `tool "get_forecast"`, `skill "skill://refunds/SKILL.md"`, or `instructions` (one set). */
 function subject(c: DefinitionChange): string {
   return c.kind === 'instructions'
     ? 'instructions'

@@ -1,7 +1,7 @@
 /**
- * The catalog lock file (catalog.lock.yaml): per server, the digest of its instructions and of
- * every tool and prompt definition as reviewed, and the model view itself for the reviewer
- * (docs/catalog.md §Pinning).
+ * The catalog lock file (catalog.lock.yaml): per server, the digest of its instructions, of
+ * every tool and prompt definition and of every skill's manifest as reviewed, and the model view
+ * itself for the reviewer (docs/catalog.md §Pinning).
  * Reading is strict: unknown keys, a definition under another name, or a digest that does not
  * match the definition beside it are errors, so a hand edit cannot pin text nobody hashed.
  */
@@ -20,13 +20,19 @@ export interface ServerLock {
   readonly instructions?: LockedDefinition | undefined
   readonly tools: ReadonlyMap<string, LockedDefinition>
   readonly prompts: ReadonlyMap<string, LockedDefinition>
+  /**
+   * Skills by the URI of their SKILL.md (definition.ts: the manifest); absent in a lock written
+   * before skills were pinned, which then pins none.
+   */
+  readonly skills?: ReadonlyMap<string, LockedDefinition> | undefined
 }
 export interface CatalogLock {
   readonly version: 1
   readonly servers: ReadonlyMap<string, ServerLock>
 }
 
-const KINDS: readonly CatalogKind[] = ['tools', 'prompts']
+/** The kinds whose definitions a lock keys by name (or, for skills, by SKILL.md URI). */
+const NAMED: readonly Exclude<PinnedKind, 'instructions'>[] = ['tools', 'prompts', 'skills']
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/
 const locked = z.strictObject({
@@ -64,14 +70,15 @@ export function parseLock(text: string, source: string): CatalogLock {
   const problems: string[] = []
   const servers = new Map<string, ServerLock>()
   for (const [server, entry] of entriesAt(parsed.data.servers, 'servers', problems)) {
-    const lock: Record<CatalogKind, Map<string, LockedDefinition>> & {
+    const lock: Record<CatalogKind | 'skills', Map<string, LockedDefinition>> & {
       instructions?: LockedDefinition
     } = {
       tools: new Map(),
       prompts: new Map(),
+      skills: new Map(),
     }
     for (const [key] of entriesAt(entry, `servers.${server}`, problems)) {
-      if (key !== 'tools' && key !== 'prompts' && key !== 'instructions')
+      if (key !== 'tools' && key !== 'prompts' && key !== 'skills' && key !== 'instructions')
         problems.push(`servers.${server}.${key}: unknown key`)
     }
     const instructions = isObject(entry) ? entry.instructions : undefined
@@ -91,7 +98,7 @@ export function parseLock(text: string, source: string): CatalogLock {
         else lock.instructions = { digest: one.data.digest, definition: one.data.definition }
       }
     }
-    for (const kind of KINDS) {
+    for (const kind of NAMED) {
       const list = isObject(entry) ? entry[kind] : undefined
       for (const [name, d] of entriesAt(list, `servers.${server}.${kind}`, problems)) {
         const at = `servers.${server}.${kind}.${name}`
@@ -125,7 +132,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /**
  * Why a locked definition cannot be trusted, or undefined when it can. `name` is its key, for the
- * kinds with names; instructions are one non-empty text (none at all is no entry).
+ * kinds with names (a skill's is its SKILL.md URI); instructions are one non-empty text (none at
+ * all is no entry).
  */
 function definitionProblem(
   kind: PinnedKind,
@@ -138,6 +146,8 @@ function definitionProblem(
   if (kind === 'instructions') {
     const text = definition['instructions']
     if (typeof text !== 'string' || text === '') return 'definition.instructions is not a text'
+  } else if (kind === 'skills') {
+    if (definition['uri'] !== name) return `definition.uri is not ${JSON.stringify(name)}`
   } else if (definition['name'] !== name) return `definition.name is not ${JSON.stringify(name)}`
   const actual = definitionDigest(kind, definition)
   if (actual !== digest) return `digest does not match the definition (it hashes to ${actual})`
@@ -171,11 +181,15 @@ export function renderLock(lock: CatalogLock): string {
       }
     out.tools = {}
     out.prompts = {}
-    for (const kind of KINDS) {
+    // Only a server that has skills has the key, so locks of servers without any read as before.
+    if (entry?.skills !== undefined && entry.skills.size > 0) out.skills = {}
+    for (const kind of NAMED) {
       const defs = entry?.[kind] ?? new Map<string, LockedDefinition>()
+      const into = out[kind]
+      if (into === undefined) continue
       for (const name of sortedKeys(defs)) {
         const d = defs.get(name) as LockedDefinition
-        setOwn(out[kind]!, name, { digest: d.digest, definition: readingOrder(kind, d.definition) })
+        setOwn(into, name, { digest: d.digest, definition: readingOrder(kind, d.definition) })
       }
     }
     setOwn(servers, server, out)

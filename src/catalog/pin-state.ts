@@ -1,4 +1,6 @@
 import type { PinningConfig } from '../config/schema.js'
+import { isRecord } from '../mcp/jsonrpc.js'
+import { enclosingSkills } from '../mcp/skill-paths.js'
 import type { DriftEvent } from '../observability/audit.js'
 import { foldName } from './fold.js'
 import {
@@ -14,6 +16,12 @@ export type DriftReporter = (event: DriftEvent) => void
 
 /** Whether a call may reach a backend name, as far as its pin is concerned. */
 type PinCall = 'yes' | 'no' | 'unseen'
+
+/** What a pinned skill manifest says of one file: its digest and size (skills.mdx §Resources). */
+export interface PinnedFile {
+  readonly digest: string
+  readonly size: number
+}
 
 /**
  * Names remembered per kind. A backend that lists ever new names cannot grow this without bound;
@@ -36,16 +44,20 @@ const NO_INSTRUCTIONS: LockedDefinition = {
  * judged by the last digest a list showed for the name, since a call does not carry the definition.
  */
 export class PinState {
-  private readonly seen: Record<CatalogKind, Map<string, string>> = {
+  private readonly seen: Record<CatalogKind | 'skills', Map<string, string>> = {
     tools: new Map(),
     prompts: new Map(),
+    skills: new Map(),
   }
   /** Drifted names and the digest last reported for each (one report per new digest). */
   private readonly drifted: Record<PinnedKind, Map<string, string>> = {
     tools: new Map(),
     prompts: new Map(),
     instructions: new Map(),
+    skills: new Map(),
   }
+  /** Every file the pinned skills list, by URI (the first manifest naming it). */
+  private readonly files = new Map<string, PinnedFile>()
 
   /** Pinned names by fold (curate.ts foldName), to refuse loose variants of them. */
   private readonly folded: Record<CatalogKind, ReadonlySet<string>>
@@ -65,6 +77,15 @@ export class PinState {
     const fold = (m: ReadonlyMap<string, unknown>): Set<string> =>
       new Set([...m.keys()].map(foldName))
     this.folded = { tools: fold(this.lock.tools), prompts: fold(this.lock.prompts) }
+    for (const pin of this.lock.skills?.values() ?? []) {
+      const listed = pin.definition.resources
+      if (!Array.isArray(listed)) continue
+      for (const f of listed as unknown[]) {
+        if (!isRecord(f) || typeof f.uri !== 'string' || this.files.has(f.uri)) continue
+        if (typeof f.digest === 'string' && typeof f.size === 'number')
+          this.files.set(f.uri, { digest: f.digest, size: f.size })
+      }
+    }
   }
 
   /** The pin of a backend name, if the lock has one. */
@@ -97,6 +118,57 @@ export class PinState {
     return pin.digest === digest || this.mode.onDrift === 'warn'
   }
 
+  /** The pin of a skill, by the URI of its SKILL.md. */
+  skillPin(uri: string): LockedDefinition | undefined {
+    return this.lock.skills?.get(uri)
+  }
+
+  /**
+   * Whether a skill entry (of skills/list or skills/get) is shown, judged as a listed definition
+   * is: its manifest's digest against the pin (onDrift), or newTools for one the lock does not
+   * name. Records what the server said.
+   */
+  skillVisible(uri: string, entry: Readonly<Record<string, unknown>>): boolean {
+    const digest = definitionDigest('skills', entry)
+    const pin = this.skillPin(uri)
+    this.observe('skills', uri, digest, pin)
+    if (pin === undefined) return this.mode.newTools === 'allow'
+    // SECURITY: the files or frontmatter changed after review; hidden until re-pinned.
+    return pin.digest === digest || this.mode.onDrift === 'warn'
+  }
+
+  /** Whether a skills/get may go on: the skill's last listed manifest against its pin. */
+  skillCallable(uri: string): PinCall {
+    const pin = this.skillPin(uri)
+    if (pin === undefined) return this.mode.newTools === 'allow' ? 'yes' : 'no'
+    if (this.mode.onDrift === 'warn') return 'yes'
+    const seen = this.seen.skills.get(uri)
+    if (seen === undefined) return 'unseen'
+    return seen === pin.digest ? 'yes' : 'no'
+  }
+
+  /** What the pinned manifests say of a file, when one lists it. */
+  pinnedFile(uri: string): PinnedFile | undefined {
+    return this.files.get(uri)
+  }
+
+  /**
+   * Whether a file no pinned manifest lists belongs to a skill nobody reviewed: one under a pinned
+   * skill's directory (added since the pin; skills.mdx §The Acting Window: an unlisted file is a
+   * change to the skill), or under a skill a listing showed that the lock does not name
+   * (newTools). Undefined URIs too deep to tell count as unreviewed.
+   */
+  unreviewedFile(uri: string, directory = false): boolean {
+    if (directory || this.files.has(uri)) return false
+    const skills = enclosingSkills(uri)
+    if (skills === undefined) return this.lock.skills !== undefined && this.lock.skills.size > 0
+    for (const s of skills) {
+      if (this.skillPin(s) !== undefined) return this.mode.onDrift === 'hide'
+      if (this.seen.skills.has(s)) return this.mode.newTools === 'hide'
+    }
+    return false
+  }
+
   /** Whether a call to a backend name may go on: its last listed digest against its pin. */
   callable(kind: CatalogKind, name: string): PinCall {
     const pin = this.pin(kind, name)
@@ -115,17 +187,19 @@ export class PinState {
   /** Definitions whose last listed digest is not their pin, for the admin /readyz (names only, never text). */
   driftedNames(): { readonly kind: PinnedKind; readonly name: string }[] {
     const out: { kind: PinnedKind; name: string }[] = []
-    for (const kind of ['instructions', 'tools', 'prompts'] as const)
+    for (const kind of ['instructions', 'tools', 'prompts', 'skills'] as const)
       for (const name of this.drifted[kind].keys()) out.push({ kind, name })
     return out
   }
 
   /** Names a list showed that the lock does not pin (new since review), for the status page. */
-  unpinnedNames(): { readonly kind: CatalogKind; readonly name: string }[] {
-    const out: { kind: CatalogKind; name: string }[] = []
+  unpinnedNames(): { readonly kind: CatalogKind | 'skills'; readonly name: string }[] {
+    const out: { kind: CatalogKind | 'skills'; name: string }[] = []
     for (const kind of ['tools', 'prompts'] as const)
       for (const name of this.seen[kind].keys())
         if (!this.lock[kind].has(name)) out.push({ kind, name })
+    for (const uri of this.seen.skills.keys())
+      if (this.skillPin(uri) === undefined) out.push({ kind: 'skills', name: uri })
     return out
   }
 

@@ -34,9 +34,12 @@ import type { HeldSession } from '../endpoint/plan.js'
 /** Pages one list may have before the server counts as looping (its cursors never end). */
 const MAX_PAGES = 1000
 
+/** What pin reads by name: tools and prompts, and skills by the URI of their SKILL.md. */
+type ListedKind = CatalogKind | 'skills'
+
 /** Definitions by the server's own names, as it listed them (whole items), per kind. */
 export type ServerDefinitions = Readonly<
-  Record<CatalogKind, ReadonlyMap<string, Readonly<Record<string, unknown>>>>
+  Record<ListedKind, ReadonlyMap<string, Readonly<Record<string, unknown>>>>
 > & {
   /** The instructions its discovery (or `initialize`) gave, if any (definition.ts instructionsOf). */
   readonly instructions: string | undefined
@@ -47,15 +50,27 @@ class PinFetchError extends Error {
   override readonly name = 'PinFetchError'
 }
 
-const LIST_METHOD: Readonly<Record<CatalogKind, string>> = {
+const LIST_METHOD: Readonly<Record<ListedKind, string>> = {
   tools: 'tools/list',
   prompts: 'prompts/list',
+  skills: 'skills/list',
 }
 
+/** What names an item of each list: a skill is named by the URI of its SKILL.md. */
+const KEY_FIELD: Readonly<Record<ListedKind, 'name' | 'uri'>> = {
+  tools: 'name',
+  prompts: 'name',
+  skills: 'uri',
+}
+
+/** The skills extension's identifier, under `capabilities.extensions` (skills.mdx). */
+const SKILLS_EXTENSION = 'io.modelcontextprotocol/skills'
+
 /**
- * Every tool and prompt `server` lists, all pages; a kind the server declares no capability for
- * is empty (spec 2026-07-28 server/tools §Capabilities, server/prompts §Capabilities). Throws
- * PinFetchError naming the server.
+ * Every tool, prompt and skill `server` lists, all pages; a kind the server declares no capability
+ * for is empty (spec 2026-07-28 server/tools §Capabilities, server/prompts §Capabilities;
+ * skills.mdx §Capability Negotiation: skills/list only after the server declares the extension).
+ * Throws PinFetchError naming the server.
  */
 export async function fetchDefinitions(
   server: AskServer,
@@ -65,13 +80,17 @@ export async function fetchDefinitions(
   let conversation: Conversation | undefined
   try {
     conversation = await open(server, maxBytes, as)
-    const out: Record<CatalogKind, Map<string, Readonly<Record<string, unknown>>>> = {
+    const out: Record<ListedKind, Map<string, Readonly<Record<string, unknown>>>> = {
       tools: new Map(),
       prompts: new Map(),
+      skills: new Map(),
     }
     for (const kind of ['tools', 'prompts'] as const) {
       if (isRecord(conversation.capabilities[kind])) await listAll(conversation, kind, out[kind])
     }
+    const extensions = conversation.capabilities.extensions
+    if (isRecord(extensions) && isRecord(extensions[SKILLS_EXTENSION]))
+      await listAll(conversation, 'skills', out.skills)
     return { ...out, instructions: conversation.instructions }
   } catch (err) {
     throw new PinFetchError(`server ${server.name}: ${describe(err)}`, { cause: err })
@@ -83,10 +102,11 @@ export async function fetchDefinitions(
 /** Reads every page of one list into `into`; a name listed twice is an error. */
 async function listAll(
   c: Conversation,
-  kind: CatalogKind,
+  kind: ListedKind,
   into: Map<string, Readonly<Record<string, unknown>>>,
 ): Promise<void> {
   const method = LIST_METHOD[kind]
+  const key = KEY_FIELD[kind]
   const seen = new Set<string>()
   let cursor: string | undefined
   for (let page = 0; page < MAX_PAGES; page++) {
@@ -94,11 +114,12 @@ async function listAll(
     const items = result[kind]
     if (!Array.isArray(items)) throw new PinFetchError(`${method}: the result has no ${kind} list`)
     for (const item of items) {
-      if (!isRecord(item) || typeof item.name !== 'string')
-        throw new PinFetchError(`${method}: an item without a string name`)
-      if (into.has(item.name))
-        throw new PinFetchError(`${method}: ${JSON.stringify(item.name)} is listed twice`)
-      into.set(item.name, item)
+      const name: unknown = isRecord(item) ? item[key] : undefined
+      if (!isRecord(item) || typeof name !== 'string')
+        throw new PinFetchError(`${method}: an item without a string ${key}`)
+      if (into.has(name))
+        throw new PinFetchError(`${method}: ${JSON.stringify(name)} is listed twice`)
+      into.set(name, item)
     }
     const next = result.nextCursor
     if (next === undefined || next === null) return

@@ -210,7 +210,7 @@ function tried(m: AskServer): string {
 
 /** One server's instructions and definitions as lock entries: the model view and its digest. */
 function lockOf(defs: ServerDefinitions): ServerLock {
-  const one = (kind: CatalogKind): Map<string, LockedDefinition> => {
+  const one = (kind: CatalogKind | 'skills'): Map<string, LockedDefinition> => {
     const out = new Map<string, LockedDefinition>()
     for (const [name, item] of defs[kind]) {
       out.set(name, { digest: definitionDigest(kind, item), definition: modelView(kind, item) })
@@ -222,7 +222,7 @@ function lockOf(defs: ServerDefinitions): ServerLock {
     defs.instructions === undefined
       ? undefined
       : { digest: definitionDigest('instructions', view), definition: view }
-  return { instructions, tools: one('tools'), prompts: one('prompts') }
+  return { instructions, tools: one('tools'), prompts: one('prompts'), skills: one('skills') }
 }
 
 /** The previous lock with the servers just pinned replaced (`--server`). */
@@ -235,16 +235,20 @@ function merged(previous: CatalogLock | undefined, current: CatalogLock): Catalo
 function summary(lock: CatalogLock): string {
   let tools = 0
   let prompts = 0
+  let skills = 0
   let instructions = 0
   for (const s of lock.servers.values()) {
     tools += s.tools.size
     prompts += s.prompts.size
+    skills += s.skills?.size ?? 0
     if (s.instructions !== undefined) instructions++
   }
   const of = `of ${lock.servers.size} server(s)`
-  return instructions === 0
-    ? `${tools} tool(s) and ${prompts} prompt(s) ${of}`
-    : `${tools} tool(s), ${prompts} prompt(s) and ${instructions} instructions ${of}`
+  const parts = [`${tools} tool(s)`, `${prompts} prompt(s)`]
+  if (skills > 0) parts.push(`${skills} skill(s)`)
+  if (instructions > 0) parts.push(`${instructions} instructions`)
+  const last = parts.pop() as string
+  return `${parts.join(', ')} and ${last} ${of}`
 }
 
 /** Writes beside the target, then renames over it: a reader sees the old lock or the new one. */

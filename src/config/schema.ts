@@ -156,6 +156,16 @@ const instructionsCuration = z.strictObject({
 })
 
 /**
+ * How a skill of the skills extension is shown (docs/catalog.md §Curation): hidden, with its files
+ * and the skills nested in it. Its description is not replaced: a host checks a skill's
+ * frontmatter against the bytes and digest of its SKILL.md (skills.mdx §Frontmatter Verification).
+ */
+const skillCuration = z.strictObject({
+  /** Absent from skills/list and resources/list; skills/get and its files unknown. */
+  hidden: z.boolean().default(false),
+})
+
+/**
  * What the endpoint's Server Card says and whether it is published (docs/operations.md §Server
  * Cards). The lengths are the card schema's (SEP-2127 extension schema: title, description).
  */
@@ -283,6 +293,8 @@ const server = z.strictObject({
   prompts: z.record(backendName, promptCuration).default({}),
   /** Curation of the backend's `instructions`. */
   instructions: instructionsCuration.optional(),
+  /** Curation of the backend's skills, keyed by the URI of their SKILL.md. */
+  skills: z.record(backendName, skillCuration).default({}),
   /** The events extension: where webhooks may go (docs/events.md). */
   events: serverEvents.default(serverEvents.parse({})),
   /** Its Server Card (docs/operations.md §Server Cards). */

@@ -60,7 +60,7 @@ interface MethodSpec {
    * What of its answer a catalog view curates and pins (docs/catalog.md §Curation, §Run-time
    * pinning): a list's items of that kind, or the server's `instructions` in discovery.
    */
-  readonly curatedAnswer?: 'tools' | 'prompts' | 'instructions'
+  readonly curatedAnswer?: 'tools' | 'prompts' | 'instructions' | 'skills'
   /** caching.mdx §Cacheable Results: its results carry cache hints. */
   readonly cacheable?: true
   /** Only reads: safe to send again after it may have reached a replica. */
@@ -109,9 +109,9 @@ const TABLE: Readonly<Record<string, MethodSpec>> = {
   // The skills extension (SEP-2640). Both results are cacheable (skills.mdx §Listing Skills,
   // §Getting a Skill: `CacheableResult`); a directory read is a `PaginatedResult` only.
   // prettier-ignore
-  'skills/list': { eras: 'both', listKey: 'skills', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'skills', skillEntries: true },
+  'skills/list': { eras: 'both', listKey: 'skills', itemField: 'uri', cacheable: true, retrySafe: true, resultArray: 'skills', skillEntries: true, curatedAnswer: 'skills' },
   // prettier-ignore
-  'skills/get': { eras: 'both', bodyTargets: true, uriTarget: 'skill', cacheable: true, retrySafe: true, resultObject: 'skill', keyedByUri: true, skillEntries: true },
+  'skills/get': { eras: 'both', bodyTargets: true, uriTarget: 'skill', cacheable: true, retrySafe: true, resultObject: 'skill', keyedByUri: true, skillEntries: true, curatedAnswer: 'skills' },
   // prettier-ignore
   'resources/directory/read': { eras: 'both', bodyTargets: true, uriTarget: 'directory', retrySafe: true },
   'tasks/get': { eras: 'both', retrySafe: true },

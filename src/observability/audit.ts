@@ -13,8 +13,11 @@ const ALLOWED = 'policy allowed'
 /** A definition whose digest differs from its pin (docs/catalog.md §Run-time pinning). */
 export interface DriftEvent {
   readonly server: string
-  /** `instructions`: the server's own instructions (name `instructions`; docs/catalog.md). */
-  readonly kind: 'tools' | 'prompts' | 'instructions'
+  /**
+   * `instructions`: the server's own instructions (name `instructions`; docs/catalog.md); `skills`:
+   * a skill's manifest (name: its SKILL.md URI).
+   */
+  readonly kind: 'tools' | 'prompts' | 'instructions' | 'skills'
   /** The backend's own name. */
   readonly name: string
   /** The pinned digest, and the one the backend's list now gives. */

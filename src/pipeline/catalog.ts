@@ -21,6 +21,20 @@ export const catalogView = (): MiddlewareHandler<GatewayEnv> =>
     if (catalog === undefined) return next()
     const mcp = c.get('mcp')
     const method = mcp.method
+    // A skill or a skill's file (catalog/skills.ts): hidden or unreviewed ones are unknown, a
+    // pinned file's bytes are checked on the answer.
+    const skill = catalog.skills.decide(method, mcp.targets)
+    if (skill !== undefined && 'refuse' in skill) {
+      c.set('outcome', 'catalog_skill')
+      if (mcp.kind === 'notification') return c.body(null, 202)
+      const rawId = mcp.message?.rawId ?? peekRawId(c.get('body'))
+      const body = renderDenial(skill.refuse, rawId ?? 'null')
+      return c.body(body, 200, { 'content-type': 'application/json' })
+    }
+    if (skill !== undefined) {
+      c.set('listFilter', skill.check)
+      return next()
+    }
     if (method !== undefined && Object.hasOwn(CATALOG_LISTS, method)) {
       c.set('listFilter', catalog)
       return next()

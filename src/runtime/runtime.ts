@@ -368,6 +368,8 @@ export function replicasOut(rt: GatewayRuntime): (ReplicaOut & { readonly server
   return out
 }
 
+const SINGULAR = { tools: 'tool', prompts: 'prompt', skills: 'skill' } as const
+
 /** Definitions whose digest is not their pin, for /readyz: server and name, never the text. */
 export function catalogWarnings(rt: GatewayRuntime): string[] {
   const out: string[] = []
@@ -380,7 +382,7 @@ export function catalogWarnings(rt: GatewayRuntime): string[] {
       out.push(
         d.kind === 'instructions'
           ? `catalog: ${s.name} instructions differ from their pin; ${action}`
-          : `catalog: ${s.name} ${d.kind === 'tools' ? 'tool' : 'prompt'} ${JSON.stringify(d.name)} differs from its pin; ${action}`,
+          : `catalog: ${s.name} ${SINGULAR[d.kind]} ${JSON.stringify(d.name)} differs from its pin; ${action}`,
       )
   }
   return out
