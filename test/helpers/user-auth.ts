@@ -324,7 +324,7 @@ export async function openConnectLink(
 }
 
 /** The service behind the gateway: accepts only its AS's tokens, and says whose account it is. */
-export interface TrackerServer extends Omit<TestServer, 'notify'> {
+interface TrackerServer extends Omit<TestServer, 'notify'> {
   /** Subjects whose tokens the server refuses from now on (a revoked grant, seen late). */
   readonly refuse: Set<string>
   /** Refuses this many of the next requests with 401, whatever their token (then counts down). */
@@ -339,7 +339,7 @@ export interface TrackerServer extends Omit<TestServer, 'notify'> {
  * An official-SDK server (2026-07-28 and 2025-era clients) whose every request must carry a JWT
  * of `as` for its own URL (RFC 8707 audience); its `whoami` tool answers `user:<sub>`.
  */
-export async function startTracker(as: TestProvider): Promise<TrackerServer> {
+async function startTracker(as: TestProvider): Promise<TrackerServer> {
   const keys = createRemoteJWKSet(new URL(as.jwksUri))
   const who = new AsyncLocalStorage<string>()
   const served: string[] = []
@@ -404,7 +404,7 @@ export async function startTracker(as: TestProvider): Promise<TrackerServer> {
 }
 
 /** A `userTokens.key`: 32 random bytes, standard base64. */
-export const USER_TOKENS_KEY = randomBytes(32).toString('base64')
+const USER_TOKENS_KEY = randomBytes(32).toString('base64')
 
 export interface UserAuthWorld {
   readonly gw: TestGateway
