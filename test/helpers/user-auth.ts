@@ -7,7 +7,7 @@ import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import { createRemoteJWKSet, jwtVerify } from 'jose'
 import Provider, { type Interaction, type KoaContextWithOIDC } from 'oidc-provider'
 import { stringify } from 'yaml'
-import { toNodeRequest } from '../../deploy/demo/serve.js'
+import { toNodeRequest, type CacheHints } from '../../deploy/demo/serve.js'
 import { parseConfigText } from '../../src/runtime/load.js'
 import { startTestGateway, type TestGateway } from './gateway.js'
 import { closing } from './lifecycle.js'
@@ -339,7 +339,7 @@ interface TrackerServer extends Omit<TestServer, 'notify'> {
  * An official-SDK server (2026-07-28 and 2025-era clients) whose every request must carry a JWT
  * of `as` for its own URL (RFC 8707 audience); its `whoami` tool answers `user:<sub>`.
  */
-async function startTracker(as: TestProvider): Promise<TrackerServer> {
+async function startTracker(as: TestProvider, cacheHints?: CacheHints): Promise<TrackerServer> {
   const keys = createRemoteJWKSet(new URL(as.jwksUri))
   const who = new AsyncLocalStorage<string>()
   const served: string[] = []
@@ -348,7 +348,10 @@ async function startTracker(as: TestProvider): Promise<TrackerServer> {
   const state = { refuseNext: 0 }
   const handler = createMcpHandler(
     () => {
-      const server = new McpServer({ name: 'tracker', version: '1.0.0' })
+      const server = new McpServer(
+        { name: 'tracker', version: '1.0.0' },
+        cacheHints === undefined ? {} : { cacheHints },
+      )
       server.registerTool('whoami', { description: 'Whose account this is' }, () => ({
         content: [{ type: 'text', text: `user:${who.getStore() ?? '?'}` }],
       }))
@@ -436,13 +439,15 @@ export interface WorldOptions {
   readonly userAuth?: Record<string, unknown>
   /** An admin listener (status page, /metrics) on a free loopback port. */
   readonly admin?: boolean
+  /** The tracker's cache hints (`ttlMs`, `cacheScope`) per method. */
+  readonly trackerCacheHints?: CacheHints
 }
 
 /** The IdP, the service's AS, the tracker behind it, and a gateway in front with userAuth. */
 export async function userAuthWorld(first: WorldOptions = {}): Promise<UserAuthWorld> {
   const idp = await closing(startProvider())
   const as = await closing(startProvider({ ttlSec: first.ttlSec ?? 300 }))
-  const tracker = await closing(startTracker(as))
+  const tracker = await closing(startTracker(as, first.trackerCacheHints))
   let login: object = { clientId: 'pending', clientSecret: 'pending' }
   let service: object = { clientId: 'pending', clientSecret: 'pending' }
   const config = (publicUrl: string, o: WorldOptions) => {

@@ -100,6 +100,29 @@ describe('userAuth: nothing reaches the service without the user’s token', () 
     expect(w.tracker.requests).toHaveLength(0)
   })
 
+  it('a list without the token is the public cached copy when the edge cache holds one', async () => {
+    const w = await userAuthWorld({
+      extra: { cache: {} },
+      trackerCacheHints: { 'tools/list': { ttlMs: 60_000, cacheScope: 'public' } },
+    })
+    const alice = await w.token('alice')
+    const { url } = await prompt(w, alice)
+    expect((await openConnectLink(url, w.idp, w.as, 'alice')).status).toBe(200)
+    const first = await mcpPost(w.gw.mcpUrl('tracker'), 'tools/list', URL_CAPABLE, { auth: alice })
+    expect(first.status).toBe(200)
+    const served = w.tracker.requests.length
+    // bob has not connected: the public copy answers him, and the service sees nothing of him.
+    const bob = await mcpPost(w.gw.mcpUrl('tracker'), 'tools/list', URL_CAPABLE, {
+      auth: await w.token('bob'),
+      id: 77,
+    })
+    expect(bob.status).toBe(200)
+    expect(bob.response().id).toBe(77)
+    const tools = (bob.response().result as { tools: { name: string }[] }).tools
+    expect(tools.map((t) => t.name)).toContain('whoami')
+    expect(w.tracker.requests).toHaveLength(served)
+  })
+
   it('a retry with another user’s requestState is no answer to the prompt: asked again at once', async () => {
     const w = await userAuthWorld()
     const alice = await prompt(w, await w.token('alice'))
