@@ -1,0 +1,332 @@
+/**
+ * `npm run bench:scale`: what the gateway costs as its configuration grows (bench/README.md
+ * §scale). Curves, each as ratios to its smallest point measured in the same run:
+ *
+ * - rules (1 → 10,000): in process, a decision and a caller's list view (scale-inproc.ts); from
+ *   outside, the built gateway's start, RSS and CPU per forwarded `tools/call` (/proc);
+ * - a reload of the 10,000-rule policy under load: p99 in the second the swap happens in, against
+ *   the other seconds of the same run;
+ * - tools per list (60 → 5,000), in process: the list filter and the answer check per tool;
+ * - virtual members (2 → 50, 50 tools each) and servers (1 → 200), from outside (scale-fleet.ts).
+ *
+ * Placement as `npm run bench`: the gateway on CPU 0, the backend on CPU 1, this process (the
+ * load) on CPU 1 niced. CPU per request is the gateway's utime+stime over a window cut out of a
+ * continuous load; points run in alternating order over `BENCH_SCALE_ROUNDS` rounds, medians.
+ * `BENCH_QUICK=1` shortens every window (a smoke test).
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { setPriority, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { hasTaskset, runScript, spawnNode, waitForLine } from './children.js'
+import type { Gateway } from './gateway.js'
+import { clockTicksPerSecond, hasProcStat } from './proc.js'
+import { buildRequest } from './requests.js'
+import { fleetCurves, type FleetReport } from './scale-fleet.js'
+import {
+  listCurve,
+  reloadGaps,
+  ruleCurve,
+  rulesYaml,
+  sunk,
+  type ListPoint,
+  type ReloadGaps,
+  type RulePoint,
+} from './scale-inproc.js'
+import {
+  percentile,
+  rssMb,
+  runLoad,
+  spread,
+  stop,
+  timedGateway,
+  warmUp,
+  whenPrinted,
+  type Scale,
+} from './scale-load.js'
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url))
+const QUICK = process.env['BENCH_QUICK'] === '1'
+const ROUNDS = Number(process.env['BENCH_SCALE_ROUNDS'] ?? (QUICK ? 1 : 3))
+const WINDOW_MS = QUICK ? 700 : 2000
+const WARMUP_MS = QUICK ? 300 : 700
+const CONNECTIONS = 16
+const GATEWAY_CPU = 0
+const BACKEND_CPU = 1
+const RULES = [1, 100, 1000, 10_000]
+/** `BENCH_SCALE_CURVES`: which curves to run (default all). */
+const CURVES = (process.env['BENCH_SCALE_CURVES'] ?? 'rules,reload,lists,members,servers').split(
+  ',',
+)
+const wanted = (curve: string): boolean => CURVES.includes(curve)
+const TOOLS = [60, 500, 1000, 5000]
+
+const CALL = buildRequest('tools/call')
+
+interface RuleGateway {
+  readonly rules: number
+  readonly gw: Gateway
+  readonly pids: number[]
+  readonly folder: string
+  readonly startMs: number
+  readonly rssAtStartMb: number
+}
+
+interface OutsideRulePoint {
+  readonly rules: number
+  readonly startMs: number
+  readonly rssAtStartMb: number
+  readonly rssAfterLoadMb: number
+  readonly cpuUs: { median: number; least: number }
+  /** Answers per second at c=16 (median over rounds). */
+  readonly rps: number
+}
+
+/** The built gateway with each policy size: start, RSS, CPU per forwarded call. */
+async function rulesOutside(s: Scale): Promise<{ points: OutsideRulePoint[]; big: RuleGateway }> {
+  const gateways: RuleGateway[] = []
+  for (const rules of RULES) {
+    const folder = join(s.configDir, `rules-${rules}`)
+    mkdirSync(folder, { recursive: true })
+    writeFileSync(join(folder, 'policy.yaml'), rulesYaml(rules))
+    const { gw, startMs, pids } = await timedGateway(s, `rules-${rules}`, (port) => ({
+      listen: { host: '127.0.0.1', port },
+      servers: { bench: { upstreams: [{ url: `${s.backend}/mcp` }] } },
+      policies: folder,
+    }))
+    gateways.push({ rules, gw, pids, folder, startMs, rssAtStartMb: rssMb(gw.child.pid) })
+  }
+  // Each gateway is warmed up first: the JIT's first seconds would otherwise be a round's cost.
+  for (const g of gateways) await warmUp(s, `${g.gw.baseUrl}/mcp/bench`, CALL, g.pids)
+  const cpu = gateways.map(() => [] as number[])
+  const rps = gateways.map(() => [] as number[])
+  for (let r = 0; r < s.rounds; r++) {
+    const order = r % 2 === 0 ? gateways.keys() : [...gateways.keys()].reverse()
+    for (const i of order) {
+      const g = gateways[i] as RuleGateway
+      const result = await runLoad({
+        url: `${g.gw.baseUrl}/mcp/bench`,
+        ...CALL,
+        connections: CONNECTIONS,
+        warmupMs: s.warmupMs,
+        durationMs: s.windowMs,
+        pids: g.pids,
+        clkTck: s.clkTck,
+      })
+      if (result.failures > 0) throw new Error(`rules-${g.rules}: ${result.failures} failures`)
+      cpu[i]?.push(result.cpuUsPerRequest)
+      rps[i]?.push(result.rps)
+    }
+  }
+  const points = gateways.map((g, i) => ({
+    rules: g.rules,
+    startMs: g.startMs,
+    rssAtStartMb: g.rssAtStartMb,
+    rssAfterLoadMb: rssMb(g.gw.child.pid),
+    cpuUs: spread(cpu[i] as number[]),
+    rps: spread(rps[i] as number[]).median,
+  }))
+  for (const g of gateways.slice(0, -1)) await stop(g.gw)
+  return { points, big: gateways[gateways.length - 1] as RuleGateway }
+}
+
+interface ReloadRun {
+  /** Requests per second sent (an open loop, half what the gateway answered at c=16). */
+  readonly rate: number
+  /** SIGHUP to the `config reloaded` line, ms. */
+  readonly reloadMs: number
+  /** p99 and worst latency of the answers ending between SIGHUP and the swap (plus 100 ms). */
+  readonly p99DuringMs: number
+  readonly maxDuringMs: number
+  /** The same of the answers ending outside it (a second's margin after the swap). */
+  readonly p99WithoutMs: number
+  readonly maxWithoutMs: number
+}
+
+/**
+ * Reloads the 10,000-rule policy under load: the file is rewritten (one rule changed, the same
+ * shape, so the rules are swapped under the running runtime) and the gateway told with SIGHUP two
+ * seconds into the window. The load is an open loop at a quarter of the rate the gateway
+ * answered at c=16 (`BENCH_SCALE_RATE` sets it), every latency counted from when its request was due, so a pause of the serving thread
+ * shows in full rather than as fewer requests (a closed loop waits with the gateway).
+ */
+async function reloadUnderLoad(
+  s: Scale,
+  g: RuleGateway,
+  rps: number,
+  runs: number,
+): Promise<ReloadRun[]> {
+  const out: ReloadRun[] = []
+  const rate = Number(process.env['BENCH_SCALE_RATE'] ?? Math.round(rps / 4))
+  for (let k = 0; k < runs; k++) {
+    let hup = Number.NaN
+    let reloaded: Promise<number> = Promise.reject(new Error('no reload was started'))
+    reloaded.catch(() => undefined)
+    const result = await runLoad({
+      url: `${g.gw.baseUrl}/mcp/bench`,
+      ...CALL,
+      connections: 64,
+      rate,
+      warmupMs: s.warmupMs,
+      durationMs: QUICK ? 8000 : 15_000,
+      pids: g.pids,
+      clkTck: s.clkTck,
+      onWindow: () => {
+        setTimeout(() => {
+          const text = rulesYaml(g.rules).replace('"get_*"', `"get_*", "reload_${k}_*"`)
+          writeFileSync(join(g.folder, 'policy.yaml'), text)
+          reloaded = whenPrinted(g.gw.child, '"config reloaded"', 120_000)
+          hup = performance.now()
+          g.gw.child.proc.kill('SIGHUP')
+        }, 2000)
+      },
+    })
+    const done = await reloaded
+    if (result.failures > 0) throw new Error(`reload run: ${result.failures} failures`)
+    const during = [hup, done + 100] as const
+    const inside = (end: number): boolean => end >= during[0] && end < during[1]
+    const outside = (end: number): boolean =>
+      end >= result.windowStartMs && end < result.windowEndMs && (end < hup || end >= done + 1000)
+    out.push({
+      rate,
+      reloadMs: done - hup,
+      p99DuringMs: percentile(result, 99, inside),
+      maxDuringMs: percentile(result, 100, inside),
+      p99WithoutMs: percentile(result, 99, outside),
+      maxWithoutMs: percentile(result, 100, outside),
+    })
+  }
+  return out
+}
+
+/** Starts scale-backend.ts pinned beside the load. */
+async function startScaleBackend(): Promise<string> {
+  const script = join(repoRoot, 'bench', 'scale-backend.ts')
+  const child = spawnNode(
+    'scale-backend',
+    ['--import', 'tsx', script, '--port', '0', '--lifeline'],
+    {
+      cpu: BACKEND_CPU,
+      cwd: repoRoot,
+    },
+  )
+  const match = await waitForLine(child, /listening (\d+)/, 20_000)
+  return `http://127.0.0.1:${match[1] ?? ''}`
+}
+
+const f = (x: number, digits = 0): string => (Number.isNaN(x) ? '–' : x.toFixed(digits))
+const ratio = (x: number, base: number | undefined): string => f(x / (base ?? Number.NaN), 2)
+
+/** A markdown section: a title, a table head and one row per point; nothing without points. */
+function section(title: string, head: string, rows: readonly string[]): string[] {
+  if (rows.length === 0) return []
+  const columns = head.split('|').length - 2
+  return [`### ${title}`, '', head, `|${'---:|'.repeat(columns)}`, ...rows, '']
+}
+
+function report(
+  inproc: RulePoint[],
+  outside: OutsideRulePoint[],
+  gaps: ReloadGaps[],
+  reloads: ReloadRun[],
+  lists: ListPoint[],
+  fleet: FleetReport,
+): string {
+  const r0 = inproc[0]
+  const o0 = outside[0]
+  const l0 = lists[0]
+  const lines = [
+    ...section(
+      'Rules, in process',
+      '| rules | load ms | of it compile + index ms | heap per rule | check ns | ÷ 1 rule | list view (60 tools) ns | ÷ 1 rule |',
+      inproc.map(
+        (p) =>
+          `| ${p.rules} | ${f(p.loadMs)} | ${f(p.compileMs)} | ${f(p.heapPerRule)} B | ${f(p.checkNs)} | ${ratio(p.checkNs, r0?.checkNs)} | ${f(p.listNs)} | ${ratio(p.listNs, r0?.listNs)} |`,
+      ),
+    ),
+    ...section(
+      'Rules, the built gateway from outside',
+      '| rules | serving after ms | RSS at start MB | RSS after load MB | CPU µs per call (median / least) | ÷ 1 rule (median / least) |',
+      outside.map(
+        (p) =>
+          `| ${p.rules} | ${f(p.startMs)} | ${f(p.rssAtStartMb, 1)} | ${f(p.rssAfterLoadMb, 1)} | ${f(p.cpuUs.median)} / ${f(p.cpuUs.least)} | ${ratio(p.cpuUs.median, o0?.cpuUs.median)} / ${ratio(p.cpuUs.least, o0?.cpuUs.least)} |`,
+      ),
+    ),
+    ...section(
+      'Reload of the 10,000-rule policy, in process: the event loop meanwhile',
+      '| run | held on this thread ms | beside ms | longest tick gap ms | p99 gap ms | idle: longest ms | idle: p99 ms |',
+      gaps.map(
+        (g, i) =>
+          `| ${i + 1} | ${f(g.heldMs)} | ${f(g.besideMs)} | ${f(g.longestGapMs, 1)} | ${f(g.p99GapMs, 1)} | ${f(g.idleLongestGapMs, 1)} | ${f(g.idleP99GapMs, 1)} |`,
+      ),
+    ),
+    ...section(
+      'Reload of the 10,000-rule policy under load (open loop)',
+      '| run | requests/s | reload ms | p99 during ms | p99 without ms | ÷ | max during ms | max without ms |',
+      reloads.map(
+        (r, i) =>
+          `| ${i + 1} | ${r.rate} | ${f(r.reloadMs)} | ${f(r.p99DuringMs, 2)} | ${f(r.p99WithoutMs, 2)} | ${ratio(r.p99DuringMs, r.p99WithoutMs)} | ${f(r.maxDuringMs, 1)} | ${f(r.maxWithoutMs, 1)} |`,
+      ),
+    ),
+    ...section(
+      'Tools per list, in process (20 rules)',
+      '| tools | answer bytes | filter ns per tool | ÷ 60 | answer check ns per tool | ÷ 60 |',
+      lists.map(
+        (p) =>
+          `| ${p.tools} | ${p.bytes} | ${f(p.filterNsPerTool)} | ${ratio(p.filterNsPerTool, l0?.filterNsPerTool)} | ${f(p.checkNsPerTool)} | ${ratio(p.checkNsPerTool, l0?.checkNsPerTool)} |`,
+      ),
+    ),
+    ...fleet.lines,
+  ]
+  return `${lines.join('\n')}\n`
+}
+
+async function main(): Promise<number> {
+  if (!hasProcStat()) throw new Error('bench:scale needs Linux /proc/<pid>/stat for CPU accounting')
+  const started = Date.now()
+  // In process first, before any child shares the machine with this process.
+  const inproc = wanted('rules') ? ruleCurve(RULES, QUICK ? 3 : 9) : []
+  const lists = wanted('lists') ? listCurve(TOOLS, QUICK ? 3 : 9) : []
+  const gaps = wanted('reload') ? [await reloadGaps(10_000), await reloadGaps(10_000)] : []
+  // The rest of this process is the load: beside the backend, yielding to it.
+  if (hasTaskset) spawnSync('taskset', ['-apc', String(BACKEND_CPU), String(process.pid)])
+  setPriority(10)
+  const configDir = mkdtempSync(join(tmpdir(), 'mcp-edge-scale-'))
+  process.once('exit', () => rmSync(configDir, { recursive: true, force: true }))
+  const s: Scale = {
+    repoRoot,
+    configDir,
+    backend: await startScaleBackend(),
+    clkTck: clockTicksPerSecond(),
+    rounds: ROUNDS,
+    windowMs: WINDOW_MS,
+    warmupMs: WARMUP_MS,
+    gatewayCpu: GATEWAY_CPU,
+  }
+  let points: OutsideRulePoint[] = []
+  let reloads: ReloadRun[] = []
+  if (wanted('rules') || wanted('reload')) {
+    const outside = await rulesOutside(s)
+    points = outside.points
+    const bigRps = points[points.length - 1]?.rps ?? 1000
+    if (wanted('reload')) reloads = await reloadUnderLoad(s, outside.big, bigRps, QUICK ? 1 : 2)
+    await stop(outside.big.gw)
+  }
+  const fleet = await fleetCurves(s, wanted('members'), wanted('servers'))
+  const text = report(inproc, points, gaps, reloads, lists, fleet)
+  const dir = join(repoRoot, 'bench', 'results')
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, 'scale.md'), text)
+  writeFileSync(
+    join(dir, 'scale.json'),
+    `${JSON.stringify({ inproc, outside: points, gaps, reloads, lists, fleet: fleet.json }, null, 2)}\n`,
+  )
+  process.stdout.write(text)
+  process.stdout.write(
+    `\n(${((Date.now() - started) / 1000).toFixed(0)} s; ${sunk() > 0 ? 'ok' : ''})\n`,
+  )
+  return 0
+}
+
+runScript('bench:scale', main)
