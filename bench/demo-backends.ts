@@ -5,10 +5,10 @@
  * Usage: node --import tsx bench/demo-backends.ts [--lifeline]
  *   --lifeline   exit when stdin closes (the bench runner holds it open), so no orphan survives
  */
-import { startDemoServers } from '../deploy/demo/servers.js'
+import { ANY_PORTS, startDemoServers } from '../deploy/demo/servers.js'
 
 async function main(): Promise<void> {
-  const demo = await startDemoServers({ weatherPort: 0, docsPort: 0 })
+  const demo = await startDemoServers(ANY_PORTS)
   process.stdout.write(`listening ${demo.weather.port} ${demo.docs.port}\n`)
   if (process.argv.includes('--lifeline')) {
     process.stdin.on('close', () => process.exit(0))

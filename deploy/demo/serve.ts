@@ -1,4 +1,10 @@
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http'
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { toNodeHandler, type NodeIncomingMessageLike } from '@modelcontextprotocol/node'
 import type { McpHttpHandler, McpServerOptions } from '@modelcontextprotocol/server'
@@ -26,9 +32,20 @@ export interface McpHttpServer {
   readonly url: string
   readonly port: number
   readonly handler: McpHttpHandler
+  /**
+   * Stops listening for `ms` (every open connection dropped, as when a process dies), then
+   * listens again on the same port: a replica going away and coming back.
+   */
+  pause(ms: number): Promise<void>
   /** Ends open listen streams gracefully, then closes the HTTP server and all its sockets. */
   close(): Promise<void>
 }
+
+/**
+ * A route besides /mcp (the demo's control routes, deploy/demo/control.ts): answers and returns
+ * true, or returns false to leave the request to the 404.
+ */
+export type ExtraRoute = (req: IncomingMessage, res: ServerResponse) => boolean
 
 /** The path every demo server serves MCP on. */
 export const MCP_PATH = '/mcp'
@@ -65,24 +82,50 @@ export function httpUrl(host: string, port: number, path = MCP_PATH): string {
   return `http://${h}:${port}${path}`
 }
 
-/** Serves `handler` at /mcp on node:http (any method; the SDK answers 405 itself), else 404. */
+/**
+ * Serves `handler` at /mcp on node:http (any method; the SDK answers 405 itself), `extra` routes
+ * (if any) on other paths, else 404.
+ */
 export async function serveMcpHandler(
   handler: McpHttpHandler,
   options: ListenOptions = {},
+  extra?: ExtraRoute,
 ): Promise<McpHttpServer> {
   const node = toNodeHandler(handler)
-  const listening = await listen((req, res) => {
+  const listener: RequestListener = (req, res) => {
     if (pathOf(req.url) !== MCP_PATH) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found')
+      if (extra?.(req, res) !== true)
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found')
       return
     }
     void node(toNodeRequest(req), res)
-  }, options)
+  }
+  let listening = await listen(listener, options)
+  const { host, port } = listening
+  let back: NodeJS.Timeout | undefined
+  let closed = false
   return {
-    url: httpUrl(listening.host, listening.port),
-    port: listening.port,
+    url: httpUrl(host, port),
+    port,
     handler,
+    async pause(ms) {
+      if (back !== undefined) return
+      await listening.close()
+      back = setTimeout(() => {
+        if (closed) return
+        listen(listener, { port, host }).then(
+          (l) => {
+            listening = l
+            back = undefined
+            if (closed) void l.close() // closed while it was coming back
+          },
+          (err: unknown) => console.error(`demo server on port ${port} could not come back:`, err),
+        )
+      }, ms)
+    },
     async close() {
+      closed = true
+      clearTimeout(back)
       // handler.close() writes the final frame on open listen streams before the sockets go
       await handler.close()
       await listening.close()

@@ -1,8 +1,10 @@
 /**
- * `npm start`: starts the two bundled demo MCP servers (official SDK) and the gateway in front of
- * them with deploy/gateway.demo.yaml. Ctrl-C (SIGINT) or SIGTERM drains and stops everything.
+ * `npm start`: starts the bundled demo MCP servers (official SDK) and the gateway in front of them
+ * with deploy/gateway.demo.yaml. Ctrl-C (SIGINT) or SIGTERM drains and stops everything. README
+ * "Things to try" walks through what it shows.
  */
 import { fileURLToPath } from 'node:url'
+import { problemsText } from '../../src/cli/problems.js'
 import { ConfigError, loadConfigFile } from '../../src/runtime/load.js'
 import { startGateway } from '../../src/server.js'
 import { startDemoServers } from './servers.js'
@@ -16,21 +18,26 @@ async function main(): Promise<void> {
     loaded = loadConfigFile(configFile)
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${configFile}: ${err.problems.join('\n  ')}\n`)
+      process.stderr.write(problemsText(configFile, err))
       process.exit(1)
     }
     throw err
   }
   const demo = await startDemoServers()
   const gw = await startGateway(loaded)
+  const admin =
+    gw.adminPort === undefined
+      ? ''
+      : `  http://${adminHost(loaded.config.admin?.host)}:${gw.adminPort}/  status page (also /status.json, /readyz, /metrics)\n`
   process.stderr.write(
-    `\nmcp-edge demo is up:\n  ${gw.url}/mcp/weather  (demo-weather at ${demo.weather.url})\n` +
-      `  ${gw.url}/mcp/docs     (demo-docs at ${demo.docs.url})\n` +
-      `  ${gw.url}/mcp/workspace (virtual server: weather + docs)\n` +
-      (gw.adminPort === undefined
-        ? ''
-        : `  http://${adminHost(loaded.config.admin?.host)}:${gw.adminPort}/ (status page; also /status.json, /readyz, /metrics)\n`) +
-      'Press Ctrl-C to stop.\n\n',
+    `\nmcp-edge demo is up:\n` +
+      `  ${gw.url}/mcp/weather    demo-weather, two replicas: ${demo.weather.url}, ${demo.weather2.url}\n` +
+      `  ${gw.url}/mcp/docs       demo-docs at ${demo.docs.url}\n` +
+      `  ${gw.url}/mcp/ci         demo-ci at ${demo.ci.url} (serves events)\n` +
+      `  ${gw.url}/mcp/workspace  virtual server: weather + docs\n` +
+      admin +
+      'Things to try (trip a limit, hide a tool, watch a drift, stop a replica, follow events):\n' +
+      '  README.md "Things to try". Press Ctrl-C to stop.\n\n',
   )
   let stopping = false
   const stop = (): void => {

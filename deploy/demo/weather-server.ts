@@ -11,6 +11,7 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server'
 import * as z from 'zod'
+import { controlRoutes, FORECAST_TEXT, type CatalogState } from './control.js'
 import {
   serveMcpHandler,
   type CacheHints,
@@ -18,10 +19,12 @@ import {
   type McpHttpServer,
 } from './serve.js'
 
-/** Test hooks for the weather tools; the demo itself passes none. */
+/** Hooks for the weather tools: tests pass `onAbort`, the demo `catalog`. */
 export interface WeatherHooks {
   /** Called when a long-running tool stops early because its request was aborted. */
   readonly onAbort?: (tool: string) => void
+  /** What get_forecast says: the pinned text unless the demo made it drift (control.ts). */
+  readonly catalog?: CatalogState | undefined
 }
 
 /** Milliseconds between two progress notifications of `slow_forecast`. */
@@ -50,7 +53,7 @@ export function registerWeatherTools(
   tools['get_forecast'] = server.registerTool(
     'get_forecast',
     {
-      description: 'Weather forecast for a city',
+      description: hooks.catalog?.drifted === true ? FORECAST_TEXT.drifted : FORECAST_TEXT.pinned,
       inputSchema: z.object({ city: z.string() }),
       annotations: { readOnlyHint: true },
     },
@@ -160,18 +163,35 @@ const WEATHER_CACHE_HINTS: CacheHints = {
 }
 
 /** The MCP handler of demo-weather (2025-era clients are served statelessly by default). */
-function createWeatherHandler(options: CreateMcpHandlerOptions = {}): McpHttpHandler {
+function createWeatherHandler(
+  hooks: WeatherHooks,
+  options: CreateMcpHandlerOptions = {},
+): McpHttpHandler {
   return createMcpHandler(() => {
     const server = new McpServer(
       { name: 'demo-weather', version: '1.0.0' },
       { cacheHints: WEATHER_CACHE_HINTS },
     )
-    registerWeatherTools(server)
+    registerWeatherTools(server, hooks)
     return server
   }, options)
 }
 
-/** Starts demo-weather on node:http; port 0 picks a free port. */
-export function startWeatherServer(options: ListenOptions = {}): Promise<McpHttpServer> {
-  return serveMcpHandler(createWeatherHandler(), options)
+/**
+ * Starts demo-weather on node:http; port 0 picks a free port. With `catalog` (shared by the
+ * demo's replicas), `POST /demo/drift` and `/demo/restore` change what get_forecast says; every
+ * replica takes `POST /demo/stop` (control.ts).
+ */
+export async function startWeatherServer(
+  options: ListenOptions & { readonly catalog?: CatalogState } = {},
+): Promise<McpHttpServer> {
+  const catalog = options.catalog
+  const handler = createWeatherHandler({ catalog })
+  // The routes read it when a request comes, after it is assigned.
+  const routes = controlRoutes({
+    server: () => server,
+    catalog: catalog && { state: catalog, changed: () => handler.notify.toolsChanged() },
+  })
+  const server: McpHttpServer = await serveMcpHandler(handler, options, routes)
+  return server
 }

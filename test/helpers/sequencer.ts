@@ -12,6 +12,7 @@ const SLOW = [
   'test/integration/status-page.test.ts',
   'test/integration/third-party-matrix.test.ts',
   'test/integration/deadlines.test.ts',
+  'test/integration/demo.test.ts',
   'test/unit/policy/off-thread.test.ts',
 ]
 

@@ -8,7 +8,7 @@ import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import { describe, expect, it } from 'vitest'
 import { parse, stringify } from 'yaml'
 import * as z from 'zod'
-import { startDemoServers } from '../../deploy/demo/servers.js'
+import { ANY_PORTS, startDemoServers } from '../../deploy/demo/servers.js'
 import { serveMcpHandler } from '../../deploy/demo/serve.js'
 import { parseLock } from '../../src/catalog/lock.js'
 import { pinCommand } from '../../src/cli/pin.js'
@@ -262,14 +262,15 @@ describe('mcp-edge pin', () => {
 
 describe('the demo lock (deploy/demo/catalog.lock.yaml)', () => {
   it('is current: pin --check against the demo servers exits 0', async () => {
-    const demo = await closing(startDemoServers({ weatherPort: 0, docsPort: 0 }))
+    const demo = await closing(startDemoServers(ANY_PORTS))
     const config = parse(readFileSync(join(root, 'deploy/gateway.demo.yaml'), 'utf8')) as {
       policies?: string
       pinning?: { lockFile: string }
       servers: Record<string, { upstreams: { url: string }[] }>
     }
-    config.servers.weather!.upstreams = [{ url: demo.weather.url }]
+    config.servers.weather!.upstreams = [{ url: demo.weather.url }, { url: demo.weather2.url }]
     config.servers.docs!.upstreams = [{ url: demo.docs.url }]
+    config.servers.ci!.upstreams = [{ url: demo.ci.url }]
     config.policies = join(root, 'policies')
     const lock = join(root, 'deploy/demo/catalog.lock.yaml')
     if (config.pinning !== undefined) {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { request } from 'undici'
 import { parse, stringify } from 'yaml'
-import { startDemoServers } from '../../deploy/demo/servers.js'
+import { ANY_PORTS, startDemoServers } from '../../deploy/demo/servers.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { definitionDigest, modelView, type CatalogKind } from '../../src/catalog/definition.js'
 import { renderLock, type LockedDefinition } from '../../src/catalog/lock.js'
@@ -239,14 +239,15 @@ describe('run-time pinning', () => {
   })
 
   it('the demo enforces its lock: both demo servers match it for v2 and v1 clients', async () => {
-    const demo = await closing(startDemoServers({ weatherPort: 0, docsPort: 0 }))
+    const demo = await closing(startDemoServers(ANY_PORTS))
     const config = parse(readFileSync('deploy/gateway.demo.yaml', 'utf8')) as {
       pinning: unknown
-      servers: Record<'weather' | 'docs', { upstreams: unknown }>
+      servers: Record<'weather' | 'docs' | 'ci', { upstreams: unknown }>
     }
     expect(config.pinning).toMatchObject({ onDrift: 'hide', newTools: 'hide' })
     config.servers.weather.upstreams = [{ url: demo.weather.url }]
     config.servers.docs.upstreams = [{ url: demo.docs.url }]
+    config.servers.ci.upstreams = [{ url: demo.ci.url }]
     const gw = await startTestGateway(
       // Free ports for both listeners: the demo's own are 8080 and 9090.
       { ...config, listen: { host: '127.0.0.1', port: 0 }, ...ADMIN },

@@ -1,6 +1,6 @@
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { startDemoServers } from '../../deploy/demo/servers.js'
+import { ANY_PORTS, startDemoServers } from '../../deploy/demo/servers.js'
 import { forecastFor } from '../../deploy/demo/weather-server.js'
 import {
   connectClient,
@@ -21,7 +21,7 @@ import { closing, textOf } from '../helpers/lifecycle.js'
 
 describe('demo servers', () => {
   it('serve weather tools and docs resources, prompts and completions', async () => {
-    const demo = await closing(startDemoServers({ weatherPort: 0, docsPort: 0 }))
+    const demo = await closing(startDemoServers(ANY_PORTS))
     const weather = await closing(connectClient(demo.weather.url))
     expect(weather.getProtocolEra()).toBe('modern')
     const { tools } = await weather.listTools()
@@ -48,7 +48,7 @@ describe('demo servers', () => {
   })
 
   it('advertise public cache hints for their lists', async () => {
-    const demo = await closing(startDemoServers({ weatherPort: 0, docsPort: 0 }))
+    const demo = await closing(startDemoServers(ANY_PORTS))
     const tools = (await mcpPost(demo.weather.url, 'tools/list')).response().result
     expect(tools).toMatchObject({ ttlMs: 60_000, cacheScope: 'public' })
     const prompts = (await mcpPost(demo.docs.url, 'prompts/list')).response().result

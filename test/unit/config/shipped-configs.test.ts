@@ -15,7 +15,7 @@ writeFileSync(
 describe('shipped configs', () => {
   it('the embedded default (npm start) loads, with its policies', () => {
     const { config } = loadConfigFile('deploy/gateway.demo.yaml', {})
-    expect(Object.keys(config.servers)).toEqual(['weather', 'docs'])
+    expect(Object.keys(config.servers)).toEqual(['weather', 'docs', 'ci'])
     expect(config.virtualServers.workspace?.members).toEqual(['weather', 'docs'])
     expect(config.policies).toBe('../policies')
   })
