@@ -2,6 +2,7 @@ import type { VirtualServerConfig } from '../config/schema.js'
 import type { McpTarget } from '../mcp/classify.js'
 import { compilePattern } from '../match/pattern.js'
 import { prefixedName, shortenedStart } from './names.js'
+import { prefixedUri } from './uri-names.js'
 
 /** A member that may serve a target named on a virtual server, and the target in its own name. */
 export interface MemberTarget {
@@ -23,6 +24,27 @@ export interface MemberTarget {
  * lists decide); a URI goes where `resources:` routes it, else to any member that serves it.
  */
 export function memberTargets(v: VirtualServerConfig, target: McpTarget): MemberTarget[] {
+  // A skill, or a skill's or an app's file: a member's name as its first segment is that
+  // member's own URI under a prefix (virtual/uri-names.ts); else any member may serve it.
+  const renamed =
+    target.kind === 'skill'
+      ? target.name
+      : target.kind === 'resource' && /^(skill|ui):\/\//.test(target.uri)
+        ? target.uri
+        : undefined
+  if (renamed !== undefined) {
+    const prefixed = v.members.flatMap((member): MemberTarget[] => {
+      const at = renamed.indexOf('://')
+      const head = `${renamed.slice(0, at + 3)}${member}/`
+      if (!renamed.startsWith(head)) return []
+      const own = `${renamed.slice(0, at + 3)}${renamed.slice(head.length)}`
+      if (prefixedUri(member, own) !== renamed) return []
+      const ownTarget: McpTarget =
+        target.kind === 'skill' ? { kind: 'skill', name: own } : { kind: 'resource', uri: own }
+      return [{ member, target: ownTarget, via: 'prefix', exposed: renamed }]
+    })
+    if (prefixed.length > 0) return prefixed
+  }
   if (target.kind === 'resource') {
     const routed = Object.entries(v.resources).find(([p]) => compilePattern(p)(target.uri))
     if (routed !== undefined) return [{ member: routed[1], target, via: 'resources' }]

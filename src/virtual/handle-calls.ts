@@ -24,7 +24,9 @@ export async function callByName(
     throw new GatewayError('invalid_params', `params.${path.join('.')} is required`)
   const targetKind = kind === 'tools' ? 'tool' : kind === 'prompts' ? 'prompt' : 'event'
   // A known name costs no await (a microtask turn per call on the hot path).
-  const route = r.v.state.table(kind).routes.get(exposed) ?? (await routeName(r, kind, exposed))
+  let route = r.v.state.table(kind).routes.get(exposed) ?? (await routeName(r, kind, exposed))
+  // An MCP App calls its own server's tools by their own names (virtual/apps.ts).
+  if (route === undefined && kind === 'tools') route = appRoute(r, exposed)
   // An unknown name is answered as the server answers one (in band, no gateway marker).
   if (route === undefined)
     return denied(r, { kind: targetKind, name: exposed }, 'virtual_unknown_name')
@@ -68,8 +70,37 @@ export async function callByName(
       : undefined
   const asExposed: McpTarget = { kind: targetKind, name: exposed }
   return admitted(r, member, target, asExposed, () =>
-    forwardTo(r, member, text, [target], name, tasks, params),
+    forwardTo(r, member, text, [target], name, { tasks, params }),
   )
+}
+
+/**
+ * The member an MCP App's tools/call of `name` is for, when `name` is no exposed name: the member
+ * whose `ui://` resource the call's `params._meta.ui.resourceUri` names (as a tool names its app:
+ * SEP-1865 §Resource Discovery), or else the one member whose app may call a tool of that own
+ * name (visibility includes `app`). Two members' apps calling one name, with no resource named,
+ * lead to neither: a call never reaches a member the app did not come from by a guess.
+ */
+function appRoute(r: VirtualRequest, name: string): { member: number; name: string } | undefined {
+  const state = r.v.state
+  const meta = r.message.params?._meta
+  const ui = isRecord(meta) ? meta.ui : undefined
+  const named = isRecord(ui) && typeof ui.resourceUri === 'string' ? ui.resourceUri : undefined
+  if (named !== undefined) {
+    const at = state.routeUri(named)
+    const apps = at === undefined ? undefined : state.appsOf(at.member)
+    return at !== undefined && apps?.callable.has(name) === true
+      ? { member: at.member, name }
+      : undefined
+  }
+  let found: number | undefined
+  for (let m = 0; m < r.v.members.length; m++) {
+    const apps = state.appsOf(m)
+    if (apps === undefined || apps.resources.size === 0 || !apps.callable.has(name)) continue
+    if (found !== undefined) return undefined
+    found = m
+  }
+  return found === undefined ? undefined : { member: found, name }
 }
 
 /** The message of a call judged on its headers: its body is forwarded, never read. */
@@ -115,17 +146,6 @@ export function trustedCall(r: VirtualRequest, mcp: McpRequestInfo): Promise<Ans
   )
 }
 
-export async function readResource(r: VirtualRequest): Promise<Answer> {
-  const uri = r.message.params?.uri
-  if (typeof uri !== 'string') throw new GatewayError('invalid_params', 'params.uri is required')
-  const member = await routeUri(r, uri)
-  if (member === undefined) return denied(r, { kind: 'resource', uri }, 'virtual_unknown_name')
-  const target: McpTarget = { kind: 'resource', uri }
-  return admitted(r, member, target, target, () =>
-    forwardTo(r, member, r.text, [target], undefined),
-  )
-}
-
 /** completion/complete: a prompt by name (prefix off `ref.name`) or a resource template by URI. */
 export async function complete(r: VirtualRequest): Promise<Answer> {
   const ref = r.message.params?.ref
@@ -142,7 +162,7 @@ export async function complete(r: VirtualRequest): Promise<Answer> {
 }
 
 /** The member serving a URI or template; refused when two serve it and `resources:` does not say. */
-async function routeUri(r: VirtualRequest, uri: string): Promise<MemberServer | undefined> {
+export async function routeUri(r: VirtualRequest, uri: string): Promise<MemberServer | undefined> {
   const { v } = r
   // The URI's form is the member's admission's to judge (endpoint/admit.ts), as on its endpoint.
   let route = routeResource(uri, v.state, v.resourceRoute)

@@ -22,7 +22,9 @@ import {
 } from './request.js'
 import { admitMembers, type Admissions } from './member-admission.js'
 import { askMember } from './route.js'
-import type { NamedKind, UriKind } from './state.js'
+import { SkillAnswers } from '../mcp/skill-answers.js'
+import type { ListKind, NamedKind } from './state.js'
+import { skillRoot } from './uri-names.js'
 import { memberEvents } from './trace.js'
 import { waitingMeta } from './waiting.js'
 
@@ -105,9 +107,14 @@ export async function list(r: VirtualRequest): Promise<Answer> {
       throw new GatewayError('invalid_params', 'invalid cursor')
   }
   // Each member's view as its admission gives it (policy and scopes, on its own names), then its
-  // catalog view (docs/catalog.md §Curation).
+  // catalog view (docs/catalog.md §Curation); skills within the per-skill limits first, as on the
+  // member's own endpoint (mcp/skill-answers.ts).
+  const checked = spec.kind === 'skills' ? new SkillAnswers(undefined) : undefined
   const filters = v.members.map((m) =>
-    chainFilters(endpointOf(r.deps.endpoints, m.name).listView(r.principal), m.catalog),
+    chainFilters(
+      chainFilters(checked, endpointOf(r.deps.endpoints, m.name).listView(r.principal)),
+      m.catalog,
+    ),
   )
   const cacheKey = mergedKey(r, filters)
   const asked = pending === undefined ? v.members.map((_, i) => i) : pending.map(([m]) => m)
@@ -139,7 +146,11 @@ async function listed(
 ): Promise<Answer> {
   const { v } = r
   // A first page of a list some member paginates: names are decided on the whole of it.
-  const named = spec.kind === 'tools' || spec.kind === 'prompts' || spec.kind === 'events'
+  const named =
+    spec.kind === 'tools' ||
+    spec.kind === 'prompts' ||
+    spec.kind === 'events' ||
+    spec.kind === 'skills'
   if (named && pending === undefined && page.next.length > 0 && !v.state.isFresh(spec.kind))
     await learnRest(r, spec, page.next, page.ttlMs, deadline)
   const pages: MemberPage[] = page.results.map(([member, result]) => {
@@ -267,9 +278,17 @@ async function fetchPage(
     // A first page restarts the member's names, unless the kind is known in full and the member
     // paginates: its later pages are not read again then, and their names must stay routable.
     const first = pending === undefined && !(fresh && typeof result.nextCursor === 'string')
-    v.state.notePage(spec.kind, m, values, first)
-    // The member's own definitions: a 2025-era client's call is sent their parameter headers.
-    if (spec.kind === 'tools') v.state.noteParams(m, result.tools, first)
+    if (spec.kind === 'skills') v.state.noteRoots('skills', m, values.map(skillRoot), first)
+    else v.state.notePage(spec.kind, m, values, first)
+    // The member's own definitions: a 2025-era client's call is sent their parameter headers,
+    // and an app its resource under the virtual server's name (virtual/apps.ts).
+    if (spec.kind === 'tools') {
+      v.state.noteParams(m, result.tools, first)
+      v.state.noteApps(m, result.tools, first)
+    }
+    // Its skills' files and apps' resources that resources/list shows are renamed with them.
+    if (spec.kind === 'resources')
+      v.state.noteRoots('resources', m, values.filter(renamedScheme).map(skillRoot), first)
     if (typeof result.nextCursor === 'string') next.push([m, result.nextCursor])
   })
   const partial = reportPartial(r, method, missing, outcomes)
@@ -390,12 +409,21 @@ export async function routeName(
   return state.table(kind).routes.get(exposed)
 }
 
-const LIST_OF: Readonly<Record<NamedKind | UriKind, string>> = {
+const LIST_OF: Readonly<Record<ListKind, string>> = {
   tools: 'tools/list',
   prompts: 'prompts/list',
   events: 'events/list',
   resources: 'resources/list',
   resourceTemplates: 'resources/templates/list',
+  skills: 'skills/list',
+}
+
+/**
+ * The schemes whose resources/list items a virtual server renames with their member's roots:
+ * the skills extension's and MCP Apps' (uri-names.ts); other URIs are never renamed.
+ */
+function renamedScheme(uri: string): boolean {
+  return uri.startsWith('skill://') || uri.startsWith('ui://')
 }
 
 /**
@@ -405,10 +433,7 @@ const LIST_OF: Readonly<Record<NamedKind | UriKind, string>> = {
  * refused that caller is not this caller's answer). A refresh this request starts counts against
  * its caller's limits; when they refuse it at every member, this request is answered 429.
  */
-export async function refreshKinds(
-  r: VirtualRequest,
-  kinds: readonly (NamedKind | UriKind)[],
-): Promise<void> {
+export async function refreshKinds(r: VirtualRequest, kinds: readonly ListKind[]): Promise<void> {
   const state = r.v.state
   let deadline: AbortSignal | undefined
   const runs: Promise<void>[] = []

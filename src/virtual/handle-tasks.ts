@@ -44,7 +44,7 @@ export async function taskFollowUp(r: VirtualRequest): Promise<Answer> {
   const member = v.members[index] as MemberServer
   const sealer = v.tasks.sealerFor(member.name, r.principal)
   return admitted(r, member, undefined, undefined, () =>
-    forwardTo(r, member, task.text, [], task.taskId, sealer),
+    forwardTo(r, member, task.text, [], task.taskId, { tasks: sealer }),
   )
 }
 

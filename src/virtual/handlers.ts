@@ -1,5 +1,6 @@
 import { NAME_PARAMS, type NameParam } from '../mcp/methods.js'
-import { callByName, complete, readResource } from './handle-calls.js'
+import { callByName, complete } from './handle-calls.js'
+import { getSkill, readDirectory, readResource } from './handle-uris.js'
 import { discover, list } from './handle-lists.js'
 import { LISTS } from './lists.js'
 import { taskFollowUp, taskList } from './handle-tasks.js'
@@ -24,7 +25,8 @@ const BY_NAME = [...NAME_PARAMS].flatMap(([method, { kind, field }]) => {
  * What a virtual server answers, by method (docs/virtual-servers.md). Discovery and lists fan out
  * to every member and merge; calls, reads, gets, completions and the events extension's requests
  * (events/poll, events/stream, events/subscribe, events/unsubscribe) are routed to one member by
- * name and streamed back untouched. Any other method is answered as a server that does not know it.
+ * name and streamed back untouched; skills/get, reads and directory reads of URIs under a
+ * member's renamed root go to that member, their answers named back (virtual/handle-uris.ts). Any other method is answered as a server that does not know it.
  * 2025-era methods (initialize, ping …) are answered by the 2025-era front and
  * subscriptions/listen by the listen stage (pipeline/virtual-legacy.ts, virtual/listen.ts).
  */
@@ -34,6 +36,8 @@ export const HANDLERS: Readonly<Record<string, VirtualHandler>> = Object.freeze(
     ...Object.fromEntries(Object.keys(LISTS).map((m) => [m, list])),
     ...Object.fromEntries(BY_NAME),
     'resources/read': readResource,
+    'resources/directory/read': readDirectory,
+    'skills/get': getSkill,
     'completion/complete': complete,
     'tasks/get': taskFollowUp,
     'tasks/result': taskFollowUp,

@@ -42,7 +42,7 @@ import {
   type VirtualServer,
 } from './request.js'
 import { routeResource } from './resources.js'
-import type { NamedKind, UriKind } from './state.js'
+import type { ListKind } from './state.js'
 
 /** What the listen handler needs from the virtual stage. */
 export interface ListenRequest {
@@ -356,11 +356,12 @@ async function learnEra(
 
 /** A member's change: the merged lists, the name map and the member's cache entries are stale. */
 function changed(r: Pick<ListenRequest, 'v' | 'cache'>, member: string, what: Invalidation): void {
-  const kinds: (NamedKind | UriKind)[] =
+  // A skill changed is told as resources/list_changed (skills.mdx defines no notification).
+  const kinds: ListKind[] =
     what.kind === 'tools' || what.kind === 'prompts'
       ? [what.kind]
       : what.kind === 'resources'
-        ? ['resources', 'resourceTemplates']
+        ? ['resources', 'resourceTemplates', 'skills']
         : []
   for (const k of kinds) r.v.state.invalidate(k)
   if (what.kind !== 'resource') r.v.merged?.clear()

@@ -36,14 +36,24 @@ export function mergeHints(
   return { ttlMs: Number.isFinite(ttlMs) ? Math.floor(ttlMs) : 0, cacheScope: scope }
 }
 
+/** The skills extension's identifier under `capabilities.extensions` (skills.mdx). */
+const SKILLS_EXTENSION = 'io.modelcontextprotocol/skills'
+
 /**
  * Capabilities of the whole: a capability any member has, with its sub-flags OR-ed (`listChanged`
- * when any member sends it). Unknown capability objects are merged key by key, first member wins.
+ * when any member sends it). Unknown capability objects are merged key by key, first member wins;
+ * an extension under `extensions` (MCP Apps' `io.modelcontextprotocol/ui` among them) is passed
+ * through as the first member that declares it does. The skills extension's `directoryRead` is
+ * the members' that declare the extension all together: a client calls
+ * `resources/directory/read` only when it is declared (skills.mdx §Capability Negotiation), and
+ * each directory read reaches the one member that serves the directory.
  */
 export function mergeCapabilities(
   results: readonly Readonly<Record<string, unknown>>[],
 ): Record<string, unknown> {
   const out: Record<string, Record<string, unknown>> = {}
+  let skills = 0
+  let directories = 0
   for (const r of results) {
     if (!isRecord(r.capabilities)) continue
     for (const [name, value] of Object.entries(r.capabilities)) {
@@ -54,7 +64,17 @@ export function mergeCapabilities(
         else if (!(k in into)) into[k] = v
       }
     }
+    const declared = isRecord(r.capabilities.extensions)
+      ? r.capabilities.extensions[SKILLS_EXTENSION]
+      : undefined
+    if (isRecord(declared)) {
+      skills++
+      if (declared.directoryRead === true) directories++
+    }
   }
+  const extensions = out.extensions
+  if (extensions !== undefined && skills > 0)
+    extensions[SKILLS_EXTENSION] = directories === skills ? { directoryRead: true } : {}
   return out
 }
 

@@ -7,11 +7,12 @@ import { askInEra, streamInEra } from '../client/era.js'
 import { asLegacyPrompt } from '../endpoint/connect-answers.js'
 import { exchangeFor } from '../endpoint/exchange.js'
 import { forwardHeaders } from '../endpoint/headers.js'
-import type { Admission } from '../endpoint/admit.js'
+import type { Admission, Admitted } from '../endpoint/admit.js'
 import { endpointOf } from '../endpoint/endpoint.js'
 import { outcomeOf, type Seen } from '../endpoint/send.js'
 import type { McpRequestInfo, McpTarget } from '../mcp/classify.js'
 import { isRecord, methodNotFoundBody } from '../mcp/jsonrpc.js'
+import type { ListFilter } from '../mcp/list-filter.js'
 import type { ParamDeclaration } from '../mcp/param-headers.js'
 import type { TaskIdSealer } from '../mcp/task-ids.js'
 import { legacyResult } from './envelope.js'
@@ -135,7 +136,7 @@ export function admitted(
   member: MemberServer,
   target: McpTarget | undefined,
   exposed: McpTarget | undefined,
-  send: () => Promise<Answer>,
+  send: (admission: Admitted) => Promise<Answer>,
 ): Promise<Answer> {
   const c = r.call
   const admission = endpointOf(r.deps.endpoints, member.name).admit(
@@ -166,7 +167,7 @@ async function proceed(
   r: VirtualRequest,
   admission: Admission,
   exposed: McpTarget | undefined,
-  send: () => Promise<Answer>,
+  send: (admission: Admitted) => Promise<Answer>,
 ): Promise<Answer> {
   if (admission.kind === 'refused') {
     if (admission.target === undefined || exposed === undefined) {
@@ -177,9 +178,9 @@ async function proceed(
   }
   if (admission.limitHeaders !== undefined) noteLimitHeaders(r.res, admission.limitHeaders)
   const release = admission.release
-  if (release === undefined) return send()
+  if (release === undefined) return send(admission)
   try {
-    return await send()
+    return await send(admission)
   } finally {
     release()
   }
@@ -187,10 +188,25 @@ async function proceed(
 
 const LEGACY_RESULT = Object.freeze([legacyResult])
 
+/** What a routed request needs beside its body and target. */
+interface ForwardExtras {
+  /** Seals the task ids of the answer for this member and caller (mcp/task-ids.ts). */
+  readonly tasks?: TaskIdSealer | undefined
+  /** The tool's parameter headers, for a 2025-era client's tools/call (virtual/state.ts). */
+  readonly params?: readonly ParamDeclaration[] | undefined
+  /**
+   * What the answer is read through (the member's skills checks, URIs put under their exposed
+   * names: virtual/handle-uris.ts); the whole answer is then read, bounded.
+   */
+  readonly listFilter?: ListFilter | undefined
+}
+
+const NO_EXTRAS: ForwardExtras = Object.freeze({})
+
 /**
  * Streams the member's answer to the client through the member's own path, as its own endpoint's
  * proxy stage does (endpoint/plan.ts, or client/era.ts for a 2025-only member): nothing is
- * buffered (progress and SSE pass as they come).
+ * buffered (progress and SSE pass as they come), unless `extras.listFilter` must read it.
  */
 export async function forwardTo(
   r: VirtualRequest,
@@ -198,11 +214,9 @@ export async function forwardTo(
   text: string,
   targets: readonly McpTarget[],
   name: string | undefined,
-  /** Seals the task ids of the answer for this member and caller (mcp/task-ids.ts). */
-  tasks?: TaskIdSealer,
-  /** The tool's parameter headers, for a 2025-era client's tools/call (virtual/state.ts). */
-  params?: readonly ParamDeclaration[],
+  extras: ForwardExtras = NO_EXTRAS,
 ): Promise<Answer> {
+  const { tasks, params, listFilter } = extras
   const body = text === r.text ? r.call.body : Buffer.from(text, 'utf8')
   const runtime = r.ctx
   // A member's era is learnt from its discovery before the first call is streamed to it.
@@ -220,6 +234,7 @@ export async function forwardTo(
       auth: await exchangeFor(runtime.auth, member.name, r.principal),
       propagation: propagationOf(call),
       changes: memberChanges(undefined, name),
+      listFilter,
       maxInspectBytes: runtime.limits.maxInspectBytes,
       maxStreams: runtime.limits.maxStreamsPerPrincipal,
       onAttempt: attemptEvents(call),
@@ -244,6 +259,7 @@ export async function forwardTo(
         rewriters: r.session === undefined ? undefined : LEGACY_RESULT,
         // SECURITY: a member's task id reaches the client only sealed with its member.
         tasks: tasks ?? 'none',
+        listFilter,
         maxInspectBytes: runtime.limits.maxInspectBytes,
         maxStreams: runtime.limits.maxStreamsPerPrincipal,
         onAttempt: attemptEvents(call),

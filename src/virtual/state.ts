@@ -1,5 +1,7 @@
 import { paramDeclarations, type ParamDeclaration } from '../mcp/param-headers.js'
+import { appsOf, type MemberApps } from './apps.js'
 import { buildNameTable, type Collision, type NameTable, type PrefixMode } from './names.js'
+import { buildRootTable, rebase, rootOf, type RootTable } from './uri-names.js'
 
 /** Shortest time what the lists said is trusted for routing (docs/virtual-servers.md §Routing). */
 const MIN_FRESH_MS = 1000
@@ -14,6 +16,12 @@ const NO_PARAMS: readonly ParamDeclaration[] = Object.freeze([])
 export type NamedKind = 'tools' | 'prompts' | 'events'
 /** URI kinds: resource URIs and resource templates, routed by who serves them. */
 export type UriKind = 'resources' | 'resourceTemplates'
+/** Skills, by the URI of their SKILL.md: each member's renamed under its own root (uri-names.ts). */
+export type SkillKind = 'skills'
+/** Every kind of list a virtual server learns from. */
+export type ListKind = NamedKind | UriKind | SkillKind
+/** The lists a member's renamed roots come from: skills/list, tools/list (app resources), resources/list. */
+type RootSource = 'skills' | 'tools' | 'resources'
 
 /**
  * What a virtual server has learnt from its members' lists: who serves which name and URI. Calls
@@ -26,11 +34,16 @@ export class VirtualState {
   /** Per member: own tool name → its parameter headers (mcp/param-headers.ts), tools with any. */
   private readonly params: Map<string, readonly ParamDeclaration[]>[]
   private tables: Partial<Record<NamedKind, NameTable>> = {}
-  private readonly freshUntil: Partial<Record<NamedKind | UriKind, number>> = {}
+  /** Per list, per member: the roots a virtual server renames (skills, app resources). */
+  private readonly roots: Record<RootSource, Set<string>[]>
+  private rootTable: RootTable | undefined
+  /** Per member: its MCP Apps, as its tools/list says (virtual/apps.ts). */
+  private readonly apps: MemberApps[]
+  private readonly freshUntil: Partial<Record<ListKind, number>> = {}
   /** The routing refresh of a kind under way, which every miss meanwhile waits for. */
-  private readonly refreshing: Partial<Record<NamedKind | UriKind, Promise<void>>> = {}
+  private readonly refreshing: Partial<Record<ListKind, Promise<void>>> = {}
   /** When the next routing refresh of a kind may start. */
-  private readonly nextRefresh: Partial<Record<NamedKind | UriKind, number>> = {}
+  private readonly nextRefresh: Partial<Record<ListKind, number>> = {}
   private readonly refreshIntervalMs: number
   /** Collisions and over-long names already reported, so each is logged once. */
   private readonly reported = new Set<string>()
@@ -52,6 +65,86 @@ export class VirtualState {
     }
     this.uris = { resources: new Map(), resourceTemplates: new Map() }
     this.params = members.map(() => new Map())
+    this.roots = {
+      skills: members.map(() => new Set()),
+      tools: members.map(() => new Set()),
+      resources: members.map(() => new Set()),
+    }
+    this.apps = members.map(() => appsOf(undefined))
+  }
+
+  /**
+   * Records the roots one member's page of `source` shows (`first` restarts them): its skills'
+   * directories, its apps' `ui://` resources, and the renamed ones of its resources/list.
+   */
+  noteRoots(source: RootSource, member: number, roots: readonly string[], first: boolean): void {
+    const set = this.roots[source][member]
+    if (set === undefined) return
+    if (first) set.clear()
+    for (const r of roots) set.add(r)
+    this.rootTable = undefined
+  }
+
+  /** Records the apps one member's tools/list page shows (`first` restarts them). */
+  noteApps(member: number, tools: unknown, first: boolean): void {
+    const known = this.apps[member]
+    if (known === undefined) return
+    this.apps[member] = appsOf(tools, first ? undefined : known)
+    this.noteRoots('tools', member, [...(this.apps[member]?.resources ?? [])], first)
+  }
+
+  /** The apps of a member, as its last tools/list pages said. */
+  appsOf(member: number): MemberApps | undefined {
+    return this.apps[member]
+  }
+
+  /** The renamed roots of every member, as exposed (uri-names.ts). */
+  rootTableOf(): RootTable {
+    let t = this.rootTable
+    if (t === undefined) {
+      const owned = this.members.map((_, i) => {
+        const all = new Set<string>()
+        for (const source of ['skills', 'tools', 'resources'] as const)
+          for (const r of this.roots[source][i] ?? []) all.add(r)
+        return all
+      })
+      t = buildRootTable(this.members, owned, this.mode)
+      this.rootTable = t
+    }
+    return t
+  }
+
+  /**
+   * A member's own URI as clients see it: rebased onto its exposed root when it is under one of
+   * the member's renamed roots; as it is when under none; undefined when its root is unreachable
+   * (a collision under `prefix: never`, a clash).
+   */
+  exposeUri(member: number, own: string): string | undefined {
+    const t = this.rootTableOf()
+    const mine = t.exposed[member]
+    if (mine === undefined) return own
+    const root = rootOf(own, mine)
+    if (root !== undefined) return rebase(own, root, mine.get(root) as string)
+    return this.underRoot(member, own) ? undefined : own
+  }
+
+  /** The member and own URI of an exposed URI under a renamed root, if any. */
+  routeUri(exposed: string): { readonly member: number; readonly own: string } | undefined {
+    const t = this.rootTableOf()
+    const root = rootOf(exposed, t.routes)
+    if (root === undefined) return undefined
+    const route = t.routes.get(root)
+    return route === undefined
+      ? undefined
+      : { member: route.member, own: rebase(exposed, root, route.own) }
+  }
+
+  /** Whether `uri` is at or under one of `member`'s renamed roots (reachable or not). */
+  underRoot(member: number, uri: string): boolean {
+    const all = new Map<string, true>()
+    for (const source of ['skills', 'tools', 'resources'] as const)
+      for (const r of this.roots[source][member] ?? []) all.set(r, true)
+    return rootOf(uri, all) !== undefined
   }
 
   /** Records the names of one member's page (`first`: its first page, which restarts its set). */
@@ -107,11 +200,11 @@ export class VirtualState {
    * Marks a kind known in full for `ttlMs` (the lists' ttl), at least MIN_FRESH_MS: a name nobody
    * serves then costs no list fetch for that long, so unknown names cannot multiply list reads.
    */
-  markFresh(kind: NamedKind | UriKind, ttlMs: number): void {
+  markFresh(kind: ListKind, ttlMs: number): void {
     this.freshUntil[kind] = this.now() + Math.max(ttlMs, MIN_FRESH_MS)
   }
 
-  isFresh(kind: NamedKind | UriKind): boolean {
+  isFresh(kind: ListKind): boolean {
     return (this.freshUntil[kind] ?? Number.NEGATIVE_INFINITY) > this.now()
   }
 
@@ -122,7 +215,7 @@ export class VirtualState {
    * undefined. Whether it succeeds, fails or stays partial, the next may start only
    * `refreshIntervalMs` after it has ended, so unknown names cannot multiply member reads.
    */
-  refresh(kind: NamedKind | UriKind, start: () => Promise<void>): Promise<void> | undefined {
+  refresh(kind: ListKind, start: () => Promise<void>): Promise<void> | undefined {
     const running = this.refreshing[kind]
     if (running !== undefined) return running
     // SECURITY: throttled whether or not the last refresh succeeded.
@@ -157,9 +250,9 @@ export class VirtualState {
   }
 
   /** Forgets what a kind's lists said (a member's list_changed; docs/virtual-servers.md §Cache). */
-  invalidate(kind?: NamedKind | UriKind): void {
+  invalidate(kind?: ListKind): void {
     for (const k of kind === undefined
-      ? (['tools', 'prompts', 'events', 'resources', 'resourceTemplates'] as const)
+      ? (['tools', 'prompts', 'events', 'resources', 'resourceTemplates', 'skills'] as const)
       : [kind])
       delete this.freshUntil[k]
   }

@@ -108,7 +108,7 @@ describe('mcp-edge explain on a virtual server', () => {
 })
 
 describe('the handler map', () => {
-  it('answers discovery, lists, named calls, reads, completions and task follow-ups', () => {
+  it('answers discovery, lists, named calls, reads, skills, completions and task follow-ups', () => {
     expect(Object.keys(HANDLERS).sort()).toEqual(
       [
         'server/discover',
@@ -124,6 +124,9 @@ describe('the handler map', () => {
         'events/subscribe',
         'events/unsubscribe',
         'resources/read',
+        'resources/directory/read',
+        'skills/list',
+        'skills/get',
         'completion/complete',
         'tasks/get',
         'tasks/result',
