@@ -94,6 +94,13 @@ describe('skills in policy (docs/policy.md §Skills)', () => {
     ])
   })
 
+  it('is checked like every kind: patterns are strings, an unknown key is refused', () => {
+    expect(() => policyOf('rules: [{ name: a, servers: ["*"], allow: { skills: [1] } }]')).toThrow()
+    expect(() => policyOf('rules: [{ name: a, servers: ["*"], allow: { skill: ["*"] } }]')).toThrow(
+      /unrecognized|skill/,
+    )
+  })
+
   it('without skill rules, a skill:// file is denied and other resources decide as before', () => {
     const plain = policyOf('rules: [{ name: r, servers: ["*"], allow: { resources: ["*"] } }]')
     expect(plain.check(undefined, 'docs', file('skill://a/SKILL.md')).allow).toBe(false)
