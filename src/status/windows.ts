@@ -179,7 +179,7 @@ export function cacheBetween(then: CacheCounts | undefined, now: CacheCounts): C
   return {
     hits: delta(now.hits, then?.hits),
     misses: Math.max(0, answered - notCacheable),
-    notCacheable: Math.min(notCacheable, answered),
+    notCacheable,
     notCacheableBy: Object.fromEntries(by),
   }
 }

@@ -120,7 +120,10 @@ function memberCacheRequest(
     message: { kind: 'request', method, params, rawId: r.rawId },
   }
   const allowPrivate = r.deps.cache?.rules.allowPrivate ?? false
-  return cacheRequestOf(member, mcp, body, r.principal, allowPrivate)?.req
+  const req = cacheRequestOf(member, mcp, body, r.principal, allowPrivate)?.req
+  // Not a request to the member (no request of its own is counted): an answer the cache cannot
+  // keep is counted under the virtual server's merged answer, not under the member.
+  return req === undefined ? undefined : { ...req, name: undefined }
 }
 
 /**

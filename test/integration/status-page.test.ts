@@ -259,6 +259,14 @@ describe.skipIf(CHROMIUM === undefined && !IN_CI)('status page in Chromium', () 
         ),
       ).toBeGreaterThanOrEqual(2)
 
+      // A virtual server's tools, by the names its merged list gives them.
+      const workspaceUrl = `${s.gatewayUrl}/mcp/workspace`
+      expect((await mcpPost(workspaceUrl, 'tools/list')).status).toBe(200)
+      expect((await call(workspaceUrl, 'search_docs', { query: 'cache' })).status).toBe(200)
+      const searches =
+        '#virtual-servers [data-server="workspace"] tr[data-tool="search_docs"] [data-field="calls"]'
+      await expect.poll(() => text(page, searches), { timeout: SEEN_MS }).toBe('1')
+
       // The configuration as it runs: health checks, rules with their hits, limits, virtual servers.
       const config = '#configuration'
       expect(await text(page, `${config} [data-server="docs"] [data-field="health-check"]`)).toBe(
