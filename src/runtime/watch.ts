@@ -7,8 +7,13 @@ import type { PolicySet } from '../policy/policy.js'
 import { ConfigError, loadConfigFileBeside, type LoadedConfig } from './load.js'
 
 const REJECTED = 'reload rejected, still running the previous config and policies'
-/** How much older than the first read the files must be for a start not to read them again. */
-const CLOCK_MARGIN_MS = 2000
+/**
+ * How much older than the first read the files must be for a start not to read them again: the
+ * skew tolerated between this host's clock and a network mount's. Small, because files are often
+ * written moments before a start (a Kubernetes ConfigMap volume is set up just before the
+ * container runs), and those are what the start read.
+ */
+const CLOCK_MARGIN_MS = 250
 
 /** What the watcher swaps in, and how often it looks. */
 export interface WatchOptions {
