@@ -127,7 +127,10 @@ const MAX_PATTERNS = 12
 /** Longest text kept of a pattern or a condition. */
 const MAX_TEXT = 200
 
-export function configuredView(config: GatewayConfig, policy: PolicySet | undefined): ConfiguredView {
+export function configuredView(
+  config: GatewayConfig,
+  policy: PolicySet | undefined,
+): ConfiguredView {
   const rules = policy?.rules ?? []
   const limits = policy?.limits ?? []
   const c = config.cache

@@ -115,7 +115,11 @@ export function readMetrics(metrics: readonly MetricJson[], at: number): Reading
   const cache = new Map<string, Map<string, MutableCache>>()
   const counts = (server: string): MutableCounts => getOr(servers, server, emptyCounts)
   const cacheOf = (server: string, method: string): MutableCache =>
-    getOr(getOr(cache, server, () => new Map()), method, emptyCache)
+    getOr(
+      getOr(cache, server, () => new Map()),
+      method,
+      emptyCache,
+    )
   for (const v of byName.get(REQUESTS)?.values ?? []) {
     const server = String(v.labels['server'] ?? 'unknown')
     const method = String(v.labels['method'] ?? 'none')
@@ -155,7 +159,11 @@ function readTools(metric: MetricJson | undefined): Pick<Reading, 'tools' | 'too
   const calls = (l: MetricJson['values'][number]['labels']): MutableTool | undefined => {
     if (l['mcp_method_name'] !== 'tools/call' || l['gen_ai_tool_name'] === undefined) return
     const server = String(l['mcp_edge_server'] ?? 'unknown')
-    return getOr(getOr(tools, server, () => new Map()), String(l['gen_ai_tool_name']), emptyTool)
+    return getOr(
+      getOr(tools, server, () => new Map()),
+      String(l['gen_ai_tool_name']),
+      emptyTool,
+    )
   }
   for (const v of metric?.values ?? []) {
     if (v.metricName !== `${OPERATIONS}_count`) continue

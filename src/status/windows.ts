@@ -71,7 +71,8 @@ export class ReadingRing {
     const last = this.readings[this.readings.length - 1]
     if (last !== undefined && r.at - last.at < SAMPLE_MS * 0.9) return
     const withTools = this.readings.findLast((x) => x.tools !== undefined)
-    const keepTools = withTools === undefined || r.at - withTools.at >= TOOLS_EVERY_MS - SAMPLE_MS / 10
+    const keepTools =
+      withTools === undefined || r.at - withTools.at >= TOOLS_EVERY_MS - SAMPLE_MS / 10
     this.readings.push(keepTools ? r : { ...r, tools: undefined })
     // One reading older than the history stays: it is the baseline of the first interval.
     while (this.readings.length > 2 && (this.readings[1]?.at ?? 0) <= r.at - HISTORY_MS)

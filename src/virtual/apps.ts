@@ -19,7 +19,7 @@ export interface MemberApps {
 const DEPRECATED_KEY = 'ui/resourceUri'
 
 /** The `ui://` resource a tool points at, if any. */
-export function appResourceOf(tool: unknown): string | undefined {
+function appResourceOf(tool: unknown): string | undefined {
   if (!isRecord(tool) || !isRecord(tool._meta)) return undefined
   const meta = tool._meta
   const ui = meta.ui

@@ -17,7 +17,7 @@ export type NamedKind = 'tools' | 'prompts' | 'events'
 /** URI kinds: resource URIs and resource templates, routed by who serves them. */
 export type UriKind = 'resources' | 'resourceTemplates'
 /** Skills, by the URI of their SKILL.md: each member's renamed under its own root (uri-names.ts). */
-export type SkillKind = 'skills'
+type SkillKind = 'skills'
 /** Every kind of list a virtual server learns from. */
 export type ListKind = NamedKind | UriKind | SkillKind
 /** The lists a member's renamed roots come from: skills/list, tools/list (app resources), resources/list. */

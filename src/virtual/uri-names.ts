@@ -11,7 +11,7 @@ import type { PrefixMode } from './names.js'
  */
 
 /** Where an exposed root leads: the member (by index) and the member's own root. */
-export interface RootRoute {
+interface RootRoute {
   readonly member: number
   readonly own: string
   readonly exposed: string

@@ -4,8 +4,6 @@ import * as z from 'zod'
 import { toNodeRequest } from '../../deploy/demo/serve.js'
 import { startRecording, type TestServer } from './sdk-servers.js'
 
-/** MCP Apps' identifier (SEP-1865), as hosts declare it under `capabilities.extensions`. */
-export const UI_EXTENSION = 'io.modelcontextprotocol/ui'
 /** The HTML an app is served as (SEP-1865 §UI Resource Format). */
 export const APP_MIME_TYPE = 'text/html;profile=mcp-app'
 

@@ -9,16 +9,13 @@ import {
 import { toNodeRequest } from '../../deploy/demo/serve.js'
 import { startRecording, type TestServer } from './sdk-servers.js'
 
-/** The extension's identifier (SEP-2640), as servers declare it under `capabilities.extensions`. */
-export const SKILLS_EXTENSION = 'io.modelcontextprotocol/skills'
-
 /** A SKILL.md with the frontmatter the Agent Skills format requires (name, description). */
 export function skillMd(name: string, description: string, body = `# ${name}\n`): string {
   return `---\nname: ${name}\ndescription: ${description}\n---\n\n${body}`
 }
 
 /** Two skills, one with supporting files in a subdirectory. */
-export const DEFAULT_SKILLS: Readonly<Record<string, string>> = {
+const DEFAULT_SKILLS: Readonly<Record<string, string>> = {
   'refunds/SKILL.md': skillMd('refunds', 'Process refund requests per policy'),
   'refunds/examples/email.md': 'Dear customer, your refund is on its way.\n',
   'refunds/templates/note.md': 'Refund note\n',

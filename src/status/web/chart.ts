@@ -52,12 +52,14 @@ export function lineChart(
       .filter((r) => r.length > 0)
       .map(
         (r) =>
-          html`${r.length > 1
-            ? html`<polyline
-                class="series ${cls}"
-                points="${r.map((p) => `${p.x},${p.y}`).join(' ')}"
-              ></polyline>`
-            : ''}${r.map(
+          html`${
+            r.length > 1
+              ? html`<polyline
+                  class="series ${cls}"
+                  points="${r.map((p) => `${p.x},${p.y}`).join(' ')}"
+                ></polyline>`
+              : ''
+          }${r.map(
             (p) =>
               html`<circle
                 class="point ${cls}${r.length === 1 ? ' single' : ''}"

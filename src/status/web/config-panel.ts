@@ -72,7 +72,10 @@ function server(s: ServerView): Html {
           s.deadlines.length === 0
             ? 'none of their own (the response head timeout applies)'
             : s.deadlines
-                .map((d) => `${d.kind === 'methods' ? '' : `${d.kind.slice(0, -1)} `}${d.name} ${span(d.ms)}`)
+                .map(
+                  (d) =>
+                    `${d.kind === 'methods' ? '' : `${d.kind.slice(0, -1)} `}${d.name} ${span(d.ms)}`,
+                )
                 .join('; ')
         }
       </dd>
@@ -135,11 +138,13 @@ function virtual(doc: StatusDocument): Html {
               <td>${x.name}</td>
               <td>${x.members.join(', ')}</td>
               <td>
-                ${x.prefix === 'always'
-                  ? 'always <member>_<name>'
-                  : x.prefix === 'never'
-                    ? 'never prefixed (a shared name is unreachable)'
-                    : 'prefixed on a collision'}
+                ${
+                  x.prefix === 'always'
+                    ? 'always <member>_<name>'
+                    : x.prefix === 'never'
+                      ? 'never prefixed (a shared name is unreachable)'
+                      : 'prefixed on a collision'
+                }
               </td>
               <td class="num">${span(x.fanOutTimeoutMs)}</td>
               <td>${x.resources.map((r) => `${r.pattern} → ${r.member}`).join(', ') || '—'}</td>
@@ -216,9 +221,11 @@ function limits(doc: StatusDocument): Html {
               <td>${x.counts.join('; ')}${x.when ? ' (some callers)' : ''}</td>
               <td>${x.key}</td>
               <td>
-                ${x.rate === null
-                  ? `${x.concurrency ?? 0} at once`
-                  : `${x.rate}, burst ${x.burst ?? ''}`}
+                ${
+                  x.rate === null
+                    ? `${x.concurrency ?? 0} at once`
+                    : `${x.rate}, burst ${x.burst ?? ''}`
+                }
               </td>
               <td class="num" data-field="refused">${x.refused}</td>
             </tr>`,

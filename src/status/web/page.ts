@@ -105,8 +105,8 @@ function reload(doc: StatusDocument): Html | string {
   if (r.resolvedAt !== null)
     return html`<span data-outcome="resolved">resolved</span> at ${r.resolvedAt}: the files on disk
       match the running config again <small>(a reload was refused at ${r.at})</small>`
-  return html`<span class="bad" data-outcome="refused">refused</span> at ${r.at}: the files on
-    disk differ from the running config, which keeps serving until they are fixed
+  return html`<span class="bad" data-outcome="refused">refused</span> at ${r.at}: the files on disk
+    differ from the running config, which keeps serving until they are fixed
     <ul class="problems">
       ${r.problems.map((p) => html`<li>${p}</li>`)}
     </ul>`
@@ -145,9 +145,9 @@ function servers(doc: StatusDocument): Html {
         <h3>
           ${s.name}
           <small
-            >${count(s.replicas.length, 'replica')}${configured === undefined
-              ? ''
-              : html`, ${configured.balance}`}</small
+            >${count(s.replicas.length, 'replica')}${
+              configured === undefined ? '' : html`, ${configured.balance}`
+            }</small
           >
         </h3>
         ${traffic(s.traffic)}
@@ -244,7 +244,11 @@ function traffic(t: Readonly<Record<'1m' | '5m', TrafficWindow>>): Html {
       <td class="num">${formatRate(w.rps)}</td>
       ${CAUSES.map(
         (c) =>
-          html`<td class="num${w.causes[c] > 0 && c !== 'ok' && c !== 'cache' ? ' warn' : ''}" data-cause="${c}" title="${by(c)}">
+          html`<td
+            class="num${w.causes[c] > 0 && c !== 'ok' && c !== 'cache' ? ' warn' : ''}"
+            data-cause="${c}"
+            title="${by(c)}"
+          >
             ${w.causes[c]}
           </td>`,
       )}
@@ -284,9 +288,7 @@ function traffic(t: Readonly<Record<'1m' | '5m', TrafficWindow>>): Html {
 function tools(t: ToolTable): Html {
   const minutes = Math.max(1, Math.round(t.seconds / 60))
   if (t.rows.length === 0)
-    return html`<div class="tools">
-      ${empty(`No tool calls in the last ${minutes} min.`)}
-    </div>`
+    return html`<div class="tools">${empty(`No tool calls in the last ${minutes} min.`)}</div>`
   return html`<table class="tools">
     <caption>
       Errors: calls the gateway refused or that failed (a limit, a timeout, a backend's 5xx); a
@@ -307,9 +309,11 @@ function tools(t: ToolTable): Html {
         (r) =>
           html`<tr data-tool="${r.tool}">
             <td>
-              <code>${r.tool}</code>${r.tool === 'other'
-                ? html` <small>(names no tools/list through this gateway has shown)</small>`
-                : ''}
+              <code>${r.tool}</code>${
+                r.tool === 'other'
+                  ? html` <small>(names no tools/list through this gateway has shown)</small>`
+                  : ''
+              }
             </td>
             <td class="num" data-field="calls">${r.calls}</td>
             <td class="num" data-field="errors">${r.errors}</td>

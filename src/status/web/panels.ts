@@ -177,8 +177,9 @@ export function rateLimits(doc: StatusDocument): Html {
     return html`<section id="rate-limits">
       <h2>Rate limits</h2>
       ${empty(
-        html`No limits are configured: ${doc.configuration.policies === null ? html`the config has no <code>policies:</code> folder, whose files hold them` : html`the policy files have no <code>limits:</code>`}
-          (docs/rate-limits.md).`,
+        html`No limits are configured:
+        ${doc.configuration.policies === null ? html`the config has no <code>policies:</code> folder, whose files hold them` : html`the policy files have no <code>limits:</code>`}
+        (docs/rate-limits.md).`,
       )}
     </section>`
   return html`<section id="rate-limits">
