@@ -173,15 +173,16 @@ export function policy(doc: StatusDocument): Html {
 export function rateLimits(doc: StatusDocument): Html {
   const r = doc.rateLimits
   const configured = doc.configuration.policies?.limits ?? []
-  if (configured.length === 0)
+  if (configured.length === 0) {
+    const why =
+      doc.configuration.policies === null
+        ? html`the config has no <code>policies:</code> folder, whose files hold them`
+        : html`the policy files have no <code>limits:</code>`
     return html`<section id="rate-limits">
       <h2>Rate limits</h2>
-      ${empty(
-        html`No limits are configured:
-        ${doc.configuration.policies === null ? html`the config has no <code>policies:</code> folder, whose files hold them` : html`the policy files have no <code>limits:</code>`}
-        (docs/rate-limits.md).`,
-      )}
+      ${empty(html`No limits are configured: ${why} (docs/rate-limits.md).`)}
     </section>`
+  }
   return html`<section id="rate-limits">
     <h2>Rate limits</h2>
     <table class="refused">

@@ -86,7 +86,7 @@ describe.skipIf(skip)(
           [...cli, 'check', '--config', join(dir, 'gateway.yaml')],
           { encoding: 'utf8', env },
         )
-        expect(out.stderr + out.stdout).toMatch(/: ok \(\d+ servers\)/)
+        expect(out.stderr + out.stdout).toMatch(/: ok: \d+ servers? \(\d+ replicas?\)/)
         expect(out.status).toBe(0)
       })
 

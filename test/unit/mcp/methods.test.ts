@@ -102,6 +102,8 @@ describe('the method table', () => {
       'server/discover': 'instructions',
       'tools/list': 'tools',
       'prompts/list': 'prompts',
+      'skills/list': 'skills',
+      'skills/get': 'skills',
       initialize: 'instructions',
     })
     expect(CURATED_ANSWERS['constructor']).toBeUndefined()
