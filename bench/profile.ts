@@ -7,7 +7,9 @@
  * Env: BENCH_DURATION_S (default 10), BENCH_CONNECTIONS (16), BENCH_METHOD (tools/call),
  * BENCH_PROFILE_TARGET (gateway-verify, the default config; gateway, with `trustHeaders: true`;
  * gateway-virtual, the same call routed through a virtual server over it;
- * gateway-auth-policy, JWT and the 20-rule policy as in npm run bench, tools/call only),
+ * gateway-auth-policy, JWT and the 20-rule policy as in npm run bench; gateway-auth-condition, the
+ * same with a condition on the rule that allows the call; gateway-nostore, the default config in
+ * front of a backend whose lists are not cacheable, for an uncached list),
  * BENCH_PROFILE_DIR (default bench/results/profile). Prints the breakdown; the .cpuprofile stays in
  * the folder (open it in Chrome DevTools or speedscope).
  */
@@ -40,6 +42,8 @@ interface ProfileNode {
   }
 }
 interface CpuProfile {
+  /** µs on the monotonic clock `process.hrtime` reads too (V8 TimeTicks on Linux). */
+  readonly startTime: number
   readonly nodes: readonly ProfileNode[]
   readonly samples: readonly number[]
   readonly timeDeltas: readonly number[]
@@ -82,16 +86,39 @@ function category(url: string, fn: string): string {
     : `other ${url.split('/').slice(-2).join('/')}`
 }
 
+/** The measured load's span, µs on the monotonic clock: samples outside it are start-up. */
+interface Window {
+  readonly fromUs: number
+  readonly toUs: number
+}
+
+const nowUs = (): number => Number(process.hrtime.bigint() / 1000n)
+
+/**
+ * Calls `fn(sampleIndex)` for each sample taken inside `window`: the profile also covers the
+ * process's start, module loading and JIT warm-up, which /proc's per-request figure does not.
+ */
+function eachSample(profile: CpuProfile, window: Window, fn: (id: number, us: number) => void) {
+  let t = profile.startTime
+  profile.samples.forEach((id, i) => {
+    const us = profile.timeDeltas[i] ?? 0
+    t += us
+    if (t >= window.fromUs && t <= window.toUs) fn(id, us)
+  })
+}
+
 /** Self time per category in µs, and the busy total (everything but idle). */
-function breakdown(profile: CpuProfile): { busyUs: number; rows: [string, number][] } {
+function breakdown(
+  profile: CpuProfile,
+  window: Window,
+): { busyUs: number; rows: [string, number][] } {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
   const totals = new Map<string, number>()
   let busyUs = 0
-  profile.samples.forEach((id, i) => {
+  eachSample(profile, window, (id, us) => {
     const node = byId.get(id)
     if (node === undefined) return
     const cat = category(node.callFrame.url, node.callFrame.functionName)
-    const us = profile.timeDeltas[i] ?? 0
     if (cat === 'idle') return
     busyUs += us
     totals.set(cat, (totals.get(cat) ?? 0) + us)
@@ -100,15 +127,15 @@ function breakdown(profile: CpuProfile): { busyUs: number; rows: [string, number
 }
 
 /** Self time per function (name, file, line), the largest first. */
-function topFunctions(profile: CpuProfile, count: number): [string, number][] {
+function topFunctions(profile: CpuProfile, window: Window, count: number): [string, number][] {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
   const totals = new Map<string, number>()
-  profile.samples.forEach((id, i) => {
+  eachSample(profile, window, (id, us) => {
     const f = byId.get(id)?.callFrame
     if (f === undefined || f.functionName === '(idle)') return
     const where = f.url.split('/').slice(-2).join('/')
     const key = `${f.functionName || '(anonymous)'} ${where}:${(f.lineNumber ?? 0) + 1}`
-    totals.set(key, (totals.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0))
+    totals.set(key, (totals.get(key) ?? 0) + us)
   })
   return [...totals].sort((a, b) => b[1] - a[1]).slice(0, count)
 }
@@ -131,13 +158,13 @@ function profileOf(dir: string, pid: number): CpuProfile {
 }
 
 /** µs per request by category: a profile's shares of busy time times /proc CPU per request. */
-function perRequest(profile: CpuProfile, cpuUsPerReq: number): Map<string, number> {
-  const { busyUs, rows } = breakdown(profile)
+function perRequest(profile: CpuProfile, window: Window, cpuUsPerReq: number): Map<string, number> {
+  const { busyUs, rows } = breakdown(profile, window)
   return new Map(rows.map(([cat, us]) => [cat, (us / busyUs) * cpuUsPerReq]))
 }
 
 interface Profiled {
-  readonly id: Target['id']
+  readonly id: string
   readonly url: string
   readonly headers?: Target['headers'] | undefined
   readonly pid: number
@@ -150,29 +177,31 @@ async function profiledGateway(
   configDir: string,
 ): Promise<Profiled> {
   const id = process.env['BENCH_PROFILE_TARGET'] ?? 'gateway-verify'
-  if (id === 'gateway-auth-policy') {
-    const [t] = await authPolicyTargets(placement, backend)
+  if (id === 'gateway-auth-policy' || id === 'gateway-auth-condition') {
+    const [t] = await authPolicyTargets(placement, backend, id === 'gateway-auth-condition')
     const pid = t?.gatewayPids[0]
-    if (t === undefined || pid === undefined) throw new Error('gateway-auth-policy did not start')
-    return { id: t.id, url: t.url, headers: t.headers, pid }
+    if (t === undefined || pid === undefined) throw new Error(`${id} did not start`)
+    return { id, url: t.url, headers: t.headers, pid }
   }
-  if (id !== 'gateway' && id !== 'gateway-verify' && id !== 'gateway-virtual') {
+  const known = ['gateway', 'gateway-verify', 'gateway-virtual', 'gateway-nostore']
+  if (!known.includes(id)) {
     throw new Error(
-      `BENCH_PROFILE_TARGET=${id}: name gateway, gateway-verify, gateway-virtual or gateway-auth-policy`,
+      `BENCH_PROFILE_TARGET=${id}: name ${known.join(', ')}, gateway-auth-policy or gateway-auth-condition`,
     )
   }
   const virtual = id === 'gateway-virtual'
+  const path = virtual ? 'virtual' : id === 'gateway-nostore' ? 'nostore' : 'bench'
   const gw = await startGateway({
     name: `${id}-profile`,
     repoRoot,
     configDir,
     cpu: 0,
-    servers: { bench: backend.url },
-    trustHeaders: id !== 'gateway-verify',
+    servers: { bench: backend.url, nostore: backend.noStoreUrl },
+    trustHeaders: id === 'gateway' || id === 'gateway-virtual',
     // The routed call through a virtual server over `bench`, as the bench's gateway-virtual row.
     ...(virtual && { extra: { virtualServers: { virtual: { members: ['bench'] } } } }),
   })
-  return { id, url: `${gw.baseUrl}/mcp/${virtual ? 'virtual' : 'bench'}`, pid: gw.child.pid }
+  return { id, url: `${gw.baseUrl}/mcp/${path}`, pid: gw.child.pid }
 }
 
 async function main(): Promise<void> {
@@ -201,24 +230,27 @@ async function main(): Promise<void> {
       backendPids: backend.pids,
       backendStatsUrl: backend.statsUrl,
     }
-    await worker.run({ ...spec, durationS: 2 }) // JIT warm-up, inside the profile but small
-    return worker.run(spec)
+    await worker.run({ ...spec, durationS: 2 }) // JIT warm-up, outside the profile's window
+    const fromUs = nowUs()
+    const m = await worker.run(spec)
+    return { m, window: { fromUs, toUs: nowUs() } }
   }
   // The floor proxy first, profiled the same way: what the gateway costs above it is its own.
   const floor = (await floorTargets(placement, backend, flags)).find((t) => t.method === method)
   if (floor === undefined) throw new Error(`no floor target for ${method}`)
-  const floorM = await load(floor.url, floor.gatewayPids)
+  const { m: floorM, window: floorWindow } = await load(floor.url, floor.gatewayPids)
   const gw = await profiledGateway(placement, backend, configDir)
-  const m = await load(gw.url, processTree(gw.pid), gw.headers)
+  const { m, window } = await load(gw.url, processTree(gw.pid), gw.headers)
   await stopAll(20_000) // SIGTERM: the gateway drains and exits, writing its profile
   const profile = profileOf(dir, gw.pid)
-  const { busyUs, rows } = breakdown(profile)
-  // The profile covers warm-up and start-up too: shares are read from it, µs per request from the
-  // measured window's /proc CPU (as in npm run bench).
+  const { busyUs, rows } = breakdown(profile, window)
+  if (busyUs === 0) throw new Error('no profile sample inside the measured window')
+  // Shares are read from the samples of the measured window only, µs per request from the same
+  // window's /proc CPU (as in npm run bench).
   const perReq = m.gatewayCpuUsPerReq ?? NaN
   const floorPerReq = floorM.gatewayCpuUsPerReq ?? NaN
-  const floorBy = perRequest(profileOf(dir, floor.gatewayPids[0] ?? -1), floorPerReq)
-  const gatewayBy = perRequest(profile, perReq)
+  const floorBy = perRequest(profileOf(dir, floor.gatewayPids[0] ?? -1), floorWindow, floorPerReq)
+  const gatewayBy = perRequest(profile, window, perReq)
   const us = (v: number | undefined): string => (v === undefined ? '–' : v.toFixed(1))
   const lines = [
     `# ${gw.id} CPU profile: ${method}, c=${connections}, ${durationS} s`,
@@ -240,7 +272,7 @@ async function main(): Promise<void> {
     '',
     'Largest single functions (self time):',
     '',
-    ...topFunctions(profile, 25).map(
+    ...topFunctions(profile, window, 25).map(
       ([name, t]) => `- ${((100 * t) / busyUs).toFixed(1)} % \`${name}\``,
     ),
     '',

@@ -242,12 +242,14 @@ const BENCH_AUDIENCE = 'mcp-edge-bench'
  * is looked at: eighteen allowing other tool families, one deny and the one that lets the bench
  * tool through. None depends on claims, so answers stay shareable.
  */
-function twentyRules(): string {
+function twentyRules(condition: boolean): string {
   const lines = ['rules:']
   for (let i = 0; i < 18; i++)
     lines.push(`  - name: team-${i}`, '    servers: [bench]', `    allow: { tools: ["t${i}_*"] }`)
   lines.push('  - name: no-deletes', '    servers: ["*"]', '    deny: { tools: ["delete_*"] }')
   lines.push('  - name: bench', '    servers: [bench]', '    allow: { tools: ["get_*"] }')
+  // The profile's "one condition" cell: the bench call's argument judged by CEL.
+  if (condition) lines.push(`    if: 'args.city != "nowhere"'`)
   return `${lines.join('\n')}\n`
 }
 
@@ -255,7 +257,12 @@ function twentyRules(): string {
  * The default config (`trustHeaders: false`) with JWT auth (an ES256 key from a file, a token the
  * load presents; verified tokens are remembered as in production) and the 20-rule policy.
  */
-export async function authPolicyTargets(at: Placement, backend: Backend): Promise<Target[]> {
+export async function authPolicyTargets(
+  at: Placement,
+  backend: Backend,
+  /** The allowing rule carries one condition (`bench:profile`'s `gateway-auth-condition`). */
+  condition = false,
+): Promise<Target[]> {
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true })
   const keyFile = join(at.configDir, 'bench-key.pem')
   await writeFile(keyFile, await exportSPKI(publicKey))
@@ -269,7 +276,7 @@ export async function authPolicyTargets(at: Placement, backend: Backend): Promis
     .sign(privateKey)
   const dir = join(at.configDir, 'policy-twenty')
   await mkdir(dir, { recursive: true })
-  await writeFile(join(dir, 'policy.yaml'), twentyRules())
+  await writeFile(join(dir, 'policy.yaml'), twentyRules(condition))
   const gw = await startGateway({
     repoRoot: at.repoRoot,
     configDir: at.configDir,
