@@ -18,7 +18,9 @@ import { ConditionSyntaxError } from './condition-static.js'
 import { readFolderBeside, readFolderWaiting } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
 import { indexRules } from './rule-index.js'
-import { formatPolicyIssue, policyFileSchema } from './schema.js'
+import { quickYaml } from './quick-yaml.js'
+import { formatPolicyIssue, policyFileSchema, type PolicyFile } from './schema.js'
+import { skillPatternProblem } from './skill-reach.js'
 import { sliced } from './slices.js'
 
 /**
@@ -151,7 +153,7 @@ export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead {
     const label = `${opts.label.replace(/\/+$/, '')}/${file}`
     const path = join(opts.folder, file)
     const read = readPolicyFile(path, label, problems)
-    if (read.source !== undefined) sources.set(label, { file: shown(path), source: read.source })
+    if (read.text !== undefined) sources.set(label, fileSource(shown(path), read.text, read.source))
     rules.push(...read.rules)
     limits.push(...read.limits)
   }
@@ -178,6 +180,20 @@ interface FileSource {
   /** The file's path from the working folder, for `file:line:column`. */
   readonly file: string
   readonly source: YamlSource
+}
+
+/**
+ * A FileSource whose text is parsed for positions only when a problem asks where it is: a file
+ * quickYaml read has not been through `yaml`, and a folder without problems never needs it.
+ */
+function fileSource(file: string, text: string, parsed: YamlSource | undefined): FileSource {
+  let source = parsed
+  return {
+    file,
+    get source() {
+      return (source ??= parseYamlSource(text))
+    },
+  }
 }
 
 /** A path as a terminal user can open it: relative to the working folder when inside it. */
@@ -315,7 +331,9 @@ function checkLimits(
 interface PolicyFileContent {
   readonly rules: SourcedRule[]
   readonly limits: SourcedLimit[]
-  /** The parsed text, to place the file's problems (undefined when it could not be read). */
+  /** The file's text, to place its problems (undefined when it could not be read). */
+  readonly text?: string
+  /** The text parsed by `yaml`, when it was (quickYaml read it otherwise). */
   readonly source?: YamlSource
 }
 
@@ -335,18 +353,25 @@ function readPolicyFile(
     problems.push(`${label}: ${(err as Error).message}`)
     return NOTHING
   }
+  // The quick reader first; anything it refuses, and any file with a problem, is read again by
+  // `yaml`, which says where each problem is.
+  const quick = quickYaml(text)
+  if (quick !== undefined && quick !== null) {
+    const parsed = policyFileSchema.safeParse(quick)
+    if (parsed.success) return { text, ...sourced(parsed.data, label) }
+  }
   const source = parseYamlSource(text)
   if (source.errors.length > 0) {
     const where = { file: shown(path), source }
     for (const e of source.errors)
       problems.push(located(`${label}: ${e.text}`, where, e.at, e.message))
-    return { ...NOTHING, source }
+    return { ...NOTHING, text, source }
   }
   const raw: unknown = source.doc.toJS()
   // An empty file is refused, not read as "no rules": a half-written save must not deny everything.
   if (raw === null || raw === undefined) {
     problems.push(`${label}: the file is empty (expected rules: [...])`)
-    return { ...NOTHING, source }
+    return { ...NOTHING, text, source }
   }
   const parsed = policyFileSchema.safeParse(raw)
   if (!parsed.success) {
@@ -357,15 +382,19 @@ function readPolicyFile(
           : formatPolicyIssue(issue)
       problems.push(...texts.map((p) => `${label}: ${p}`))
     }
-    return { ...NOTHING, source }
+    return { ...NOTHING, text, source }
   }
+  return { text, source, ...sourced(parsed.data, label) }
+}
+
+/** A file's validated rules and limits, each named by where it is. */
+function sourced(
+  data: PolicyFile,
+  label: string,
+): { rules: SourcedRule[]; limits: SourcedLimit[] } {
   return {
-    source,
-    rules: (parsed.data.rules ?? []).map((rule, i) => ({ rule, source: `${label} rules[${i}]` })),
-    limits: (parsed.data.limits ?? []).map((limit, i) => ({
-      limit,
-      source: `${label} limits[${i}]`,
-    })),
+    rules: (data.rules ?? []).map((rule, i) => ({ rule, source: `${label} rules[${i}]` })),
+    limits: (data.limits ?? []).map((limit, i) => ({ limit, source: `${label} limits[${i}]` })),
   }
 }
 
@@ -393,6 +422,12 @@ function crossCheck(rules: readonly SourcedRule[], servers: readonly string[]): 
         )
       }
     })
+    // SECURITY: a skills pattern that can match no SKILL.md URI would silently deny nothing.
+    for (const side of ['allow', 'deny'] as const)
+      rule[side]?.skills?.forEach((p, i) => {
+        const problem = skillPatternProblem(p)
+        if (problem !== undefined) problems.push(`${source}.${side}.skills[${i}]: ${problem}`)
+      })
   }
   return problems
 }

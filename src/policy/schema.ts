@@ -47,6 +47,7 @@ export const policyFileSchema = z
   .strictObject({ rules: z.array(rule).optional(), limits: z.array(limitSchema).optional() })
   .refine((f) => f.rules !== undefined || f.limits !== undefined, 'expected rules or limits')
 
+export type PolicyFile = z.infer<typeof policyFileSchema>
 export type RuleConfig = z.infer<typeof rule>
 export type TargetPatterns = z.infer<typeof targets>
 
