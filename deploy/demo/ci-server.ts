@@ -6,6 +6,7 @@ import {
   createMcpHandler,
   type CallToolResult,
 } from '@modelcontextprotocol/server'
+import { SkillsExtension, memorySkillFiles } from '@modelcontextprotocol/server/ext/skills'
 import * as z from 'zod'
 import { controlRoutes } from './control.js'
 import { serveMcpHandler, type ListenOptions, type McpHttpServer } from './serve.js'
@@ -17,6 +18,10 @@ import { serveMcpHandler, type ListenOptions, type McpHttpServer } from './serve
  * demo's policy denies. Clients receive occurrences by `events/poll` (a cursor: how many were
  * seen) or on an `events/stream` (pushed as `notifications/events/event` until the client leaves).
  * Webhook delivery (`events/subscribe`) is not offered: the demo has no https receiver.
+ *
+ * It also publishes its runbooks as skills (the Skills extension, `io.modelcontextprotocol/skills`,
+ * SEP-2640; docs/extensions.md), with the official SDK's extension: `skill://release/SKILL.md`
+ * and `skill://rotate-secrets/SKILL.md`, which the demo's policy denies.
  */
 
 const EVENTS_EXTENSION = 'io.modelcontextprotocol/events'
@@ -36,6 +41,35 @@ interface Occurrence {
   readonly data: Readonly<Record<string, unknown>>
   /** The cursor after it (occurrences seen so far, as text). */
   readonly cursor: string
+}
+
+/** The runbooks, as the files of a skills directory (a SKILL.md with its frontmatter each). */
+const RUNBOOKS: Readonly<Record<string, string>> = {
+  'release/SKILL.md': [
+    '---',
+    'name: release',
+    'description: Cut a release with the release pipeline and check that its run passed',
+    '---',
+    '',
+    '# Release',
+    '',
+    '1. Call run_pipeline with {"pipeline":"release"}.',
+    '2. Wait for ci.run_finished of that run; stop if its status is failed.',
+    '3. Go through checklist.md.',
+    '',
+  ].join('\n'),
+  'release/checklist.md': '- changelog written\n- version bumped\n- tag pushed\n',
+  'rotate-secrets/SKILL.md': [
+    '---',
+    'name: rotate-secrets',
+    'description: Rotate the deployment secrets with a rotate-* pipeline',
+    '---',
+    '',
+    '# Rotate secrets',
+    '',
+    'Call run_pipeline with {"pipeline":"rotate-prod"}; ci.secret_rotated follows.',
+    '',
+  ].join('\n'),
 }
 
 const Named = z.looseObject({ name: z.string() })
@@ -65,6 +99,7 @@ export async function startCiServer(options: ListenOptions = {}): Promise<McpHtt
     if (!Object.hasOwn(EVENT_TYPES, name))
       throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown event: ${name}`)
   }
+  const skills = await SkillsExtension.load(memorySkillFiles({ ...RUNBOOKS }))
   const handler = createMcpHandler(
     () => {
       const server = new McpServer(
@@ -124,6 +159,7 @@ export async function startCiServer(options: ListenOptions = {}): Promise<McpHtt
         }
         return {}
       })
+      skills.attach(server)
       return server
     },
     { legacy: 'stateless', responseMode: 'auto' },

@@ -33,10 +33,11 @@ async function main(): Promise<void> {
     `\nmcp-edge demo is up:\n` +
       `  ${gw.url}/mcp/weather    demo-weather, two replicas: ${demo.weather.url}, ${demo.weather2.url}\n` +
       `  ${gw.url}/mcp/docs       demo-docs at ${demo.docs.url}\n` +
-      `  ${gw.url}/mcp/ci         demo-ci at ${demo.ci.url} (serves events)\n` +
+      `  ${gw.url}/mcp/ci         demo-ci at ${demo.ci.url} (serves events and skills)\n` +
       `  ${gw.url}/mcp/workspace  virtual server: weather + docs\n` +
       admin +
-      'Things to try (trip a limit, hide a tool, watch a drift, stop a replica, follow events):\n' +
+      'Things to try (follow events, read a skill, trip a limit, hide a tool, watch a drift,\n' +
+      '  stop a replica):\n' +
       '  README.md "Things to try". Press Ctrl-C to stop.\n\n',
   )
   let stopping = false

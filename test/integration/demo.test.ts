@@ -87,6 +87,7 @@ describe('README "Things to try"', () => {
       const { helpers, steps } = thingsToTry()
       expect([...steps.keys()]).toEqual([
         'Follow events',
+        'Read a skill',
         'Trip a limit',
         'Hide a tool',
         'Watch a drift',
@@ -109,6 +110,15 @@ describe('README "Things to try"', () => {
       expect(events).toContain('notifications/events/event')
       expect(events).toContain('"pipeline":"deploy","run":2')
       expect(events).toMatch(/"error":\{"code":-32602,"message":"[^"]*ci\.secret_rotated/)
+
+      // Read a skill: the allowed one listed and read, the denied one unknown.
+      const skill = await run('Read a skill')
+      expect(skill.split('\n')[0]).toBe('"uri":"skill://release/SKILL.md"')
+      expect(skill).not.toContain('"uri":"skill://rotate-secrets/SKILL.md"')
+      expect(skill).toContain('"text":"- changelog written\\n- version bumped')
+      expect(skill).toMatch(
+        /"error":\{"code":-32602,"message":"No skill is served at skill:\/\/rotate-secrets\/SKILL\.md"/,
+      )
 
       // Trip a limit: ten runs a minute (two made above; one more may have dripped back in since,
       // at one every 6 s), then 429 with its headers.
