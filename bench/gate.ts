@@ -9,7 +9,12 @@
  * 0.9-2.3 for the same build here, ratios of minimums 1.28-1.38). The gate fails when a ratio is
  * worse than the committed baseline (bench/gate-baseline.json) by more than
  * `BENCH_GATE_TOLERANCE` (30 %), printing the table either way; `BENCH_GATE_WRITE=1` writes this
- * run's ratios as the new baseline. Layout and accounting as `npm run bench` (bench/README.md).
+ * run's ratios as the new baseline. Each cell also notes how many cores other processes used while
+ * it ran (/proc/stat less this run's processes): a side's least is taken over its cells below
+ * `BENCH_GATE_QUIET` (0.25 cores) when it has any, and a ratio over its limit with a side that
+ * never had such a cell is reported, not failed, since a busy machine makes the gateway's share
+ * of a shared cache and scheduler look slower than it is. Layout and accounting as
+ * `npm run bench` (bench/README.md).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -20,7 +25,13 @@ import { runScript } from './children.js'
 import { startGateway } from './gateway.js'
 import { startLoadWorker } from './load-client.js'
 import type { CellMeasurement } from './measure.js'
-import { clockTicksPerSecond, hasProcStat, processTree } from './proc.js'
+import {
+  clockTicksPerSecond,
+  hasProcStat,
+  liveCpuTicks,
+  machineBusyTicks,
+  processTree,
+} from './proc.js'
 import { floorTargets, startBackend, type Backend, type Target } from './targets.js'
 
 const GATEWAY_CPU = 0
@@ -37,6 +48,18 @@ interface Pair {
   readonly base: Target
   /** What of the base cell divides: the proxy's CPU (floor) or the backend's (direct). */
   readonly baseCpu: 'proxy' | 'backend'
+}
+
+/** One cell's CPU per request, and the cores other processes used meanwhile. */
+interface Sample {
+  readonly us: number
+  readonly others: number
+}
+
+/** A measured cell and the cores other processes used meanwhile. */
+interface Cell {
+  readonly m: CellMeasurement
+  readonly others: number
 }
 
 type Baseline = Readonly<Record<Pair['id'], number>> & { readonly note?: string }
@@ -66,6 +89,17 @@ async function main(): Promise<number> {
     await checkTarget(`${p.label} (base)`, p.base.url, p.base.method, p.base.headers)
   }
   const clkTck = clockTicksPerSecond()
+  const quiet = env('BENCH_GATE_QUIET', 0.25)
+  // Every process of this run (gateway, floor, backend, load worker, this one): what the machine
+  // spends beyond them during a cell is someone else's work.
+  const ours = processTree(process.pid)
+  const cell = async (t: Target, seconds: number): Promise<Cell> => {
+    const since = { busy: machineBusyTicks(), ours: liveCpuTicks(ours), at: Date.now() }
+    const m = await run(t, seconds)
+    const elsewhere = machineBusyTicks() - since.busy - (liveCpuTicks(ours) - since.ours)
+    const others = elsewhere / clkTck / ((Date.now() - since.at) / 1000)
+    return { m, others }
+  }
   const run = (t: Target, seconds: number): Promise<CellMeasurement> =>
     worker.run({
       url: t.url,
@@ -81,26 +115,37 @@ async function main(): Promise<number> {
     })
   // Unmeasured: every process JITs its hot path before the first measured cell.
   for (const p of pairs) for (const t of [p.base, p.measure]) await run(t, warmupS)
-  const cpus = new Map<Pair['id'], { m: number[]; b: number[] }>()
+  const cpus = new Map<Pair['id'], { m: Sample[]; b: Sample[] }>()
   const measureRounds = async (which: readonly Pair[], from: number): Promise<void> => {
     for (let r = from; r < from + rounds; r++) {
       for (const p of which) {
         // Alternating order, so a drift within a round does not always favour one side.
         const order = r % 2 === 0 ? [p.base, p.measure] : [p.measure, p.base]
-        const first = await run(order[0] as Target, durationS)
-        const second = await run(order[1] as Target, durationS)
+        const first = await cell(order[0] as Target, durationS)
+        const second = await cell(order[1] as Target, durationS)
         const [base, measured] = r % 2 === 0 ? [first, second] : [second, first]
-        const m = cpuOf(measured, 'proxy', p)
-        const b = cpuOf(base, p.baseCpu, p)
+        const m = { us: cpuOf(measured.m, 'proxy', p), others: measured.others }
+        const b = { us: cpuOf(base.m, p.baseCpu, p), others: base.others }
         const seen = cpus.get(p.id) ?? { m: [], b: [] }
         cpus.set(p.id, { m: [...seen.m, m], b: [...seen.b, b] })
-        log(`round ${r + 1} ${p.label}: ${m.toFixed(0)} / ${b.toFixed(0)} µs`)
+        log(
+          `round ${r + 1} ${p.label}: ${m.us.toFixed(0)} / ${b.us.toFixed(0)} µs ` +
+            `(other processes: ${m.others.toFixed(2)} / ${b.others.toFixed(2)} cores)`,
+        )
       }
     }
   }
-  const least = (id: Pair['id']): { m: number; b: number } => {
+  // Each side's least CPU over its quiet cells, or over all of them when none was quiet.
+  const leastOf = (samples: readonly Sample[]): { us: number; quiet: boolean } => {
+    const calm = samples.filter((s) => s.others <= quiet)
+    const from = calm.length > 0 ? calm : samples
+    return { us: Math.min(...from.map((s) => s.us)), quiet: calm.length > 0 }
+  }
+  const least = (id: Pair['id']): { m: number; b: number; quiet: boolean } => {
     const c = cpus.get(id) ?? { m: [], b: [] }
-    return { m: Math.min(...c.m), b: Math.min(...c.b) }
+    const m = leastOf(c.m)
+    const b = leastOf(c.b)
+    return { m: m.us, b: b.us, quiet: m.quiet && b.quiet }
   }
   const ratioOf = (id: Pair['id']): number => least(id).m / least(id).b
   const writing = process.env['BENCH_GATE_WRITE'] === '1'
@@ -129,18 +174,27 @@ async function main(): Promise<number> {
     '|---|---:|---:|---:|---:|---:|---|',
   ]
   let failed = 0
+  let unjudged = 0
   for (const p of pairs) {
     const r = ratios[p.id]
     const limit = limitOf(p.id)
-    const ok = r <= limit
-    if (!ok) failed++
-    const { m, b } = least(p.id)
+    const { m, b, quiet: calm } = least(p.id)
+    // A ratio over its limit fails the gate only when both sides
+    // had a cell to themselves; from cells other processes shared, it says so and does not fail.
+    const verdict = r <= limit ? 'ok' : calm ? 'WORSE' : 'machine busy, not judged'
+    if (verdict === 'WORSE') failed++
+    if (verdict !== 'ok' && !calm) unjudged++
     lines.push(
-      `| ${p.label} | ${m.toFixed(0)} | ${b.toFixed(0)} | ${r.toFixed(2)} | ${baseline[p.id].toFixed(2)} | ${limit.toFixed(2)} | ${ok ? 'ok' : 'WORSE'} |`,
+      `| ${p.label} | ${m.toFixed(0)} | ${b.toFixed(0)} | ${r.toFixed(2)} | ${baseline[p.id].toFixed(2)} | ${limit.toFixed(2)} | ${verdict} |`,
     )
   }
   process.stdout.write(`${lines.join('\n')}\n`)
   log(`done in ${Math.round((Date.now() - started) / 1000)} s`)
+  if (unjudged > 0)
+    log(
+      `${unjudged} ratio(s) over the limit measured only while other processes used more than ` +
+        `${quiet} cores (BENCH_GATE_QUIET): not judged; run it again on a quiet machine`,
+    )
   if (failed === 0) return 0
   log(
     `FAILED: ${failed} ratio(s) worse than the baseline by more than ${Math.round(tolerance * 100)} % ` +

@@ -32,6 +32,34 @@ export function cpuTicks(pids: readonly number[]): number {
   return total
 }
 
+/**
+ * Ticks every CPU of the machine spent busy since boot: /proc/stat's `cpu` line less idle and
+ * iowait (proc(5)). With `cpuTicks` of one's own processes it tells how much CPU the rest of the
+ * machine took during a measurement.
+ */
+export function machineBusyTicks(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? ''
+  const [, ...fields] = line.trim().split(/\s+/)
+  const ticks = fields.map(Number)
+  // user nice system idle iowait irq softirq; steal is time the hypervisor gave to other
+  // machines, not a process here (guest time is already inside user).
+  const total = ticks.slice(0, 7).reduce((a, b) => a + b, 0)
+  return total - (ticks[3] ?? 0) - (ticks[4] ?? 0)
+}
+
+/** utime+stime in ticks over the given pids that are still alive. */
+export function liveCpuTicks(pids: readonly number[]): number {
+  let total = 0
+  for (const pid of pids) {
+    try {
+      total += cpuTicks([pid])
+    } catch {
+      // exited (a short-lived helper such as getconf): its time is no longer anyone's
+    }
+  }
+  return total
+}
+
 /** The pid and all its live descendants, in case a server forks workers. */
 export function processTree(root: number): number[] {
   const children = new Map<number, number[]>()
