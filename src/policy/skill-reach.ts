@@ -54,3 +54,33 @@ export function reachOf(target: McpTarget, skillRules: boolean): Reach | undefin
   const asSkills = skills.map((s): ReachKey => ['skill', s])
   return { deny: [own, ...asSkills], allow: skillFile ? asSkills : [own] }
 }
+
+/** A URI's scheme and `://` (RFC 3986 §3.1), as a skill's SKILL.md URI begins. */
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//
+/** What a head of a pattern may be when it holds a `/`: a scheme, then `/` or `//`. */
+const SCHEME_HEAD = /^[A-Za-z][A-Za-z0-9+.-]*:\/(?:\/|$)/
+const SKILL_SUFFIX = '/SKILL.md'
+
+/**
+ * Why a `skills` pattern can match no skill, or undefined when it can: skills are named by the URI
+ * of their SKILL.md, `<scheme>://<skill-path>/SKILL.md` (skills.mdx §Resource Mapping), so a
+ * pattern that can match no such URI (a directory, a supporting file, no scheme, `skill.md` in
+ * lower case) allows or denies nothing, and is a mistake `mcp-edge check` reports.
+ */
+export function skillPatternProblem(pattern: string): string | undefined {
+  const parts = pattern.split('*')
+  const head = parts[0] ?? ''
+  const tail = parts[parts.length - 1] ?? ''
+  const exact = parts.length === 1
+  const hint = exact
+    ? ` (did you mean ${JSON.stringify(`${pattern.replace(/\/+$/, '')}${SKILL_SUFFIX}`)}?)`
+    : ''
+  if (exact ? !SCHEME.test(pattern) : head.includes('/') && !SCHEME_HEAD.test(head))
+    return `${JSON.stringify(pattern)} can match no skill: a skill is named by its SKILL.md URI, scheme included (skill://…/SKILL.md)`
+  const fits = exact
+    ? pattern.endsWith(SKILL_SUFFIX) &&
+      pattern.length > pattern.indexOf('://') + 3 + SKILL_SUFFIX.length
+    : SKILL_SUFFIX.endsWith(tail) || tail.endsWith(SKILL_SUFFIX)
+  if (fits) return undefined
+  return `${JSON.stringify(pattern)} can match no skill: a skill is named by the URI of its SKILL.md, which also decides its files${hint}`
+}

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -11,11 +11,15 @@ function check(file: string): { code: number; out: string; err: string } {
   return { code, out, err }
 }
 
-function configFile(text: string): string {
+function configFile(text: string, policy?: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-check-'))
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, text)
+  if (policy !== undefined) {
+    mkdirSync(join(dir, 'policies'))
+    writeFileSync(join(dir, 'policies', 'main.yaml'), policy)
+  }
   return file
 }
 
@@ -53,5 +57,21 @@ describe('mcp-edge check', () => {
         '',
       ].join('\n'),
     )
+  })
+
+  it('reports a skills pattern that can match no SKILL.md URI at its place in the policy file', () => {
+    const file = configFile(
+      'servers:\n  a:\n    upstreams: [{ url: "http://127.0.0.1:9/mcp" }]\npolicies: ./policies\n',
+      'rules:\n  - name: refunds\n    servers: [a]\n    allow:\n      skills: ["skill://refunds/*", "skill://refunds"]\n',
+    )
+    const r = check(file)
+    expect(r.code).toBe(1)
+    expect(r.out).toBe('')
+    const policy = join(file, '..', 'policies', 'main.yaml')
+    expect(r.err).toContain(`${file}: 1 problem(s)`)
+    expect(r.err).toContain(
+      `${policy}:5:37: rules[0].allow.skills[1]: "skill://refunds" can match no skill: a skill is named by the URI of its SKILL.md, which also decides its files (did you mean "skill://refunds/SKILL.md"?)`,
+    )
+    expect(r.err).toContain('  > 5 |       skills: ["skill://refunds/*", "skill://refunds"]')
   })
 })
