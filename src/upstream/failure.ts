@@ -10,6 +10,8 @@ export interface UpstreamFailureOptions {
   /** The replica's HTTP status, when it answered one. */
   readonly status?: number | undefined
   readonly cause?: unknown
+  /** What the client is told besides the reason (GatewayError `detail`). */
+  readonly detail?: string | undefined
   /**
    * The failure counts against the replica's health (connect failures, resets, timeouts, garbage,
    * a 5xx without a JSON-RPC body), as opposed to an answer the gateway could not use (a
@@ -28,7 +30,7 @@ export class UpstreamFailure extends GatewayError {
   readonly replicaFault: boolean
 
   constructor(code: ErrorCode, opts: UpstreamFailureOptions) {
-    super(code, { cause: opts.cause })
+    super(code, { cause: opts.cause, detail: opts.detail })
     this.sent = opts.sent
     this.status = opts.status
     this.replicaFault = opts.replicaFault ?? false

@@ -392,6 +392,8 @@ export class ProxyHandler implements Dispatcher.DispatchHandler {
             sent: true,
             status: this.status,
             cause: err,
+            // A refusal's detail (which skill limit, which pinned file) still reaches the client.
+            detail: err instanceof GatewayError ? err.detail : undefined,
           })
     if (this.headWritten) {
       this.finish()

@@ -184,33 +184,35 @@ describe('skills through a server endpoint (v2 client, 2026-07-28)', () => {
     expect(hits).toBeGreaterThanOrEqual(2)
   })
 
-  it('refuses a skill over the per-skill limits, and a skills/get answer for another skill', async () => {
-    const files = (n: number) =>
-      Array.from({ length: n }, (_, i) => ({
-        uri: i === 0 ? 'skill://big/SKILL.md' : `skill://big/f${i}.md`,
+  it('refuses a skill over the per-skill limits (512 files, 16 MiB), and a skills/get answer for another skill', async () => {
+    // The per-skill limits of skills.mdx §Limits, exactly at and just over each.
+    const entry = (name: string, n: number, size: number) => ({
+      uri: `skill://${name}/SKILL.md`,
+      frontmatter: { name, description: name },
+      resources: Array.from({ length: n }, (_, i) => ({
+        uri: i === 0 ? `skill://${name}/SKILL.md` : `skill://${name}/f${i}.md`,
         digest: `sha256:${'0'.repeat(64)}`,
-        size: 1,
-      }))
-    const big = { uri: 'skill://big/SKILL.md', frontmatter: { name: 'big', description: 'x' } }
-    const small = {
-      uri: 'skill://small/SKILL.md',
-      frontmatter: { name: 'small', description: 'y' },
+        size,
+      })),
+    })
+    const MiB = 1024 * 1024
+    const skills = {
+      'skill://big/SKILL.md': entry('big', 513, 1),
+      'skill://huge/SKILL.md': entry('huge', 2, 8 * MiB + 1),
+      'skill://edge/SKILL.md': entry('edge', 512, (16 * MiB) / 512),
+      'skill://small/SKILL.md': entry('small', 1, 1),
     }
     const backend = await closing(
       startNonValidatingBackend({
         behaviour: (_req, body) => {
           const m = body as { id: number; method: string; params: { uri?: string } }
+          const asked = m.params.uri ?? ''
           const result =
             m.method === 'skills/list'
-              ? {
-                  skills: [
-                    { ...big, resources: files(513) },
-                    { ...small, resources: files(1) },
-                  ],
-                }
-              : m.params.uri === 'skill://big/SKILL.md'
-                ? { skill: { ...big, resources: files(513) } }
-                : { skill: { ...small, uri: 'skill://secret/SKILL.md', resources: files(1) } }
+              ? { skills: Object.values(skills) }
+              : asked === 'skill://small/SKILL.md'
+                ? { skill: { ...skills[asked], uri: 'skill://secret/SKILL.md' } }
+                : { skill: skills[asked as keyof typeof skills] }
           const json = { jsonrpc: '2.0', id: m.id, result: { ...result, resultType: 'complete' } }
           return {
             status: 200,
@@ -224,14 +226,23 @@ describe('skills through a server endpoint (v2 client, 2026-07-28)', () => {
     const url = gw.mcpUrl('app')
     const listed = await mcpPost(url, 'skills/list')
     const uris = (listed.response().result as { skills: { uri: string }[] }).skills
-    expect(uris.map((s) => s.uri)).toEqual(['skill://small/SKILL.md'])
-    for (const uri of ['skill://big/SKILL.md', 'skill://small/SKILL.md']) {
+    expect(uris.map((s) => s.uri)).toEqual(['skill://edge/SKILL.md', 'skill://small/SKILL.md'])
+    const edge = await mcpPost(url, 'skills/get', { uri: 'skill://edge/SKILL.md' })
+    expect(
+      (edge.response().result as { skill: { resources: unknown[] } }).skill.resources,
+    ).toHaveLength(512)
+    for (const [uri, says] of [
+      ['skill://big/SKILL.md', '513 files, over the limit of 512 per skill'],
+      ['skill://huge/SKILL.md', '16777218 bytes, over the limit of 16777216 per skill'],
+      ['skill://small/SKILL.md', 'the answer is "skill://secret/SKILL.md"'],
+    ] as const) {
       const res = await mcpPost(url, 'skills/get', { uri }, { id: 9 })
       expect(res.status).toBe(502)
       expect(res.response()).toMatchObject({
         id: 9,
         error: { code: -31502, data: { reason: 'upstream_skill_refused' } },
       })
+      expect(res.response().error?.message).toContain(says)
     }
   })
 })
@@ -289,6 +300,9 @@ describe('pinned skills (docs/catalog.md §Skills)', () => {
       id: 4,
       error: { data: { reason: 'upstream_pin_mismatch' } },
     })
+    expect(changed.response().error?.message).toContain(
+      'skill://refunds/examples/email.md: 29 bytes hashing to sha256:',
+    )
     // An unchanged file of it is still the reviewed one.
     const same = await mcpPost(url, 'resources/read', { uri: 'skill://refunds/templates/note.md' })
     expect(same.status).toBe(200)
