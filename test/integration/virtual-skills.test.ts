@@ -184,6 +184,79 @@ rules:
     ])
   })
 
+  it('keeps a denied skill’s files and directories unknown through the virtual server too', async () => {
+    const { billing, support, gw } = await twoMembers({
+      prefix: 'always',
+      policies: `
+rules:
+  - name: skills
+    servers: ["*"]
+    allow: { skills: ["*"] }
+  - name: no-billing-refunds
+    servers: [billing]
+    deny: { skills: ["skill://refunds/SKILL.md"] }
+`,
+    })
+    const url = gw.mcpUrl('desk')
+    const listed = await mcpPost(url, 'skills/list')
+    const uris = (listed.response().result as { skills: { uri: string }[] }).skills.map(
+      (s) => s.uri,
+    )
+    expect(uris.sort()).toEqual([
+      'skill://billing/ledger/SKILL.md',
+      'skill://support/refunds/SKILL.md',
+      'skill://support/secrets/SKILL.md',
+    ])
+    const reads = () =>
+      ['skills/get', 'resources/read', 'resources/directory/read'].reduce(
+        (n, m) => n + billing.calls(m).length,
+        0,
+      )
+    const before = reads()
+    expectUnknown(
+      await mcpPost(url, 'skills/get', { uri: 'skill://billing/refunds/SKILL.md' }, { id: 1 }),
+      1,
+      'No skill is served at skill://billing/refunds/SKILL.md',
+    )
+    for (const uri of [
+      'skill://billing/refunds/SKILL.md',
+      'skill://billing/refunds/examples/email.md',
+    ])
+      expectUnknown(
+        await mcpPost(url, 'resources/read', { uri }, { id: 2 }),
+        2,
+        `Resource not found: ${uri}`,
+      )
+    for (const uri of ['skill://billing/refunds', 'skill://billing/refunds/examples'])
+      expectUnknown(
+        await mcpPost(url, 'resources/directory/read', { uri }, { id: 3 }),
+        3,
+        `Resource not found: ${uri}`,
+      )
+    // 2025-era framing: the same refusal.
+    const legacy = await closing(connectLegacyClient(url))
+    await expect(
+      legacy.request(
+        {
+          method: 'resources/read',
+          params: { uri: 'skill://billing/refunds/examples/email.md' },
+        },
+        Any,
+      ),
+    ).rejects.toMatchObject({ code: -32602 })
+    expect(reads()).toBe(before)
+    // The other member's skill of the same URI is untouched.
+    const other = await mcpPost(url, 'resources/read', {
+      uri: 'skill://support/refunds/examples/email.md',
+    })
+    expect((other.response().result as { contents: { text: string }[] }).contents[0]?.text).toBe(
+      'support email\n',
+    )
+    expect(support.calls('resources/read').at(-1)?.header('mcp-name')).toBe(
+      'skill://refunds/examples/email.md',
+    )
+  })
+
   it('never serves two members’ skills under one URI with prefix: never', async () => {
     const { gw } = await twoMembers({ prefix: 'never' })
     const listed = await mcpPost(gw.mcpUrl('desk'), 'skills/list')
@@ -255,6 +328,50 @@ describe('MCP Apps through a virtual server', () => {
     expectUnknown(unnamed, 8, 'Unknown tool: refresh_dashboard')
     expect(maps.calls('tools/call')).toHaveLength(1)
     expect(weather.calls('tools/call')).toHaveLength(1)
+  })
+
+  it('passes the host’s MCP Apps capability to the members, and governs ui:// by resources rules', async () => {
+    const weather = await closing(startAppsServer({ name: 'weather' }))
+    const maps = await closing(startAppsServer({ name: 'maps' }))
+    const dir = policyDir(`
+rules:
+  - name: everything
+    servers: ["*"]
+    allow: { tools: ["*"], resources: ["*"] }
+  - name: no-maps-app
+    servers: [maps]
+    deny: { resources: ["ui://*"] }
+`)
+    const gw = await startTestGateway(
+      {
+        servers: {
+          weather: { upstreams: [{ url: weather.url }] },
+          maps: { upstreams: [{ url: maps.url }] },
+        },
+        virtualServers: { desk: { members: ['weather', 'maps'], prefix: 'onCollision' } },
+        policies: '.',
+      },
+      { dir },
+    )
+    const ui = { 'io.modelcontextprotocol/ui': { mimeTypes: [APP_MIME_TYPE] } }
+    const client = await closing(
+      connectClient(gw.mcpUrl('desk'), { capabilities: { extensions: ui } }),
+    )
+    await client.listTools()
+    for (const member of [weather, maps]) {
+      const meta = (member.calls('tools/list').at(-1)?.json() as { params: { _meta: object } })
+        .params._meta as Record<string, { extensions?: unknown }>
+      expect(meta['io.modelcontextprotocol/clientCapabilities']?.extensions).toEqual(ui)
+    }
+    const html = await client.readResource({ uri: 'ui://weather/dashboard' })
+    expect((html.contents[0] as { text: string }).text).toContain('data-server="weather"')
+    const before = maps.calls('resources/read').length
+    expectUnknown(
+      await mcpPost(gw.mcpUrl('desk'), 'resources/read', { uri: 'ui://maps/dashboard' }, { id: 9 }),
+      9,
+      'Resource not found: ui://maps/dashboard',
+    )
+    expect(maps.calls('resources/read')).toHaveLength(before)
   })
 
   it('accepts a lone member app’s own names under prefix: always', async () => {
