@@ -151,6 +151,34 @@ describe('skills through a server endpoint (v2 client, 2026-07-28)', () => {
     expect(backend.requests.length).toBe(before)
   })
 
+  it('hides a curated skill: unlisted, and unknown on every path without reaching the server', async () => {
+    const backend = await closing(startSkillsServer())
+    const gw = await startTestGateway(
+      oneServer(backend.url, { skills: { 'skill://secrets/SKILL.md': { hidden: true } } }),
+    )
+    const url = gw.mcpUrl('app')
+    const client = await closing(connectClient(url))
+    const { skills: entries } = await new SkillsClient(client).list()
+    expect(entries.map((s) => s.uri)).toEqual(['skill://refunds/SKILL.md'])
+    const before = backend.requests.length
+    expectUnknown(
+      await mcpPost(url, 'skills/get', { uri: 'skill://secrets/SKILL.md' }, { id: 1 }),
+      1,
+      'No skill is served at skill://secrets/SKILL.md',
+    )
+    for (const [method, uri] of [
+      ['resources/read', 'skill://secrets/SKILL.md'],
+      ['resources/read', 'skill://secrets/run.sh'],
+      ['resources/directory/read', 'skill://secrets'],
+    ] as const) {
+      const res = await mcpPost(url, method, { uri }, { id: 2 })
+      expect(res.status).toBe(200)
+      expect(res.response()).toMatchObject({ id: 2, error: { code: -32602 } })
+    }
+    expect(backend.requests.length).toBe(before)
+    expect(gw.logs.filter((l) => l.outcome === 'catalog_skill')).toHaveLength(4)
+  })
+
   it('caches skills/list and skills/get, and drops them when the server tells of a change', async () => {
     const backend = await closing(
       startSkillsServer({ cacheHint: { ttlMs: 60_000, cacheScope: 'public' } }),

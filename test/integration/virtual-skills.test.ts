@@ -257,6 +257,21 @@ rules:
     )
   })
 
+  it('declares directoryRead when every member that serves skills reads directories', async () => {
+    const a = await closing(startSkillsServer({ name: 'a' }))
+    const b = await closing(startSkillsServer({ name: 'b', prefix: 'team-b' }))
+    const gw = await startTestGateway({
+      servers: { a: { upstreams: [{ url: a.url }] }, b: { upstreams: [{ url: b.url }] } },
+      virtualServers: { desk: { members: ['a', 'b'] } },
+    })
+    const skills = new SkillsClient(await closing(connectClient(gw.mcpUrl('desk'))))
+    expect(skills.directoryRead).toBe(true)
+    const dir = await skills.readDirectory('skill://team-b/refunds')
+    expect(dir.resources.map((r) => r.uri)).toContain('skill://team-b/refunds/SKILL.md')
+    expect(b.calls('resources/directory/read')).toHaveLength(1)
+    expect(a.calls('resources/directory/read')).toHaveLength(0)
+  })
+
   it('never serves two members’ skills under one URI with prefix: never', async () => {
     const { gw } = await twoMembers({ prefix: 'never' })
     const listed = await mcpPost(gw.mcpUrl('desk'), 'skills/list')
