@@ -1,4 +1,3 @@
-import type { ServerConfig } from '../config/schema.js'
 import { lockOf } from '../catalog/config.js'
 import type { RuntimeRef } from '../runtime/ref.js'
 import { catalogWarnings, replicasOut, type GatewayRuntime } from '../runtime/runtime.js'
@@ -207,7 +206,7 @@ function catalogReports(rt: GatewayRuntime): CatalogReport[] {
     const drifted = pins?.driftedNames() ?? []
     const unpinned = pins?.unpinnedNames?.() ?? []
     let omitted = 0
-    const sets = (kind: 'tools' | 'prompts'): NameSets => {
+    const sets = (kind: 'tools' | 'prompts' | 'skills'): NameSets => {
       const curated = curatedHidden(s.config[kind])
       const driftedNames = drifted.filter((d) => d.kind === kind).map((d) => d.name)
       const newNames = unpinned.filter((d) => d.kind === kind).map((d) => d.name)
@@ -222,7 +221,7 @@ function catalogReports(rt: GatewayRuntime): CatalogReport[] {
           .map((n) => (n.length <= MAX_NAME ? n : `${n.slice(0, MAX_NAME)}…`))
       }
       return {
-        pinned: cap(pinned?.[kind].keys() ?? []),
+        pinned: cap(pinned?.[kind]?.keys() ?? []),
         drifted: cap(driftedNames),
         new: cap(newNames),
         hidden: cap(hidden),
@@ -230,12 +229,14 @@ function catalogReports(rt: GatewayRuntime): CatalogReport[] {
     }
     const tools = sets('tools')
     const prompts = sets('prompts')
+    const skills = sets('skills')
     out.push({
       server: s.name,
       onDrift: pins?.mode.onDrift ?? null,
       newTools: pins?.mode.newTools ?? null,
       tools,
       prompts,
+      skills,
       // A server the lock names has its instructions pinned, as given or as none.
       instructions: drifted.some((d) => d.kind === 'instructions')
         ? 'drifted'
@@ -248,7 +249,7 @@ function catalogReports(rt: GatewayRuntime): CatalogReport[] {
   return out
 }
 
-function curatedHidden(items: ServerConfig['tools']): string[] {
+function curatedHidden(items: Readonly<Record<string, { readonly hidden: boolean }>>): string[] {
   return Object.entries(items)
     .filter(([, c]) => c.hidden)
     .map(([name]) => name)

@@ -148,6 +148,7 @@ function mergeCatalog(lists: readonly (readonly CatalogReport[])[]): CatalogRepo
               ...seen,
               tools: uniteSets(seen.tools, c.tools),
               prompts: uniteSets(seen.prompts, c.prompts),
+              skills: uniteSets(seen.skills, c.skills),
               instructions:
                 seen.instructions === 'drifted' || c.instructions === 'drifted'
                   ? 'drifted'

@@ -65,6 +65,8 @@ export interface CatalogReport {
   readonly newTools: 'hide' | 'allow' | null
   readonly tools: NameSets
   readonly prompts: NameSets
+  /** Skills of the skills extension, by the URI of their SKILL.md. */
+  readonly skills: NameSets
   /** The server's instructions against their pin. */
   readonly instructions: 'pinned' | 'drifted' | 'unpinned'
   /** Names left out of the lists above by their bound. */

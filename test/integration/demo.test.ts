@@ -119,6 +119,14 @@ describe('README "Things to try"', () => {
       expect(skill).toMatch(
         /"error":\{"code":-32602,"message":"No skill is served at skill:\/\/rotate-secrets\/SKILL\.md"/,
       )
+      // …both pinned by the lock, as the status page's Catalog lists them.
+      const status = (await (
+        await fetch(`http://127.0.0.1:${ports['9090']}/status.json`)
+      ).json()) as { catalog: { server: string; skills: { pinned: string[]; drifted: [] } }[] }
+      expect(status.catalog.find((c) => c.server === 'ci')?.skills).toMatchObject({
+        pinned: ['skill://release/SKILL.md', 'skill://rotate-secrets/SKILL.md'],
+        drifted: [],
+      })
 
       // Trip a limit: ten runs a minute (two made above; one more may have dripped back in since,
       // at one every 6 s), then 429 with its headers.

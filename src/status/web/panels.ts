@@ -271,11 +271,19 @@ export function catalog(doc: StatusDocument): Html {
             <span class="${c.instructions === 'drifted' ? 'bad' : ''}">${c.instructions}</span
             >${c.omitted > 0 ? html`, ${c.omitted} names not listed` : ''}
           </p>
-          <div class="kinds">${kind('tools', c.tools)}${kind('prompts', c.prompts)}</div>
+          <div class="kinds">
+            ${kind('tools', c.tools)}${kind('prompts', c.prompts)}${
+              hasSkills(c.skills) ? kind('skills', c.skills) : ''
+            }
+          </div>
         </article>`,
     )}
   </section>`
 }
+
+/** Skills get a column only where there are any: most servers serve none. */
+const hasSkills = (s: NameSets): boolean =>
+  s.pinned.length + s.drifted.length + s.new.length + s.hidden.length > 0
 
 export function list(title: string, items: readonly string[], id: string): Html {
   if (items.length === 0) return html``

@@ -121,6 +121,7 @@ const doc: StatusDocument = {
       newTools: 'hide',
       tools: { pinned: [EVIL], drifted: [EVIL], new: [EVIL], hidden: [EVIL] },
       prompts: { pinned: [], drifted: [], new: [], hidden: [] },
+      skills: { pinned: [EVIL], drifted: [EVIL], new: [], hidden: [] },
       instructions: 'drifted',
       omitted: 0,
     },
@@ -237,6 +238,14 @@ describe('the page', () => {
     expect(signedIn).toContain('<form class="sign-out" method="post" action="logout">')
     expect(signedIn.indexOf('action="logout"')).toBeLessThan(signedIn.indexOf('<main'))
     expect(String(renderPage(doc, { signOut: false }))).not.toContain('logout')
+  })
+  it("lists a server's skills in its catalog only when it has any", () => {
+    const skills = (d: StatusDocument): number =>
+      String(renderMain(d)).split('<h4>skills</h4>').length - 1
+    expect(skills(doc)).toBe(1)
+    const none = { pinned: [], drifted: [], new: [], hidden: [] }
+    const noSkills = { ...doc, catalog: doc.catalog.map((c) => ({ ...c, skills: none })) }
+    expect(skills(noSkills)).toBe(0)
   })
   it('renders the live part alone, as the event stream sends it', () => {
     const main = String(renderMain(doc))
