@@ -5,10 +5,10 @@ import type { SourcedLimit } from '../limits/rules.js'
 import type { SourcedRule } from './compile.js'
 
 /**
- * Reading a large policy folder on a worker thread (docs/policy.md §What a rule costs): the YAML
- * parser builds a document several hundred times the size of its rules, which on the serving
- * thread would pause every request for as long as it parses and leave its garbage in the gateway's
- * heap. The worker (policy-worker.ts) runs load.ts's own reading and validation, so nothing is
+ * Reading a large policy folder on a worker thread (docs/policy.md §What a rule costs): reading
+ * and validating thousands of rules takes a good part of a second (seconds when a file has a
+ * problem and the `yaml` parser places it), which on the serving thread would pause every request
+ * for as long and leave its garbage in the gateway's heap. The worker (policy-worker.ts) runs load.ts's own reading and validation, so nothing is
  * judged differently, and sends back plain data: the validated rules and limits, or the problems.
  * The serving thread then compiles them (compiled rules hold functions, which cannot be sent).
  */
