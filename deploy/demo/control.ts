@@ -8,7 +8,8 @@ import type { ExtraRoute, McpHttpServer } from './serve.js'
  * - `POST /demo/stop?seconds=20`: this replica goes away for that long (its port closed, as a
  *   killed process's) and comes back; active health checks take it out and back in;
  * - `POST /demo/drift`: demo-weather's `get_forecast` says something else than what was pinned
- *   (a backend changing a reviewed tool), and the backend says its tool list changed;
+ *   (a backend changing a reviewed tool), and the backend says its tool list changed; on demo-ci,
+ *   the `release` skill's checklist changes (so does its manifest's digest of that file);
  * - `POST /demo/restore`: it says what was pinned again.
  */
 
@@ -29,7 +30,14 @@ const MAX_STOP_S = 300
 
 export function controlRoutes(opts: {
   readonly server: () => McpHttpServer | undefined
-  readonly catalog?: { readonly state: CatalogState; changed(): void } | undefined
+  readonly catalog?:
+    | {
+        readonly state: CatalogState
+        /** What drifts, for the answer (default get_forecast). */
+        readonly what?: string
+        changed(): void
+      }
+    | undefined
 }): ExtraRoute {
   return (req, res) => {
     const url = new URL(req.url ?? '/', 'http://demo')
@@ -55,6 +63,7 @@ export function controlRoutes(opts: {
     if (url.pathname !== '/demo/drift' && url.pathname !== '/demo/restore') return false
     catalog.state.drifted = url.pathname === '/demo/drift'
     catalog.changed()
-    return answer(200, catalog.state.drifted ? 'get_forecast drifted' : 'get_forecast restored')
+    const what = catalog.what ?? 'get_forecast'
+    return answer(200, `${what} ${catalog.state.drifted ? 'drifted' : 'restored'}`)
   }
 }

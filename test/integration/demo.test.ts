@@ -143,10 +143,16 @@ describe('README "Things to try"', () => {
 
       // Watch a drift: hidden, and pin --check names it (exit 1 with a diff).
       const drift = await run('Watch a drift')
-      expect(drift.split('\n')[0]).toBe('get_forecast drifted')
-      expect(drift.split('\n')[1]).toBe('0')
+      expect(drift.split('\n').slice(0, 4)).toEqual([
+        'get_forecast drifted',
+        '0',
+        'skill://release/SKILL.md drifted',
+        '0',
+      ])
       expect(drift).toContain('weather: tool "get_forecast" changed')
+      expect(drift).toContain('ci: skill "skill://release/SKILL.md" changed')
       expect(drift).toContain('get_forecast restored')
+      expect(drift).toContain('skill://release/SKILL.md restored')
 
       // Stop a replica: out of rotation on /readyz, the other replica serves.
       const stop = await run('Stop a replica')
