@@ -47,9 +47,8 @@ export type FolderRead =
 const SYNC_TIMEOUT_MS = 300_000
 
 /**
- * Reads the folder on a worker and waits for it, blocking this thread (a start or
- * `mcp-edge check`, when nothing is served yet): the parser's garbage stays in the worker's heap,
- * which is freed when it ends.
+ * Reads the folder on a worker and waits for it, blocking this thread (loadPolicySet given
+ * `offThreadBytes`): the parser's garbage stays in the worker's heap, which is freed when it ends.
  */
 export function readFolderWaiting(options: object): FolderRead {
   const { worker, port, signal } = start(options, false)
