@@ -14,7 +14,8 @@ function mcpEdge(...args: string[]): { code: number | null; stdout: string; stde
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
-describe('mcp-edge explain (the binary)', () => {
+// Each run starts Node and compiles the CLI through tsx: seconds on a busy 2-core machine.
+describe('mcp-edge explain (the binary)', { timeout: 60_000 }, () => {
   it('explains a denial of the embedded default and exits 3', () => {
     const r = mcpEdge(
       'explain',
