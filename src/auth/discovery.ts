@@ -26,13 +26,15 @@ export function metadataUrls(issuer: string): string[] {
 }
 
 /**
- * Finds the issuer's `jwks_uri`. Each document is fetched bounded (no redirects, `timeoutMs` for
- * the whole exchange, 64 KiB). The first one that answers 200 decides: its `issuer` must be the
- * configured one, byte for byte (RFC 8414 §3.3: otherwise the document must not be used), and its
- * `jwks_uri` an absolute https URL, or http when the issuer itself is http (a local identity
- * provider). A 4xx moves on to the next location; any other failure ends discovery.
+ * The issuer's metadata document, the one source every reader of it uses (the JWKS location, the
+ * per-user OAuth client, token introspection). Each location of `metadataUrls` is fetched bounded
+ * (no redirects, `timeoutMs` for the whole exchange, 64 KiB); the first that answers 200 decides,
+ * a 4xx moves on to the next, any other failure ends the search. Throws DiscoveryFailure.
  */
-export async function discoverJwksUri(issuer: string, timeoutMs: number): Promise<URL> {
+export async function fetchIssuerMetadata(
+  issuer: string,
+  timeoutMs: number,
+): Promise<Record<string, unknown>> {
   for (const url of metadataUrls(issuer)) {
     let text: string
     try {
@@ -48,23 +50,42 @@ export async function discoverJwksUri(issuer: string, timeoutMs: number): Promis
       const why = err instanceof BoundedFetchFailure ? err.message : 'failed'
       throw new DiscoveryFailure(`issuer metadata ${why}`, { cause: err })
     }
-    return checkJwksUri(text, issuer)
+    return issuerDocument(text, issuer)
   }
   throw new DiscoveryFailure('issuer publishes no metadata')
 }
 
-/** The `jwks_uri` of a metadata document, if the document may be used for this issuer. */
-export function checkJwksUri(text: string, issuer: string): URL {
+/** A metadata document's members, if it is a JSON object this issuer may be trusted by. */
+function issuerDocument(text: string, issuer: string): Record<string, unknown> {
   let doc: unknown
   try {
     doc = JSON.parse(text)
   } catch {
     throw new DiscoveryFailure('metadata is not JSON')
   }
-  if (typeof doc !== 'object' || doc === null) throw new DiscoveryFailure('metadata is not JSON')
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new DiscoveryFailure('metadata is not JSON')
   const meta = doc as Record<string, unknown>
-  // SECURITY: RFC 8414 §3.3: a document naming another issuer could hand us another's keys.
+  // SECURITY: RFC 8414 §3.3: a document naming another issuer must not be used (it could hand us
+  // another's keys or endpoints).
   if (meta['issuer'] !== issuer) throw new DiscoveryFailure('metadata names another issuer')
+  return meta
+}
+
+/**
+ * Finds the issuer's `jwks_uri`: an absolute https URL, or http when the issuer itself is http (a
+ * local identity provider).
+ */
+export async function discoverJwksUri(issuer: string, timeoutMs: number): Promise<URL> {
+  return jwksUriOf(await fetchIssuerMetadata(issuer, timeoutMs), issuer)
+}
+
+/** The `jwks_uri` of a metadata document's text, if the document may be used for this issuer. */
+export function checkJwksUri(text: string, issuer: string): URL {
+  return jwksUriOf(issuerDocument(text, issuer), issuer)
+}
+
+function jwksUriOf(meta: Record<string, unknown>, issuer: string): URL {
   const raw = meta['jwks_uri']
   if (typeof raw !== 'string' || !URL.canParse(raw)) {
     throw new DiscoveryFailure('metadata has no jwks_uri')

@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto'
 import { LRUCache } from 'lru-cache'
 import type { IntrospectionConfig } from '../config/user-auth-schema.js'
 import { Breaker, BREAKER_DEFAULTS } from '../redis/breaker.js'
-import { BoundedFetchFailure, fetchBounded } from './bounded-fetch.js'
+import { fetchBounded } from './bounded-fetch.js'
 import type { Clock } from './clock.js'
-import { metadataUrls } from './discovery.js'
+import { fetchIssuerMetadata } from './discovery.js'
 import { AuthFailure } from './failure.js'
 import type { Principal } from './principal.js'
 import { scopesOf, type Verifier } from './verifier.js'
@@ -179,29 +179,11 @@ export class Introspector {
   async #discover(): Promise<string> {
     const issuer = this.#cfg.issuer ?? this.#opts.issuers[0]
     if (issuer === undefined) throw new Error('introspection: no issuer to discover from')
-    for (const url of metadataUrls(issuer)) {
-      let text: string
-      try {
-        ;({ text } = await fetchBounded(url, {
-          method: 'GET',
-          headers: { accept: 'application/json' },
-          timeoutMs: this.#cfg.timeoutMs,
-          maxBytes: MAX_ANSWER_BYTES,
-        }))
-      } catch (err) {
-        if (err instanceof BoundedFetchFailure && /^answered 4\d\d$/.test(err.message)) continue
-        throw err
-      }
-      const doc: unknown = JSON.parse(text)
-      const meta = typeof doc === 'object' && doc !== null ? (doc as Record<string, unknown>) : {}
-      // SECURITY: RFC 8414 §3.3: only the document of the issuer asked for.
-      if (meta['issuer'] !== issuer) throw new Error('metadata names another issuer')
-      const found = meta['introspection_endpoint']
-      if (typeof found !== 'string' || !URL.canParse(found))
-        throw new Error('metadata has no introspection_endpoint')
-      return found
-    }
-    throw new Error('the issuer publishes no metadata')
+    const meta = await fetchIssuerMetadata(issuer, this.#cfg.timeoutMs)
+    const found = meta['introspection_endpoint']
+    if (typeof found !== 'string' || !URL.canParse(found))
+      throw new Error('metadata has no introspection_endpoint')
+    return found
   }
 
   #retryAfter(): number {

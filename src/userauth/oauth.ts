@@ -1,7 +1,7 @@
 import { BoundedFetchFailure, fetchBounded } from '../auth/bounded-fetch.js'
-import { metadataUrls } from '../auth/discovery.js'
+import { DiscoveryFailure, fetchIssuerMetadata } from '../auth/discovery.js'
 
-/** Token and metadata answers are a few KiB; anything larger is refused while it streams in. */
+/** Token answers are a few KiB; anything larger is refused while it streams in. */
 const MAX_ANSWER_BYTES = 64 * 1024
 /** RFC 6749 §5.2: an error answer is a 400 (401 for a client authentication failure). */
 const ERROR_STATUSES: ReadonlySet<number> = new Set([400, 401])
@@ -41,47 +41,34 @@ export class OAuthFailure extends Error {
 }
 
 /**
- * The metadata of `issuer`, in the order MCP clients look (auth/discovery.ts metadataUrls): the
- * first document that answers decides, and its `issuer` must be the one asked for, byte for byte
- * (RFC 8414 §3.3). Each fetch bounded, no redirects.
+ * The metadata of `issuer` (auth/discovery.ts `fetchIssuerMetadata`: the first document that
+ * answers, its `issuer` the one asked for, byte for byte), with the endpoints this client needs.
  */
 export async function fetchMetadata(issuer: string, timeoutMs: number): Promise<ServerMetadata> {
-  for (const url of metadataUrls(issuer)) {
-    let text: string
-    try {
-      ;({ text } = await fetchBounded(url, {
-        method: 'GET',
-        headers: { accept: 'application/json' },
-        timeoutMs,
-        maxBytes: MAX_ANSWER_BYTES,
-      }))
-    } catch (err) {
-      if (err instanceof BoundedFetchFailure && /^answered 4\d\d$/.test(err.message)) continue
-      const why = err instanceof BoundedFetchFailure ? err.message : 'failed'
-      throw new OAuthFailure(`authorization server metadata ${why}`, false, { cause: err })
-    }
-    const doc = parseObject(text, 'metadata')
-    // SECURITY: RFC 8414 §3.3: a document naming another issuer must not be used.
-    if (doc['issuer'] !== issuer) throw new OAuthFailure('metadata names another issuer')
-    const endpoint = (key: string): string | undefined => {
-      const v = doc[key]
-      return typeof v === 'string' && URL.canParse(v) ? v : undefined
-    }
-    const authorization = endpoint('authorization_endpoint')
-    const token = endpoint('token_endpoint')
-    if (authorization === undefined || token === undefined)
-      throw new OAuthFailure('metadata lacks authorization_endpoint or token_endpoint')
-    return {
-      issuer,
-      authorizationEndpoint: authorization,
-      tokenEndpoint: token,
-      revocationEndpoint: endpoint('revocation_endpoint'),
-      introspectionEndpoint: endpoint('introspection_endpoint'),
-      jwksUri: endpoint('jwks_uri'),
-      issParameterSupported: doc['authorization_response_iss_parameter_supported'] === true,
-    }
+  let doc: Record<string, unknown>
+  try {
+    doc = await fetchIssuerMetadata(issuer, timeoutMs)
+  } catch (err) {
+    if (!(err instanceof DiscoveryFailure)) throw err
+    throw new OAuthFailure(`authorization server ${err.message}`, false, { cause: err })
   }
-  throw new OAuthFailure('the issuer publishes no metadata')
+  const endpoint = (key: string): string | undefined => {
+    const v = doc[key]
+    return typeof v === 'string' && URL.canParse(v) ? v : undefined
+  }
+  const authorization = endpoint('authorization_endpoint')
+  const token = endpoint('token_endpoint')
+  if (authorization === undefined || token === undefined)
+    throw new OAuthFailure('metadata lacks authorization_endpoint or token_endpoint')
+  return {
+    issuer,
+    authorizationEndpoint: authorization,
+    tokenEndpoint: token,
+    revocationEndpoint: endpoint('revocation_endpoint'),
+    introspectionEndpoint: endpoint('introspection_endpoint'),
+    jwksUri: endpoint('jwks_uri'),
+    issParameterSupported: doc['authorization_response_iss_parameter_supported'] === true,
+  }
 }
 
 /** A token endpoint's success answer (RFC 6749 §5.1). */
