@@ -1,3 +1,4 @@
+import type { Connection } from '../../userauth/user-auth.js'
 import { callerLabel } from '../caller.js'
 import { html, type Html } from './html.js'
 
@@ -7,17 +8,8 @@ import { html, type Html } from './html.js'
  * never reach this module: userauth/user-auth.ts `connections`).
  */
 
-/** One connected user at one server, as the store lists it. */
-export interface ConnectedUser {
-  readonly server: string
-  /** Undefined when the record is sealed with another key (rotated): listed, unreadable. */
-  readonly iss?: string | undefined
-  readonly sub?: string | undefined
-  readonly connectedAt?: number | undefined
-  readonly refreshedAt?: number | undefined
-  readonly expiresAt?: number | undefined
-  readonly refreshable?: boolean | undefined
-}
+/** One connected user at one server, as the store lists it (its store name is not shown). */
+type ConnectedUser = Omit<Connection, 'name'>
 
 /** Where the view reads its users, and how it names them (`admin.showSubjects`). */
 export interface UserTokensView {
