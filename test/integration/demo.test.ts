@@ -15,7 +15,8 @@ import { closing } from '../helpers/lifecycle.js'
  * copied to a folder of its own) on free ports, and each step's shell block run by bash from that
  * folder. The blocks are read from the README, so a step that stops working fails here. What is
  * changed on the way: the demo's fixed ports become this run's, `npx mcp-edge` the source entry
- * (no build needed), and the replica's 20 s stop a 3 s one.
+ * (no build needed), and the replica's 20 s stop an 8 s one: longer than the step's `sleep 3` plus
+ * a loaded machine's delays, so /readyz is read while the replica is still away.
  */
 
 const root = fileURLToPath(new URL('../../', import.meta.url))
@@ -97,7 +98,7 @@ describe('README "Things to try"', () => {
         const script = `${helpers}\n${steps.get(step) ?? ''}`
           .replace(/127\.0\.0\.1:(8080|9090|910[1-4])/g, (_m, p: string) => `127.0.0.1:${ports[p]}`)
           .replaceAll('npx mcp-edge', `node --import ${tsx} ${join(root, 'src/cli.ts')}`)
-          .replace('seconds=20', 'seconds=3')
+          .replace('seconds=20', 'seconds=8')
         const r = await bash(script, dir)
         return r.out
       }
@@ -156,7 +157,7 @@ describe('README "Things to try"', () => {
 
       // Stop a replica: out of rotation on /readyz, the other replica serves.
       const stop = await run('Stop a replica')
-      expect(stop).toContain('stopping for 3 s')
+      expect(stop).toContain('stopping for 8 s')
       expect(stop).toMatch(
         /"upstreamsOut":\[\{"server":"weather","upstream":"weather#1","state":"down"/,
       )
@@ -168,7 +169,7 @@ describe('README "Things to try"', () => {
             const r = await fetch(`http://127.0.0.1:${ports['9090']}/readyz`)
             return ((await r.json()) as { upstreamsOut: unknown[] }).upstreamsOut
           },
-          { timeout: 10_000, interval: 500 },
+          { timeout: 15_000, interval: 500 },
         )
         .toEqual([])
     },
