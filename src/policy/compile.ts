@@ -42,17 +42,68 @@ export interface CompiledRule {
   readonly condition: CompiledCondition | undefined
 }
 
-/** Compiles one validated rule; a condition that does not compile throws ConditionSyntaxError. */
-export function compileRule({ rule, source }: SourcedRule): CompiledRule {
+/**
+ * What the rules of one policy share once compiled (docs/policy.md §What a rule costs): one copy
+ * of each claim value and client pattern, and one matcher and pattern list per distinct `servers`.
+ * Thousands of rules naming the same few servers and teams then keep one of each, not one per
+ * rule.
+ */
+export class RuleMemo {
+  private readonly strings = new Map<string, string>()
+  private readonly serverLists = new Map<string, { matcher: Matcher; patterns: string[] }>()
+
+  /** `text` as the one copy every rule shares (and its own, as `own` makes it). */
+  shared(text: string): string {
+    let one = this.strings.get(text)
+    if (one === undefined) this.strings.set((one = own(text)), one)
+    return one
+  }
+
+  /** `when` holding shared strings: teams and client ids recur across a policy's rules. */
+  when(when: RuleWhen): RuleWhen {
+    const value = (v: string | number | boolean): string | number | boolean =>
+      typeof v === 'string' ? this.shared(v) : v
+    return {
+      ...(when.claims && {
+        // fromEntries defines own properties, so a claim named `__proto__` stays a claim.
+        claims: Object.fromEntries(Object.entries(when.claims).map(([k, v]) => [k, value(v)])),
+      }),
+      ...(when.clients && { clients: when.clients.map((c) => this.shared(c)) }),
+    }
+  }
+
+  /** `patterns` and their matcher, shared by every rule with an equal list. */
+  servers(patterns: readonly string[]): { matcher: Matcher; patterns: readonly string[] } {
+    const key = JSON.stringify(patterns)
+    let list = this.serverLists.get(key)
+    if (list === undefined) {
+      const kept = patterns.map((p) => this.shared(p))
+      list = { matcher: compilePatterns(kept), patterns: kept }
+      this.serverLists.set(key, list)
+    }
+    return list
+  }
+}
+
+/**
+ * Compiles one validated rule; a condition that does not compile throws ConditionSyntaxError.
+ * Rules of one policy compiled with one `memo` share what they can (RuleMemo).
+ */
+export function compileRule(
+  { rule, source }: SourcedRule,
+  memo: RuleMemo = new RuleMemo(),
+): CompiledRule {
   const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
+  const servers = memo.servers(rule.servers)
+  const when = rule.when === undefined ? undefined : memo.when(rule.when)
   return {
-    id: `${rule.name}#${hash}`,
-    name: rule.name,
-    source,
-    servers: compilePatterns(rule.servers),
-    serverPatterns: rule.servers,
-    when: rule.when === undefined ? undefined : compileWhen(rule.when),
-    whenSpec: rule.when,
+    id: own(`${rule.name}#${hash}`),
+    name: own(rule.name),
+    source: own(source),
+    servers: servers.matcher,
+    serverPatterns: servers.patterns,
+    when: when === undefined ? undefined : compileWhen(when),
+    whenSpec: when,
     allow: targetsOf(rule.allow),
     deny: targetsOf(rule.deny),
     dryRun: rule.mode === 'dry-run',
@@ -65,14 +116,28 @@ export function compileRule({ rule, source }: SourcedRule): CompiledRule {
   }
 }
 
+/** A side with no patterns (most rules have no `deny`): one object for every rule. */
+const NO_TARGETS: RuleTargets = Object.freeze({})
+
 function targetsOf(t: TargetPatterns | undefined): RuleTargets {
-  if (t === undefined) return {}
+  if (t === undefined) return NO_TARGETS
+  const kept = (patterns: readonly string[]): readonly string[] => patterns.map(own)
   return {
-    ...(t.tools && { tool: t.tools }),
-    ...(t.prompts && { prompt: t.prompts }),
-    ...(t.resources && { resource: t.resources }),
-    ...(t.events && { event: t.events }),
-    ...(t.skills && { skill: t.skills }),
-    ...(t.methods && { method: t.methods }),
+    ...(t.tools && { tool: kept(t.tools) }),
+    ...(t.prompts && { prompt: kept(t.prompts) }),
+    ...(t.resources && { resource: kept(t.resources) }),
+    ...(t.events && { event: kept(t.events) }),
+    ...(t.skills && { skill: kept(t.skills) }),
+    ...(t.methods && { method: kept(t.methods) }),
   }
+}
+
+/**
+ * `text` as a string of its own: a parser's substring (a pattern read from a file) keeps the whole
+ * file text in memory for as long as the rule lives, and a built string (`<file> rules[3]`) keeps
+ * its pieces. V8 copies substrings and joins shorter than 13 characters outright, so only longer
+ * ones are copied here; JSON.parse builds a new flat string sharing nothing with its input.
+ */
+function own(text: string): string {
+  return text.length < 13 ? text : (JSON.parse(JSON.stringify(text)) as string)
 }

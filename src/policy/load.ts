@@ -13,7 +13,7 @@ import {
   type YamlSource,
 } from '../config/located.js'
 import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
-import { compileRule, type CompiledRule, type SourcedRule } from './compile.js'
+import { compileRule, RuleMemo, type CompiledRule, type SourcedRule } from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
 import { readFolderBeside, readFolderWaiting } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
@@ -81,8 +81,9 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   if (opts.offThreadBytes !== undefined && folderBytes(opts) > opts.offThreadBytes) {
     const read = readFolderWaiting(opts)
     if ('problems' in read) throw new PolicyError(read.problems)
+    const memo = new RuleMemo()
     return new PolicySet(
-      read.rules.map((r) => compileRule(r)),
+      read.rules.map((r) => compileRule(r, memo)),
       opts.mode,
       read.id,
       opts.servers,
@@ -110,8 +111,9 @@ export async function loadPolicySetBeside(opts: PolicyLoadOptions): Promise<Poli
 
 function* compileEach(rules: readonly SourcedRule[]): Generator<void, CompiledRule[], void> {
   const compiled: CompiledRule[] = []
+  const memo = new RuleMemo()
   for (const r of rules) {
-    compiled.push(compileRule(r))
+    compiled.push(compileRule(r, memo))
     yield
   }
   return compiled
@@ -217,9 +219,10 @@ function compileRules(
   sources: ReadonlyMap<string, FileSource>,
 ): CompiledRule[] {
   const compiled: CompiledRule[] = []
+  const memo = new RuleMemo()
   for (const sourced of rules) {
     try {
-      compiled.push(compileRule(sourced))
+      compiled.push(compileRule(sourced, memo))
     } catch (err) {
       if (!(err instanceof ConditionSyntaxError)) throw err
       const field = sourced.rule.if !== undefined ? 'if' : 'unless'

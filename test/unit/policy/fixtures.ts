@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { onTestFinished } from 'vitest'
 import { parse } from 'yaml'
 import type { PolicyCaller } from '../../../src/match/claims.js'
-import { compileRule } from '../../../src/policy/compile.js'
+import { compileRule, RuleMemo } from '../../../src/policy/compile.js'
 import { PolicySet, type PolicyMode } from '../../../src/policy/policy.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
 
@@ -15,8 +15,10 @@ export function policyOf(
   servers = ['weather', 'docs'],
 ): PolicySet {
   const file = policyFileSchema.parse(parse(yaml))
+  // One memo for the file, as the loader compiles a policy (rules share what they can).
+  const memo = new RuleMemo()
   const rules = (file.rules ?? []).map((rule, i) =>
-    compileRule({ rule, source: `test.yaml rules[${i}]` }),
+    compileRule({ rule, source: `test.yaml rules[${i}]` }, memo),
   )
   return new PolicySet(rules, mode, 'test', servers)
 }

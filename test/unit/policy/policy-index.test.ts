@@ -2,7 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { McpTarget } from '../../../src/mcp/classify.js'
 import type { PolicyCaller } from '../../../src/match/claims.js'
-import { compileRule, type TargetKind } from '../../../src/policy/compile.js'
+import { compileRule, RuleMemo, type TargetKind } from '../../../src/policy/compile.js'
 import { PolicySet, type PolicyMode } from '../../../src/policy/policy.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
 import { LinearPolicy } from './linear-policy.js'
@@ -137,7 +137,11 @@ function policies(generated: readonly GeneratedRule[], mode: PolicyMode) {
     ...(g.condition && { [g.condition[0]]: g.condition[1] }),
   }))
   const file = policyFileSchema.parse({ rules: raw })
-  const rules = (file.rules ?? []).map((r, i) => compileRule({ rule: r, source: `rules[${i}]` }))
+  // One memo for the set, as the loader compiles a policy: shared matchers decide the same.
+  const memo = new RuleMemo()
+  const rules = (file.rules ?? []).map((r, i) =>
+    compileRule({ rule: r, source: `rules[${i}]` }, memo),
+  )
   return {
     indexed: new PolicySet(rules, mode, 'test', CONFIGURED),
     linear: new LinearPolicy(rules, mode),
