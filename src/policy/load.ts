@@ -79,11 +79,11 @@ function listPolicyFiles(folder: string): string[] {
  */
 export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   if (opts.offThreadBytes !== undefined && folderBytes(opts) > opts.offThreadBytes) {
-    const read = readFolderWaiting(opts)
-    if ('problems' in read) throw new PolicyError(read.problems)
     const memo = new RuleMemo()
+    const read = readFolderWaiting(opts, (rules) => rules.map((r) => compileRule(r, memo)))
+    if ('problems' in read) throw new PolicyError(read.problems)
     return new PolicySet(
-      read.rules.map((r) => compileRule(r, memo)),
+      read.rules,
       opts.mode,
       read.id,
       opts.servers,
@@ -101,22 +101,13 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
  */
 export async function loadPolicySetBeside(opts: PolicyLoadOptions): Promise<PolicySet> {
   if (folderBytes(opts) <= (opts.offThreadBytes ?? OFF_THREAD_BYTES)) return loadPolicySet(opts)
-  const read = await readFolderBeside(opts)
-  if ('problems' in read) throw new PolicyError(read.problems)
-  const compiled = await sliced(compileEach(read.rules))
-  const limits = read.limits.map(compileLimit)
-  const index = await sliced(indexRules(compiled, opts.servers, limits))
-  return new PolicySet(compiled, opts.mode, read.id, opts.servers, limits, index)
-}
-
-function* compileEach(rules: readonly SourcedRule[]): Generator<void, CompiledRule[], void> {
-  const compiled: CompiledRule[] = []
+  // Each chunk is compiled as it arrives, a short task of its own (off-thread.ts).
   const memo = new RuleMemo()
-  for (const r of rules) {
-    compiled.push(compileRule(r, memo))
-    yield
-  }
-  return compiled
+  const read = await readFolderBeside(opts, (rules) => rules.map((r) => compileRule(r, memo)))
+  if ('problems' in read) throw new PolicyError(read.problems)
+  const limits = read.limits.map(compileLimit)
+  const index = await sliced(indexRules(read.rules, opts.servers, limits))
+  return new PolicySet(read.rules, opts.mode, read.id, opts.servers, limits, index)
 }
 
 /**

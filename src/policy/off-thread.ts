@@ -10,7 +10,9 @@ import type { SourcedRule } from './compile.js'
  * problem and the `yaml` parser places it), which on the serving thread would pause every request
  * for as long and leave its garbage in the gateway's heap. The worker (policy-worker.ts) runs load.ts's own reading and validation, so nothing is
  * judged differently, and sends back plain data: the validated rules and limits, or the problems.
- * The serving thread then compiles them (compiled rules hold functions, which cannot be sent).
+ * The serving thread compiles the rules (compiled rules hold functions, which cannot be sent) as
+ * each chunk arrives, so the plain copies die young: kept until the last chunk, every one of them
+ * would be copied by each young-generation collection meanwhile, pausing requests for as long.
  */
 
 /** What the worker sends, in this order: rules in chunks, then the rest, or why it failed. */
@@ -35,13 +37,17 @@ export interface FolderJob {
 }
 
 /** A folder read off thread: its validated content, or the problems that refused it. */
-export type FolderRead =
+export type FolderRead<R> =
   | {
-      readonly rules: readonly SourcedRule[]
+      /** The rules as `take` made them, in file order. */
+      readonly rules: readonly R[]
       readonly limits: readonly SourcedLimit[]
       readonly id: string
     }
   | { readonly problems: readonly LocatedProblem[] }
+
+/** What the caller makes of each chunk of validated rules, as it arrives (compileRule). */
+export type TakeRules<R> = (rules: readonly SourcedRule[]) => readonly R[]
 
 /** How long a start waits for the worker before giving up (a 10,000-rule folder takes seconds). */
 const SYNC_TIMEOUT_MS = 300_000
@@ -50,15 +56,15 @@ const SYNC_TIMEOUT_MS = 300_000
  * Reads the folder on a worker and waits for it, blocking this thread (loadPolicySet given
  * `offThreadBytes`): the parser's garbage stays in the worker's heap, which is freed when it ends.
  */
-export function readFolderWaiting(options: object): FolderRead {
+export function readFolderWaiting<R>(options: object, take: TakeRules<R>): FolderRead<R> {
   const { worker, port, signal } = start(options, false)
   try {
     if (Atomics.wait(signal, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
       throw new Error(`reading the policy folder took longer than ${SYNC_TIMEOUT_MS} ms`)
-    const messages: FolderMessage[] = []
+    const read = new Collected(take)
     for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
-      messages.push(m.message as FolderMessage)
-    return collect(messages)
+      if (read.add(m.message as FolderMessage)) break
+    return read.result()
   } finally {
     port.close()
     void worker.terminate()
@@ -69,10 +75,10 @@ export function readFolderWaiting(options: object): FolderRead {
  * Reads the folder on a worker while this thread goes on serving (a reload): the rules arrive in
  * chunks, each a short task for this thread to take in.
  */
-export function readFolderBeside(options: object): Promise<FolderRead> {
+export function readFolderBeside<R>(options: object, take: TakeRules<R>): Promise<FolderRead<R>> {
   const { worker, port } = start(options, true)
-  const messages: FolderMessage[] = []
-  return new Promise<FolderRead>((resolve, reject) => {
+  const read = new Collected(take)
+  return new Promise<FolderRead<R>>((resolve, reject) => {
     let settled = false
     const end = (settle: () => void): void => {
       if (settled) return
@@ -85,23 +91,48 @@ export function readFolderBeside(options: object): Promise<FolderRead> {
     const finish = (): void =>
       end(() => {
         try {
-          resolve(collect(messages))
+          resolve(read.result())
         } catch (err) {
           reject(err as Error)
         }
       })
     worker.once('error', onError)
-    port.on('message', (m: FolderMessage) => {
-      messages.push(m)
-      if (m.kind !== 'rules') finish()
-    })
+    // Node hands over every message queued on the port in one task; taken in there, a large
+    // folder's chunks would all be compiled in one long pause. Each is taken in a task of its own.
+    const queue: FolderMessage[] = []
+    let pumping = false
+    let exited = false
+    const pump = (): void => {
+      const m = queue.shift()
+      if (m === undefined) {
+        pumping = false
+        if (exited) finish()
+        return
+      }
+      try {
+        if (read.add(m)) return finish()
+      } catch (err) {
+        // `take` refused a chunk (a bug: the worker validated every rule): the read fails.
+        return end(() => reject(err as Error))
+      }
+      setImmediate(pump)
+    }
+    const onMessage = (m: FolderMessage): void => {
+      queue.push(m)
+      if (!pumping) {
+        pumping = true
+        setImmediate(pump)
+      }
+    }
+    port.on('message', onMessage)
     // A worker that ended (killed, out of memory) without a last message fails the read: what it
     // posted before is still in the port's queue.
     worker.once('exit', () => {
-      if (messages.some((m) => m.kind !== 'rules')) return
+      if (settled) return
       for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
-        messages.push(m.message as FolderMessage)
-      finish()
+        onMessage(m.message as FolderMessage)
+      exited = true
+      if (!pumping) finish()
     })
   })
 }
@@ -130,13 +161,31 @@ function start(
   return { worker, port: channel.port1, signal }
 }
 
-function collect(messages: readonly FolderMessage[]): FolderRead {
-  const rules: SourcedRule[] = []
-  for (const m of messages) {
-    if (m.kind === 'rules') rules.push(...m.rules)
-    else if (m.kind === 'done') return { rules, limits: m.limits, id: m.id }
-    else if (m.kind === 'failed') return { problems: m.problems }
-    else throw new Error(`reading the policy folder failed: ${m.message}`)
+/** The worker's messages taken in as they come: rules made by `take`, then the end. */
+class Collected<R> {
+  private readonly rules: R[] = []
+  private last: FolderMessage | undefined
+
+  constructor(private readonly take: TakeRules<R>) {}
+
+  /** Takes one message in; true once it was the last. */
+  add(m: FolderMessage): boolean {
+    if (this.last !== undefined) return true
+    if (m.kind === 'rules') {
+      for (const r of this.take(m.rules)) this.rules.push(r)
+      return false
+    }
+    this.last = m
+    return true
   }
-  throw new Error('reading the policy folder ended without an answer')
+
+  result(): FolderRead<R> {
+    const m = this.last
+    if (m === undefined) throw new Error('reading the policy folder ended without an answer')
+    if (m.kind === 'done') return { rules: this.rules, limits: m.limits, id: m.id }
+    if (m.kind === 'failed') return { problems: m.problems }
+    throw new Error(
+      `reading the policy folder failed: ${m.kind === 'crashed' ? m.message : m.kind}`,
+    )
+  }
 }

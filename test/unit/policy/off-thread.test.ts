@@ -5,6 +5,7 @@ import {
   PolicyError,
   type PolicyLoadOptions,
 } from '../../../src/policy/load.js'
+import { readFolderBeside } from '../../../src/policy/off-thread.js'
 import type { Decision, PolicySet } from '../../../src/policy/policy.js'
 import { caller, tempFolder } from './fixtures.js'
 
@@ -138,10 +139,33 @@ describe('loading beside a running policy', () => {
     try {
       const beside = await loadPolicySetBeside(here(folder, 64 * 1024))
       expect(beside.id).toBe(held.id)
+      // Twelve chunks, each compiled as it came, in file order.
+      expect(beside.rules.map((r) => [r.id, r.source])).toEqual(
+        held.rules.map((r) => [r.id, r.source]),
+      )
     } finally {
       clearInterval(ticks)
     }
     // The in-thread load held the loop for all of heldMs; beside, no gap comes near it.
     expect(longest).toBeLessThan(heldMs / 2)
+  })
+})
+
+describe('reading a folder off thread', () => {
+  it('fails the read when taking a chunk of rules in fails', async () => {
+    const folder = tempFolder(FILES)
+    await expect(
+      readFolderBeside(here(folder, 0), () => {
+        throw new Error('refused in take')
+      }),
+    ).rejects.toThrow('refused in take')
+  })
+
+  it('fails the read with what the worker said when it crashed', async () => {
+    // No label to name the files by: the worker's own code throws, which is no PolicyError.
+    const folder = tempFolder(FILES)
+    await expect(readFolderBeside({ folder }, (rules) => rules)).rejects.toThrow(
+      /^reading the policy folder failed: /,
+    )
   })
 })
