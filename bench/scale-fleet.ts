@@ -1,10 +1,15 @@
 /**
  * The fleet curves of `npm run bench:scale` (scale.ts), from outside the built gateway: virtual
  * servers of 2 → 50 members (50 tools each; a merged `tools/list` and a routed `tools/call`), and
- * gateways of 1 → 200 servers (the admin listener's status.json and /metrics).
+ * gateways of 1 → 200 servers (the admin listener's status.json and /metrics). With
+ * `BENCH_SCALE_HEAP=1`, the members gateway's live JS heap is read from two heap snapshots
+ * (heap-snapshot.ts): what listing the members holds, per listed tool.
  */
+import { mkdirSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { join } from 'node:path'
 import { request } from 'undici'
+import { heapSnapshotBytes, heapSnapshotFlags } from './heap-snapshot.js'
 import { cpuTicks } from './proc.js'
 import { rssMb, runLoad, spread, stop, timedGateway, warmUp, type Scale } from './scale-load.js'
 
@@ -12,6 +17,12 @@ const MEMBERS = [2, 10, 25, 50]
 const SERVERS = [1, 10, 50, 200]
 const TOOLS_PER_MEMBER = 50
 const ADMIN_TOKEN = 'scale-bench-admin-token'
+/**
+ * Heap snapshots of the members gateway only on request: taking one leaves the gateway's RSS
+ * 75–90 MB higher (memory that writing it took outside the JS heap), and every RSS reading after
+ * it would carry that.
+ */
+const HEAP = process.env['BENCH_SCALE_HEAP'] === '1'
 
 /** What the fleet curves add to the report: markdown lines and the raw figures. */
 export interface FleetReport {
@@ -56,8 +67,30 @@ interface MemberPoint {
   readonly callCpuUs: { median: number; least: number }
 }
 
+/**
+ * The live JS heap the members gateway holds for the lists it merged: snapshots before and after
+ * the first merged list of every virtual server but the smallest (whose list and call are the
+ * warm-up, so first-call code and every upstream connection are in both).
+ */
+interface MemberHeap {
+  readonly beforeMb: number
+  readonly afterMb: number
+  readonly deltaMb: number
+  /** Member slots and tools listed between the two snapshots. */
+  readonly slots: number
+  readonly tools: number
+  readonly perToolKb: number
+  readonly perSlotKb: number
+  /** Wall time the two snapshots took (written by the gateway, read here). */
+  readonly seconds: number
+  /** Gateway RSS just before and after the first snapshot, MB: what taking one leaves in RSS. */
+  readonly rssAroundFirstMb: readonly number[]
+}
+
 /** One gateway with a virtual server per point, all over the same members. */
-async function membersCurve(s: Scale): Promise<{ points: MemberPoint[]; rss: number[] }> {
+async function membersCurve(
+  s: Scale,
+): Promise<{ points: MemberPoint[]; rss: number[]; heap: MemberHeap | undefined }> {
   const most = Math.max(...MEMBERS)
   const servers = Object.fromEntries(
     Array.from({ length: most }, (_, i) => [
@@ -68,26 +101,79 @@ async function membersCurve(s: Scale): Promise<{ points: MemberPoint[]; rss: num
   const virtualServers = Object.fromEntries(
     MEMBERS.map((n) => [`v${n}`, { members: Array.from({ length: n }, (_, i) => `m${i}`) }]),
   )
-  const { gw, pids } = await timedGateway(s, 'virtual', (port) => ({
-    listen: { host: '127.0.0.1', port },
-    servers,
-    virtualServers,
-  }))
+  // Snapshots go to a folder of this run, not the gateway's working directory (the repository).
+  // launchGateway reads the flags from the environment once it has a port: set until this
+  // gateway is up, for it only.
+  const heapDir = join(s.configDir, 'heap')
+  mkdirSync(heapDir, { recursive: true })
+  const flags = process.env['BENCH_GATEWAY_FLAGS']
+  if (HEAP) process.env['BENCH_GATEWAY_FLAGS'] = `${flags ?? ''} ${heapSnapshotFlags(heapDir)}`
+  let launched: Awaited<ReturnType<typeof timedGateway>>
+  try {
+    launched = await timedGateway(s, 'virtual', (port) => ({
+      listen: { host: '127.0.0.1', port },
+      servers,
+      virtualServers,
+    }))
+  } finally {
+    if (flags === undefined) delete process.env['BENCH_GATEWAY_FLAGS']
+    else process.env['BENCH_GATEWAY_FLAGS'] = flags
+  }
+  const { gw, pids } = launched
   const rss = [rssMb(gw.child.pid)]
   const list = mcp('tools/list', {})
   const calls = MEMBERS.map((n) => {
     const name = toolName(n - 1, TOOLS_PER_MEMBER - 1)
     return mcp('tools/call', { name, arguments: { q: 'x' } }, name)
   })
-  // Every merged list whole, and the routed call known, before anything is timed.
-  for (const [i, n] of MEMBERS.entries()) {
+  const listAndCall = async (i: number, n: number): Promise<void> => {
     const listed = (await post(`${gw.baseUrl}/mcp/v${n}`, list)).result as { tools: unknown[] }
     if (listed.tools.length !== n * TOOLS_PER_MEMBER)
       throw new Error(`v${n}: ${listed.tools.length} tools, expected ${n * TOOLS_PER_MEMBER}`)
     const called = await post(`${gw.baseUrl}/mcp/v${n}`, calls[i] as ReturnType<typeof mcp>)
     if (called.error !== undefined) throw new Error(`v${n}: ${JSON.stringify(called.error)}`)
   }
+  // Warm-up before the first snapshot: a call straight to every member server (its upstream
+  // connection, its per-server state) and the smallest virtual server's list and routed call (the
+  // code of merging and routing), so that the heap between the snapshots is the lists'.
+  let first: { bytes: number; ms: number; rssAroundMb: number[] } | undefined
+  if (HEAP) {
+    for (let m = 0; m < most; m++) {
+      const name = toolName(m, 0)
+      await post(`${gw.baseUrl}/mcp/m${m}`, mcp('tools/call', { name, arguments: {} }, name))
+    }
+    await listAndCall(0, MEMBERS[0] ?? 0)
+    const rssAroundMb = [rssMb(gw.child.pid)]
+    const t0 = performance.now()
+    const bytes = await heapSnapshotBytes(gw.child.pid, heapDir, gw.baseUrl)
+    first = {
+      bytes,
+      ms: performance.now() - t0,
+      rssAroundMb: [...rssAroundMb, rssMb(gw.child.pid)],
+    }
+  }
+  // Every merged list whole, and the routed call known, before anything is timed.
+  for (const [i, n] of MEMBERS.entries()) await listAndCall(i, n)
   rss.push(rssMb(gw.child.pid))
+  let heap: MemberHeap | undefined
+  if (first !== undefined) {
+    const t1 = performance.now()
+    const after = await heapSnapshotBytes(gw.child.pid, heapDir, gw.baseUrl)
+    const delta = after - first.bytes
+    const slots = MEMBERS.slice(1).reduce((sum, n) => sum + n, 0)
+    const tools = slots * TOOLS_PER_MEMBER
+    heap = {
+      beforeMb: first.bytes / 2 ** 20,
+      afterMb: after / 2 ** 20,
+      deltaMb: delta / 2 ** 20,
+      slots,
+      tools,
+      perToolKb: delta / tools / 1024,
+      perSlotKb: delta / slots / 1024,
+      seconds: (first.ms + performance.now() - t1) / 1000,
+      rssAroundFirstMb: first.rssAroundMb,
+    }
+  }
   for (const [i, n] of MEMBERS.entries()) {
     await warmUp(s, `${gw.baseUrl}/mcp/v${n}`, list, pids, 4)
     await warmUp(s, `${gw.baseUrl}/mcp/v${n}`, calls[i] as ReturnType<typeof mcp>, pids)
@@ -123,6 +209,7 @@ async function membersCurve(s: Scale): Promise<{ points: MemberPoint[]; rss: num
       callCpuUs: spread(callCpu[i] as number[]),
     })),
     rss,
+    heap,
   }
 }
 
@@ -225,7 +312,7 @@ export async function fleetCurves(
   withMembers: boolean,
   withServers: boolean,
 ): Promise<FleetReport> {
-  const members = withMembers ? await membersCurve(s) : { points: [], rss: [] }
+  const members = withMembers ? await membersCurve(s) : { points: [], rss: [], heap: undefined }
   const servers = withServers ? await serversCurve(s) : []
   const m0 = members.points[0]
   const perMember = (p: MemberPoint): number => p.listCpuUs.median / p.members
@@ -242,6 +329,12 @@ export async function fleetCurves(
       ),
       '',
       `Gateway RSS: ${members.rss.map((x) => f(x, 1)).join(' → ')} MB (started; every merged list and routed call made once; after the load).`,
+      '',
+    )
+  const heap = members.heap
+  if (heap !== undefined)
+    lines.push(
+      `Gateway live JS heap (heap snapshots): ${f(heap.beforeMb, 1)} → ${f(heap.afterMb, 1)} MB, +${f(heap.deltaMb, 2)} MB for the first list and call of ${heap.slots} member slots (${heap.tools} tools; the ${MEMBERS[0] ?? 0}-member list, a call to every member server before): ${f(heap.perToolKb, 2)} KB per listed tool, ${f(heap.perSlotKb, 1)} KB per member slot. The snapshots took ${f(heap.seconds, 1)} s; the first raised RSS ${heap.rssAroundFirstMb.map((x) => f(x, 1)).join(' → ')} MB, which the RSS readings after it carry.`,
       '',
     )
   if (servers.length > 0)
