@@ -6,9 +6,14 @@ import type { Clock } from './clock.js'
 import { AuthFailure } from './failure.js'
 import { createKeySource, JwksUnavailable, type KeySource } from './key-source.js'
 
-/** Checks a bearer token for one audience; resolves to the caller or rejects with AuthFailure. */
+/**
+ * Checks a bearer token for one audience; resolves to the caller or rejects with AuthFailure. A
+ * token checked a moment ago is answered synchronously, the caller itself rather than a promise of
+ * it: a client sends the same token on every request, and a promise and its await would be most
+ * of what such a request costs here.
+ */
 export interface Verifier {
-  verify(token: string, audience: string | readonly string[]): Promise<Principal>
+  verify(token: string, audience: string | readonly string[]): Principal | Promise<Principal>
 }
 
 /** A successful check, with the exact key that made it and when it stops counting. */
@@ -61,51 +66,58 @@ export function createVerifier(
     jwt.verifiedCacheMs === 0
       ? undefined
       : new LRUCache<string, Remembered>({ max: jwt.verifiedCacheSize })
+  const cacheMs = jwt.verifiedCacheMs
+  /** The remembered check of `token` for `audience`, while it still counts. */
+  const remembered = (cacheKey: string): Principal | undefined => {
+    const hit = verified?.get(cacheKey)
+    if (hit === undefined) return undefined
+    // SECURITY: the signing key must still be served; a same-kid rotation does not count.
+    if (now() < hit.until && keys.stillServes(hit.thumbprint)) return hit.principal
+    verified?.delete(cacheKey)
+    return undefined
+  }
+  async function check(token: string, audience: string | readonly string[], cacheKey: string) {
+    const warm = keys.warm()
+    // SECURITY: RFC 8707 audience binding: only tokens issued for this resource.
+    const options = {
+      ...base,
+      audience: typeof audience === 'string' ? audience : [...audience],
+      currentDate: new Date(now()),
+    }
+    let result: Awaited<ReturnType<typeof jwtVerify>>
+    try {
+      const key = keys.key
+      result =
+        typeof key === 'function'
+          ? await jwtVerify(token, key, options)
+          : await jwtVerify(token, key, options)
+    } catch (err) {
+      throw classifyFailure(err, warm, keys)
+    }
+    const payload = result.payload
+    const principal = toPrincipal(payload, token)
+    if (verified === undefined) return principal
+    const checkedAt = now()
+    const until = Math.min((payload.exp ?? 0) * 1000, checkedAt + cacheMs)
+    if (until <= checkedAt) return principal
+    // Only a remote set resolves keys (a function key): the verifying key is then in `result`.
+    const signer = 'key' in result ? result.key : undefined
+    let thumbprint: string | undefined
+    if (keys.identify !== undefined) {
+      if (signer === undefined || signer instanceof Uint8Array) return principal
+      thumbprint = await keys.identify(signer)
+    }
+    verified.set(cacheKey, { principal, thumbprint, until })
+    return principal
+  }
   return {
-    async verify(token, audience) {
+    verify(token, audience) {
       // SECURITY: size first, before any base64 or JSON decoding (docs/auth.md).
       if (token.length > opts.maxTokenBytes) {
-        throw new AuthFailure('invalid_token', 'token too large')
+        return Promise.reject(new AuthFailure('invalid_token', 'token too large'))
       }
       const cacheKey = verified === undefined ? '' : `${String(audience)}\n${token}`
-      const hit = verified?.get(cacheKey)
-      if (hit !== undefined) {
-        // SECURITY: the signing key must still be served; a same-kid rotation does not count.
-        if (now() < hit.until && keys.stillServes(hit.thumbprint)) return hit.principal
-        verified?.delete(cacheKey)
-      }
-      const warm = keys.warm()
-      // SECURITY: RFC 8707 audience binding: only tokens issued for this resource.
-      const options = {
-        ...base,
-        audience: typeof audience === 'string' ? audience : [...audience],
-        currentDate: new Date(now()),
-      }
-      let result: Awaited<ReturnType<typeof jwtVerify>>
-      try {
-        const key = keys.key
-        result =
-          typeof key === 'function'
-            ? await jwtVerify(token, key, options)
-            : await jwtVerify(token, key, options)
-      } catch (err) {
-        throw classifyFailure(err, warm, keys)
-      }
-      const payload = result.payload
-      const principal = toPrincipal(payload, token)
-      if (verified === undefined) return principal
-      const checkedAt = now()
-      const until = Math.min((payload.exp ?? 0) * 1000, checkedAt + jwt.verifiedCacheMs)
-      if (until <= checkedAt) return principal
-      // Only a remote set resolves keys (a function key): the verifying key is then in `result`.
-      const signer = 'key' in result ? result.key : undefined
-      let thumbprint: string | undefined
-      if (keys.identify !== undefined) {
-        if (signer === undefined || signer instanceof Uint8Array) return principal
-        thumbprint = await keys.identify(signer)
-      }
-      verified.set(cacheKey, { principal, thumbprint, until })
-      return principal
+      return remembered(cacheKey) ?? check(token, audience, cacheKey)
     },
   }
 }

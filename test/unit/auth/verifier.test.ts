@@ -71,6 +71,24 @@ describe('verified-token cache', () => {
     expect(checks()).toBe(1)
   })
 
+  it('answers a remembered token at once, and refuses an oversized one as a rejection', async () => {
+    const key = await generateTestKey('ES256', 'k1')
+    const { verifier, mint } = await setup([key])
+    const token = await mint(key)
+    const first = verifier.verify(token, AUD)
+    expect(first).toBeInstanceOf(Promise)
+    const principal = await first
+    // The authenticate stage then decides without a promise (pipeline/authenticate.ts).
+    expect(verifier.verify(token, AUD)).toBe(principal)
+    // Another audience is never the remembered one: checked again, as a promise.
+    const other = verifier.verify(token, 'https://mcp.example.test/mcp/other')
+    expect(other).toBeInstanceOf(Promise)
+    await expect(other).rejects.toThrow()
+    const huge = verifier.verify(`${token}${'a'.repeat(9000)}`, AUD)
+    expect(huge).toBeInstanceOf(Promise)
+    await expect(huge).rejects.toMatchObject({ kind: 'invalid_token', reason: 'token too large' })
+  })
+
   it('never lets a remembered check stand for another audience', async () => {
     const key = await generateTestKey('ES256', 'k1')
     const { verifier, mint } = await setup([key])
