@@ -34,6 +34,14 @@ export interface FolderJob {
    * waits for it has nothing to yield to, and would only wait longer on a busy machine.
    */
   readonly yields: boolean
+  /**
+   * Chunks of rules taken in so far, when the reader paces the worker (a reload): the worker
+   * posts a chunk only once the one before it was taken in. Node delivers every message queued on
+   * a port in one task, so chunks posted all at once would be copied into this thread's heap in
+   * one long pause, each young-generation collection meanwhile copying all of them again.
+   * Undefined: posted at once (a start, which waits for the worker without reading the port).
+   */
+  readonly taken: Int32Array | undefined
 }
 
 /** A folder read off thread: its validated content, or the problems that refused it. */
@@ -57,7 +65,7 @@ const SYNC_TIMEOUT_MS = 300_000
  * `offThreadBytes`): the parser's garbage stays in the worker's heap, which is freed when it ends.
  */
 export function readFolderWaiting<R>(options: object, take: TakeRules<R>): FolderRead<R> {
-  const { worker, port, signal } = start(options, false)
+  const { worker, port, signal } = start(options, false, undefined)
   try {
     if (Atomics.wait(signal, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
       throw new Error(`reading the policy folder took longer than ${SYNC_TIMEOUT_MS} ms`)
@@ -73,10 +81,11 @@ export function readFolderWaiting<R>(options: object, take: TakeRules<R>): Folde
 
 /**
  * Reads the folder on a worker while this thread goes on serving (a reload): the rules arrive in
- * chunks, each a short task for this thread to take in.
+ * chunks, one at a time (FolderJob `taken`), each a short task for this thread to take in.
  */
 export function readFolderBeside<R>(options: object, take: TakeRules<R>): Promise<FolderRead<R>> {
-  const { worker, port } = start(options, true)
+  const taken = new Int32Array(new SharedArrayBuffer(4))
+  const { worker, port } = start(options, true, taken)
   const read = new Collected(take)
   return new Promise<FolderRead<R>>((resolve, reject) => {
     let settled = false
@@ -85,6 +94,8 @@ export function readFolderBeside<R>(options: object, take: TakeRules<R>): Promis
       settled = true
       port.close()
       worker.off('error', onError)
+      // A worker that is still posting (the read failed here) would wait for chunks taken in.
+      void worker.terminate()
       settle()
     }
     const onError = (err: Error): void => end(() => reject(err))
@@ -111,6 +122,9 @@ export function readFolderBeside<R>(options: object, take: TakeRules<R>): Promis
       }
       try {
         if (read.add(m)) return finish()
+        // The worker may post the next chunk.
+        Atomics.add(taken, 0, 1)
+        Atomics.notify(taken, 0)
       } catch (err) {
         // `take` refused a chunk (a bug: the worker validated every rule): the read fails.
         return end(() => reject(err as Error))
@@ -140,10 +154,11 @@ export function readFolderBeside<R>(options: object, take: TakeRules<R>): Promis
 function start(
   options: object,
   yields: boolean,
+  taken: Int32Array | undefined,
 ): { worker: Worker; port: MessagePort; signal: Int32Array } {
   const channel = new MessageChannel()
   const signal = new Int32Array(new SharedArrayBuffer(4))
-  const job: FolderJob = { options, port: channel.port2, signal, yields }
+  const job: FolderJob = { options, port: channel.port2, signal, yields, taken }
   const entry = new URL(
     `./policy-worker${fileURLToPath(import.meta.url).endsWith('.ts') ? '.ts' : '.js'}`,
     import.meta.url,

@@ -17,8 +17,22 @@ const CHUNK = 256
  */
 const YIELDING = 10
 
-const { options, port, signal, yields } = workerData as FolderJob
+/**
+ * How long the worker waits for a chunk to be taken in before posting the next anyway: a serving
+ * thread too busy to take a chunk in for a second gets the rest queued, rather than a reload that
+ * never ends.
+ */
+const PACE_MS = 1000
+
+const { options, port, signal, yields, taken } = workerData as FolderJob
 const post = (m: FolderMessage): void => port.postMessage(m)
+
+/** Waits until `count` chunks were taken in (FolderJob `taken`), or PACE_MS passed. */
+function takenIn(count: number): void {
+  if (taken === undefined) return
+  for (let seen = Atomics.load(taken, 0); seen < count; seen = Atomics.load(taken, 0))
+    if (Atomics.wait(taken, 0, seen, PACE_MS) === 'timed-out') return
+}
 
 try {
   if (yields)
@@ -30,8 +44,10 @@ try {
   const { PolicyError, readPolicyFolder } = await import('./load.js')
   try {
     const read = readPolicyFolder(options as Parameters<typeof readPolicyFolder>[0])
-    for (let i = 0; i < read.rules.length; i += CHUNK)
+    for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
+      takenIn(chunk)
       post({ kind: 'rules', rules: read.rules.slice(i, i + CHUNK) })
+    }
     post({ kind: 'done', limits: read.limits, id: read.id })
   } catch (err) {
     if (!(err instanceof PolicyError)) throw err
