@@ -23,7 +23,7 @@ interface HeapSnapshotJson {
 }
 
 /** The sum of every node's `self_size` in a `.heapsnapshot` file: the live heap, in bytes. */
-export function liveHeapBytes(file: string): number {
+function liveHeapBytes(file: string): number {
   // Parsed whole: simpler than a streaming parser, and the bench's snapshots fit in memory.
   const snap = JSON.parse(readFileSync(file, 'utf8')) as HeapSnapshotJson
   const fields = snap.snapshot.meta.node_fields

@@ -6,12 +6,15 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { execFile } from 'node:child_process'
+import { shippedNodeFlags } from './gateway.js'
 import { parse } from 'yaml'
 import type { PolicyCaller } from '../src/match/claims.js'
 import type { McpTarget } from '../src/mcp/classify.js'
 import { JsonPass } from '../src/mcp/json-answer.js'
 import { compileRule } from '../src/policy/compile.js'
-import { loadPolicySet, loadPolicySetBeside } from '../src/policy/load.js'
+import { loadPolicySet } from '../src/policy/load.js'
 import { PolicySet } from '../src/policy/policy.js'
 import { policyFileSchema } from '../src/policy/schema.js'
 
@@ -41,6 +44,8 @@ function policyFolder(n: number, server = 'bench'): { dir: string; remove(): voi
   writeFileSync(join(dir, 'policy.yaml'), rulesYaml(n, server))
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) }
 }
+
+const run = promisify(execFile)
 
 const gc = (globalThis as { gc?: () => void }).gc
 
@@ -220,55 +225,41 @@ export interface ReloadGaps {
   readonly idleP99GapMs: number
 }
 
-/** Gaps between the ticks of a 1 ms timer while `work` runs (ms, ascending). */
-async function gapsDuring(work: Promise<unknown>): Promise<number[]> {
-  const gaps: number[] = []
-  let last = performance.now()
-  const timer = setInterval(() => {
-    const now = performance.now()
-    gaps.push(now - last)
-    last = now
-  }, 1)
-  try {
-    await work
-  } finally {
-    clearInterval(timer)
-  }
-  return gaps.sort((a, b) => a - b)
-}
-
 const p99 = (sorted: readonly number[]): number =>
   sorted[Math.min(sorted.length - 1, Math.floor(0.99 * sorted.length))] ?? Number.NaN
 
 /**
- * What a reload does to the thread that serves (docs/policy.md §Hot reload), in process: the
- * event loop's ticks while loadPolicySetBeside reads, compiles and indexes the folder, against
- * the same time with nothing loading, and against the time loadPolicySet holds the loop.
+ * What a reload does to the thread that serves (docs/policy.md §Hot reload): the event loop's
+ * ticks while loadPolicySetBeside reads, compiles and indexes the folder, against the same time
+ * with nothing loading, and against the time loadPolicySet holds the loop. Measured in a process
+ * of its own that loads policies as the gateway does (reload-gaps.ts): the built loader under
+ * the node flags the gateway ships with.
  */
 export async function reloadGaps(rules: number): Promise<ReloadGaps> {
   const folder = policyFolder(rules)
   try {
-    const opts = {
-      folder: folder.dir,
-      label: 'scale',
-      mode: 'enforce',
-      servers: ['bench'],
-    } as const
-    const t0 = performance.now()
-    sink += loadPolicySet({ ...opts, offThreadBytes: Infinity }).rules.length
-    const heldMs = performance.now() - t0
-    const t1 = performance.now()
-    const beside = await gapsDuring(loadPolicySetBeside(opts).then((p) => (sink += p.rules.length)))
-    const besideMs = performance.now() - t1
-    const idle = await gapsDuring(new Promise((resolve) => setTimeout(resolve, besideMs)))
+    const root = join(import.meta.dirname, '..')
+    const { stdout } = await run(process.execPath, [
+      ...shippedNodeFlags(root),
+      '--import',
+      'tsx',
+      join(root, 'bench', 'reload-gaps.ts'),
+      folder.dir,
+    ])
+    const r = JSON.parse(stdout) as {
+      heldMs: number
+      besideMs: number
+      beside: number[]
+      idle: number[]
+    }
     return {
       rules,
-      heldMs,
-      besideMs,
-      longestGapMs: beside[beside.length - 1] ?? Number.NaN,
-      p99GapMs: p99(beside),
-      idleLongestGapMs: idle[idle.length - 1] ?? Number.NaN,
-      idleP99GapMs: p99(idle),
+      heldMs: r.heldMs,
+      besideMs: r.besideMs,
+      longestGapMs: r.beside[r.beside.length - 1] ?? Number.NaN,
+      p99GapMs: p99(r.beside),
+      idleLongestGapMs: r.idle[r.idle.length - 1] ?? Number.NaN,
+      idleP99GapMs: p99(r.idle),
     }
   } finally {
     folder.remove()
