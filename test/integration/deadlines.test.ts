@@ -18,6 +18,11 @@ import { startLegacyV1Server, startSdkServer } from '../helpers/sdk-servers.js'
  */
 
 const DEADLINE_MS = 1000
+/**
+ * How long after the deadline a cancelled call may take to show at the backend: 40 steps of 150 ms
+ * (6 s) would end it unaborted, so anything under 5 s still shows the cancellation.
+ */
+const CANCEL_MARGIN_MS = 3000
 
 /** A slow_forecast call of `steps` (150 ms each), with progress (an SSE answer) when `progress`. */
 function slowCall(url: string, id: string, steps: number, progress: boolean) {
@@ -64,9 +69,11 @@ describe('a per-tool deadline before the response head', () => {
       error: { code: -31504, data: { source: 'gateway', reason: 'deadline_exceeded' } },
     })
     expect(answered).toBeGreaterThanOrEqual(DEADLINE_MS - 500)
-    // The backend saw its request cancelled within a second of the deadline.
-    await server.waitForAborts(1, DEADLINE_MS + 1000)
-    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + 1000)
+    // The backend saw its request cancelled, well before the 6 s its steps would take: a call
+    // left to finish never counts as aborted, so the margin (for a loaded CI machine) cannot let
+    // an uncancelled call pass.
+    await server.waitForAborts(1, CANCEL_MARGIN_MS)
+    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + CANCEL_MARGIN_MS)
     expect(server.calls('tools/call')).toHaveLength(1)
     // The backend's late answer reaches nobody: the next request gets its own answer.
     const next = await mcpPost(
@@ -138,7 +145,7 @@ describe('what a deadline keys on', () => {
       id: 'trusted-1',
       error: { code: -31504, data: { reason: 'deadline_exceeded' } },
     })
-    await server.waitForAborts(1, DEADLINE_MS + 1000)
+    await server.waitForAborts(1, CANCEL_MARGIN_MS)
   })
 })
 
@@ -234,8 +241,8 @@ describe('deadlines on a virtual server and for 2025-era clients', () => {
       id: 'v-1',
       error: { code: -31504, data: { reason: 'deadline_exceeded' } },
     })
-    await weather.waitForAborts(1, DEADLINE_MS + 1000)
-    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + 2000)
+    await weather.waitForAborts(1, CANCEL_MARGIN_MS)
+    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + CANCEL_MARGIN_MS)
     expect(docs.calls('tools/call')).toHaveLength(0)
     // The audit line names the member, whose deadline it is.
     await expect
@@ -298,8 +305,8 @@ describe('deadlines on a virtual server and for 2025-era clients', () => {
       code: 504,
       message: expect.stringContaining('"reason":"deadline_exceeded"'),
     })
-    await server.waitForAborts(1, DEADLINE_MS + 1000)
-    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + 1000)
+    await server.waitForAborts(1, CANCEL_MARGIN_MS)
+    expect(performance.now() - t0).toBeLessThan(DEADLINE_MS + CANCEL_MARGIN_MS)
     const fast = await client.callTool({ name: 'get_forecast', arguments: { city: 'Oslo' } })
     expect(textOf(fast)).toContain('Forecast for Oslo')
   })
