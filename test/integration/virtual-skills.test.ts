@@ -64,6 +64,12 @@ async function twoMembers(options: { prefix?: string; policies?: string } = {}) 
   return { billing, support, gw }
 }
 
+/** The skill URIs a `skills/list` at `url` answers. */
+async function listedSkills(url: string): Promise<string[]> {
+  const listed = await mcpPost(url, 'skills/list')
+  return (listed.response().result as { skills: { uri: string }[] }).skills.map((s) => s.uri)
+}
+
 function expectUnknown(res: RawResponse, id: unknown, message: string): void {
   expect(res.status).toBe(200)
   expect(res.response()).toMatchObject({ id, error: { code: -32602, message } })
@@ -138,10 +144,7 @@ rules:
 `,
     })
     const url = gw.mcpUrl('desk')
-    const listed = await mcpPost(url, 'skills/list')
-    const uris = (listed.response().result as { skills: { uri: string }[] }).skills.map(
-      (s) => s.uri,
-    )
+    const uris = await listedSkills(url)
     expect(uris.sort()).toEqual([
       'skill://billing/ledger/SKILL.md',
       'skill://billing/refunds/SKILL.md',
@@ -198,10 +201,7 @@ rules:
 `,
     })
     const url = gw.mcpUrl('desk')
-    const listed = await mcpPost(url, 'skills/list')
-    const uris = (listed.response().result as { skills: { uri: string }[] }).skills.map(
-      (s) => s.uri,
-    )
+    const uris = await listedSkills(url)
     expect(uris.sort()).toEqual([
       'skill://billing/ledger/SKILL.md',
       'skill://support/refunds/SKILL.md',
@@ -274,10 +274,7 @@ rules:
 
   it('never serves two members’ skills under one URI with prefix: never', async () => {
     const { gw } = await twoMembers({ prefix: 'never' })
-    const listed = await mcpPost(gw.mcpUrl('desk'), 'skills/list')
-    const uris = (listed.response().result as { skills: { uri: string }[] }).skills.map(
-      (s) => s.uri,
-    )
+    const uris = await listedSkills(gw.mcpUrl('desk'))
     expect(uris.sort()).toEqual(['skill://ledger/SKILL.md', 'skill://secrets/SKILL.md'])
     expectUnknown(
       await mcpPost(
