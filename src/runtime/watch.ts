@@ -59,13 +59,20 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
     let next: LoadedConfig
     let what: 'config' | 'policies' | 'nothing'
     try {
+      // What is about to be read is seen: a poll meanwhile does not read it all again (SIGHUP
+      // after an edit would otherwise load a large policy folder twice). A file written during
+      // the read changes the fingerprint after this one, and is read by the next poll.
+      signature = (await fingerprint(current)).sig
       // Read and compiled beside the running config and policies, then swapped in at once.
       next =
         current.file === undefined
           ? { ...current, policy: await loadConfiguredPoliciesBeside(current.config, current.dir) }
           : await loadConfigFileBeside(current.file)
       what = changeIn(current, next)
-      if (what === 'nothing' && problem === undefined) return
+      if (what === 'nothing' && problem === undefined) {
+        log.debug('config read again, nothing changed')
+        return
+      }
       if (what === 'config') await opts.applyConfig(next)
       else if (what === 'policies') opts.applyPolicy(next.policy)
     } catch (err) {

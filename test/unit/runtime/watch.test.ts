@@ -1,0 +1,66 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { pino } from 'pino'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import type { PolicySet } from '../../../src/policy/policy.js'
+import { loadConfigFile } from '../../../src/runtime/load.js'
+import { watchConfig } from '../../../src/runtime/watch.js'
+
+const POLL_MS = 20
+const allowing = (tool: string): string =>
+  `rules:\n  - name: allowed\n    servers: ["*"]\n    allow: { tools: ["${tool}"] }\n`
+
+/** A logger at debug level whose lines' messages land in `messages`. */
+function recorded(): { log: pino.Logger; messages: string[] } {
+  const messages: string[] = []
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line !== '') messages.push((JSON.parse(line) as { msg: string }).msg)
+      done()
+    },
+  })
+  return { log: pino({ level: 'debug' }, sink), messages }
+}
+
+describe('the config watcher', () => {
+  it('reads an edit once when SIGHUP follows it, not again at the next poll', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'mcp-edge-watch-'))
+    onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+    mkdirSync(join(root, 'policies'))
+    writeFileSync(join(root, 'policies', 'main.yaml'), allowing('a'))
+    writeFileSync(
+      join(root, 'gateway.yaml'),
+      'listen: { host: 127.0.0.1, port: 0 }\npolicies: policies\nservers:\n  app:\n    upstreams: [{ url: "http://127.0.0.1:1001/mcp" }]\n',
+    )
+    const { log, messages } = recorded()
+    const swapped: (PolicySet | undefined)[] = []
+    const watcher = watchConfig({
+      loaded: loadConfigFile(join(root, 'gateway.yaml')),
+      log,
+      applyConfig: () => Promise.reject(new Error('the config did not change')),
+      applyPolicy: (p) => void swapped.push(p),
+      pollMs: POLL_MS,
+    })
+    onTestFinished(() => watcher?.close())
+    // The first poll has looked (and read the files again: they were written moments before
+    // the start read them, test/integration/reload-first-poll.test.ts).
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS * 5))
+    messages.length = 0
+
+    writeFileSync(join(root, 'policies', 'main.yaml'), allowing('b'))
+    await watcher?.check()
+    expect(swapped).toHaveLength(1)
+    expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
+    // Ten polls later the edit has not been read a second time.
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS * 10))
+    expect(messages.filter((m) => m.startsWith('config read again'))).toEqual([])
+    expect(messages.filter((m) => m === 'config reloaded')).toHaveLength(1)
+
+    // An edit after that is still seen by the poll.
+    writeFileSync(join(root, 'policies', 'main.yaml'), allowing('c'))
+    await expect.poll(() => swapped.length).toBe(2)
+  })
+})
