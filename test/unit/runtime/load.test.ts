@@ -1,8 +1,13 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, loadConfigFile, parseConfigText } from '../../../src/runtime/load.js'
+import {
+  ConfigError,
+  loadConfigFile,
+  loadConfigFileBeside,
+  parseConfigText,
+} from '../../../src/runtime/load.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-config-'))
 
@@ -89,5 +94,31 @@ describe('config loading', () => {
     writeFileSync(file, 'servers:\n  a:\n    upstreams: [{url: "http://x/mcp"}]\n')
     expect(loadConfigFile(file, {}).dir).toBe(dir)
     expect(() => loadConfigFile(join(dir, 'missing.yaml'))).toThrow(ConfigError)
+  })
+})
+
+describe('a reload of an unchanged config file', () => {
+  it('gets a config of its own, and still checks what the config refers to', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'mcp-edge-again-'))
+    mkdirSync(join(root, 'policies'))
+    writeFileSync(join(root, 'policies', 'main.yaml'), 'rules: []\n')
+    const file = join(root, 'gateway.yaml')
+    writeFileSync(
+      file,
+      'policies: policies\nservers:\n  app:\n    upstreams: [{url: "http://127.0.0.1:9101/mcp"}]\n',
+    )
+    const first = await loadConfigFileBeside(file)
+    const second = await loadConfigFileBeside(file)
+    expect(second.config).toEqual(first.config)
+    expect(second.config).not.toBe(first.config)
+    expect(Object.isFrozen(second.config.servers)).toBe(true)
+    // The text is the same; the folder it names is gone.
+    rmSync(join(root, 'policies'), { recursive: true })
+    await expect(loadConfigFileBeside(file)).rejects.toThrow(ConfigError)
+    // A changed text is read anew.
+    writeFileSync(file, 'servers:\n  app:\n    upstreams: [{url: "http://127.0.0.1:9102/mcp"}]\n')
+    const third = await loadConfigFileBeside(file)
+    expect(third.config.servers['app']?.upstreams[0]?.url).toBe('http://127.0.0.1:9102/mcp')
+    expect(third.config.policies).toBeUndefined()
   })
 })
