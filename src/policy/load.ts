@@ -21,7 +21,7 @@ import { indexRules } from './rule-index.js'
 import { quickYaml } from './quick-yaml.js'
 import { formatPolicyIssue, policyFileSchema, type PolicyFile } from './schema.js'
 import { skillPatternProblem } from './skill-reach.js'
-import { sliced } from './slices.js'
+import { Pacer, sliced } from './slices.js'
 
 /**
  * A policy folder that failed to load; `problems` lists every error as `file: path: message`, and
@@ -80,7 +80,7 @@ function listPolicyFiles(folder: string): string[] {
 export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
   if (opts.offThreadBytes !== undefined && folderBytes(opts) > opts.offThreadBytes) {
     const memo = new RuleMemo()
-    const read = readFolderWaiting(opts, (rules) => rules.map((r) => compileRule(r, memo)))
+    const read = readFolderWaiting(opts, (r) => compileRule(r, memo))
     if ('problems' in read) throw new PolicyError(read.problems)
     return new PolicySet(
       read.rules,
@@ -101,12 +101,14 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
  */
 export async function loadPolicySetBeside(opts: PolicyLoadOptions): Promise<PolicySet> {
   if (folderBytes(opts) <= (opts.offThreadBytes ?? OFF_THREAD_BYTES)) return loadPolicySet(opts)
-  // Each chunk is compiled as it arrives, a short task of its own (off-thread.ts).
+  // Compiled as the rules arrive, then indexed, both in slices that leave most of the serving
+  // thread to requests (slices.ts Pacer).
+  const pacer = new Pacer()
   const memo = new RuleMemo()
-  const read = await readFolderBeside(opts, (rules) => rules.map((r) => compileRule(r, memo)))
+  const read = await readFolderBeside(opts, (r) => compileRule(r, memo), pacer)
   if ('problems' in read) throw new PolicyError(read.problems)
   const limits = read.limits.map(compileLimit)
-  const index = await sliced(indexRules(read.rules, opts.servers, limits))
+  const index = await sliced(indexRules(read.rules, opts.servers, limits), pacer)
   return new PolicySet(read.rules, opts.mode, read.id, opts.servers, limits, index)
 }
 

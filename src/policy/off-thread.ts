@@ -3,6 +3,7 @@ import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from '
 import type { LocatedProblem } from '../config/located.js'
 import type { SourcedLimit } from '../limits/rules.js'
 import type { SourcedRule } from './compile.js'
+import type { Pacer } from './slices.js'
 
 /**
  * Reading a large policy folder on a worker thread (docs/policy.md §What a rule costs): reading
@@ -22,18 +23,13 @@ export type FolderMessage =
   | { readonly kind: 'failed'; readonly problems: readonly LocatedProblem[] }
   | { readonly kind: 'crashed'; readonly message: string }
 
-/** What the worker is started with. */
+/** One read, posted to the worker (policy-worker.ts), which answers on `port`. */
 export interface FolderJob {
   /** load.ts PolicyLoadOptions (plain data). */
   readonly options: object
   readonly port: MessagePort
   /** Set to 1 once the last message is posted, for a caller that waits without its event loop. */
   readonly signal: Int32Array
-  /**
-   * Whether the worker yields the core to the threads serving requests (a reload); a start that
-   * waits for it has nothing to yield to, and would only wait longer on a busy machine.
-   */
-  readonly yields: boolean
   /**
    * Chunks of rules taken in so far, when the reader paces the worker (a reload): the worker
    * posts a chunk only once the one before it was taken in. Node delivers every message queued on
@@ -42,6 +38,15 @@ export interface FolderJob {
    * Undefined: posted at once (a start, which waits for the worker without reading the port).
    */
   readonly taken: Int32Array | undefined
+}
+
+/** What the worker is started with. */
+export interface ReaderSetup {
+  /**
+   * Whether the worker yields the core to the threads serving requests (a reload); a start that
+   * waits for it has nothing to yield to, and would only wait longer on a busy machine.
+   */
+  readonly yields: boolean
 }
 
 /** A folder read off thread: its validated content, or the problems that refused it. */
@@ -54,8 +59,8 @@ export type FolderRead<R> =
     }
   | { readonly problems: readonly LocatedProblem[] }
 
-/** What the caller makes of each chunk of validated rules, as it arrives (compileRule). */
-export type TakeRules<R> = (rules: readonly SourcedRule[]) => readonly R[]
+/** What the caller makes of each validated rule (compileRule). */
+export type TakeRule<R> = (rule: SourcedRule) => R
 
 /** How long a start waits for the worker before giving up (a 10,000-rule folder takes seconds). */
 const SYNC_TIMEOUT_MS = 300_000
@@ -64,14 +69,21 @@ const SYNC_TIMEOUT_MS = 300_000
  * Reads the folder on a worker and waits for it, blocking this thread (loadPolicySet given
  * `offThreadBytes`): the parser's garbage stays in the worker's heap, which is freed when it ends.
  */
-export function readFolderWaiting<R>(options: object, take: TakeRules<R>): FolderRead<R> {
-  const { worker, port, signal } = start(options, false, undefined)
+export function readFolderWaiting<R>(options: object, take: TakeRule<R>): FolderRead<R> {
+  const worker = startWorker({ yields: false })
+  const { port, signal } = post(worker, options, undefined)
   try {
     if (Atomics.wait(signal, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
       throw new Error(`reading the policy folder took longer than ${SYNC_TIMEOUT_MS} ms`)
-    const read = new Collected(take)
-    for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
-      if (read.add(m.message as FolderMessage)) break
+    const read = new Collected<R>()
+    for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port)) {
+      const message = m.message as FolderMessage
+      if (message.kind !== 'rules') {
+        read.end(message)
+        break
+      }
+      for (const rule of message.rules) read.rules.push(take(rule))
+    }
     return read.result()
   } finally {
     port.close()
@@ -80,85 +92,180 @@ export function readFolderWaiting<R>(options: object, take: TakeRules<R>): Folde
 }
 
 /**
- * Reads the folder on a worker while this thread goes on serving (a reload): the rules arrive in
- * chunks, one at a time (FolderJob `taken`), each a short task for this thread to take in.
+ * The worker that reads folders for reloads, kept from one to the next: a new thread compiles the
+ * reader's code (the YAML parser, the schema) from scratch, and that compiling, done on V8's
+ * helper threads at the serving thread's priority, cost a reload of 10,000 rules about 0.6 s of
+ * CPU beside the read's own 0.2–0.3 s. Started by the first reload that needs it; a read that
+ * failed in any other way than the folder's own problems ends it, and the next read starts anew.
  */
-export function readFolderBeside<R>(options: object, take: TakeRules<R>): Promise<FolderRead<R>> {
-  const taken = new Int32Array(new SharedArrayBuffer(4))
-  const { worker, port } = start(options, true, taken)
-  const read = new Collected(take)
-  return new Promise<FolderRead<R>>((resolve, reject) => {
-    let settled = false
-    const end = (settle: () => void): void => {
-      if (settled) return
-      settled = true
-      port.close()
-      worker.off('error', onError)
-      // A worker that is still posting (the read failed here) would wait for chunks taken in.
-      void worker.terminate()
-      settle()
-    }
-    const onError = (err: Error): void => end(() => reject(err))
-    const finish = (): void =>
-      end(() => {
-        try {
-          resolve(read.result())
-        } catch (err) {
-          reject(err as Error)
-        }
-      })
-    worker.once('error', onError)
-    // Node hands over every message queued on the port in one task; taken in there, a large
-    // folder's chunks would all be compiled in one long pause. Each is taken in a task of its own.
-    const queue: FolderMessage[] = []
-    let pumping = false
-    let exited = false
-    const pump = (): void => {
-      const m = queue.shift()
-      if (m === undefined) {
-        pumping = false
-        if (exited) finish()
-        return
-      }
-      try {
-        if (read.add(m)) return finish()
-        // The worker may post the next chunk.
-        Atomics.add(taken, 0, 1)
-        Atomics.notify(taken, 0)
-      } catch (err) {
-        // `take` refused a chunk (a bug: the worker validated every rule): the read fails.
-        return end(() => reject(err as Error))
-      }
-      setImmediate(pump)
-    }
-    const onMessage = (m: FolderMessage): void => {
-      queue.push(m)
-      if (!pumping) {
-        pumping = true
-        setImmediate(pump)
-      }
-    }
-    port.on('message', onMessage)
-    // A worker that ended (killed, out of memory) without a last message fails the read: what it
-    // posted before is still in the port's queue.
-    worker.once('exit', () => {
-      if (settled) return
-      for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
-        onMessage(m.message as FolderMessage)
-      exited = true
-      if (!pumping) finish()
-    })
+let reader: Worker | undefined
+/** Reads run one after another on that worker. */
+let line: Promise<unknown> = Promise.resolve()
+/**
+ * How long the worker is kept with no read to do: reloads come in bursts (an edit, a fix, a
+ * rollout), and the heap a read of a large folder leaves in the worker (tens of MB until its next
+ * collection) goes back once the burst is over. A reload after that starts a worker anew.
+ */
+const KEPT_IDLE_MS = 60_000
+let idle: NodeJS.Timeout | undefined
+
+/**
+ * Reads the folder on a worker while this thread goes on serving (a reload): the rules arrive in
+ * chunks, one at a time (FolderJob `taken`), and are taken in a rule at a time in slices paced by
+ * `pacer`, so the reload never holds the thread for more than a slice.
+ */
+export function readFolderBeside<R>(
+  options: object,
+  take: TakeRule<R>,
+  pacer: Pacer,
+): Promise<FolderRead<R>> {
+  clearTimeout(idle)
+  const read = line.then(() => readBeside(options, take, pacer))
+  line = read.catch(() => undefined)
+  void line.then(() => {
+    if (line !== after) return
+    clearTimeout(idle)
+    idle = setTimeout(endReader, KEPT_IDLE_MS).unref()
   })
+  const after = line
+  return read
 }
 
-function start(
+/** Ends the kept worker (idle, or a test that wants a cold one). */
+export function endReader(): void {
+  clearTimeout(idle)
+  const worker = reader
+  reader = undefined
+  void worker?.terminate()
+}
+
+async function readBeside<R>(
   options: object,
-  yields: boolean,
+  take: TakeRule<R>,
+  pacer: Pacer,
+): Promise<FolderRead<R>> {
+  const worker = (reader ??= keptWorker())
+  const taken = new Int32Array(new SharedArrayBuffer(4))
+  const { port } = post(worker, options, taken)
+  const inbox = new Inbox(worker, port)
+  const read = new Collected<R>()
+  let answered = false
+  try {
+    for (let m = await inbox.next(); m !== undefined; m = await inbox.next()) {
+      if (m.kind !== 'rules') {
+        read.end(m)
+        break
+      }
+      pacer.start()
+      for (const rule of m.rules) {
+        read.rules.push(take(rule))
+        if (pacer.due()) await pacer.rest()
+      }
+      // The worker may post the next chunk.
+      Atomics.add(taken, 0, 1)
+      Atomics.notify(taken, 0)
+    }
+    const result = read.result()
+    answered = true
+    return result
+  } finally {
+    inbox.close()
+    // A worker still posting (the read failed here) would go on reading for nobody.
+    if (!answered) {
+      if (reader === worker) reader = undefined
+      void worker.terminate()
+    }
+  }
+}
+
+/** The reload worker: forgotten once it ends, whenever that is. */
+function keptWorker(): Worker {
+  const worker = startWorker({ yields: true })
+  const forget = (): void => {
+    if (reader === worker) reader = undefined
+  }
+  // Between reads nobody else listens: an error must not go unhandled.
+  worker.on('error', forget)
+  worker.once('exit', forget)
+  return worker
+}
+
+/** The worker's messages, one at a time; undefined once it ended without more. */
+class Inbox {
+  private readonly queue: FolderMessage[] = []
+  private failed: Error | undefined
+  private exited = false
+  private wake: (() => void) | undefined
+
+  constructor(
+    private readonly worker: Worker,
+    private readonly port: MessagePort,
+  ) {
+    port.on('message', this.onMessage)
+    worker.once('error', this.onError)
+    // A worker that ended (killed, out of memory) without a last message fails the read: what it
+    // posted before is still in the port's queue.
+    worker.once('exit', this.onExit)
+  }
+
+  async next(): Promise<FolderMessage | undefined> {
+    for (;;) {
+      const m = this.queue.shift()
+      if (m !== undefined) return m
+      if (this.failed !== undefined) throw this.failed
+      if (this.exited) return undefined
+      await new Promise<void>((resolve) => (this.wake = resolve))
+    }
+  }
+
+  close(): void {
+    this.port.close()
+    this.worker.off('error', this.onError)
+    this.worker.off('exit', this.onExit)
+  }
+
+  private readonly onMessage = (m: FolderMessage): void => {
+    this.queue.push(m)
+    this.poke()
+  }
+
+  private readonly onError = (err: Error): void => {
+    this.failed = err
+    this.poke()
+  }
+
+  private readonly onExit = (): void => {
+    for (
+      let m = receiveMessageOnPort(this.port);
+      m !== undefined;
+      m = receiveMessageOnPort(this.port)
+    )
+      this.queue.push(m.message as FolderMessage)
+    this.exited = true
+    this.poke()
+  }
+
+  private poke(): void {
+    const wake = this.wake
+    this.wake = undefined
+    wake?.()
+  }
+}
+
+/** Posts one read to `worker`: its answers come on `port`. */
+function post(
+  worker: Worker,
+  options: object,
   taken: Int32Array | undefined,
-): { worker: Worker; port: MessagePort; signal: Int32Array } {
+): { port: MessagePort; signal: Int32Array } {
   const channel = new MessageChannel()
   const signal = new Int32Array(new SharedArrayBuffer(4))
-  const job: FolderJob = { options, port: channel.port2, signal, yields, taken }
+  const job: FolderJob = { options, port: channel.port2, signal, taken }
+  worker.postMessage(job, [channel.port2])
+  return { port: channel.port1, signal }
+}
+
+function startWorker(setup: ReaderSetup): Worker {
   const entry = new URL(
     `./policy-worker${fileURLToPath(import.meta.url).endsWith('.ts') ? '.ts' : '.js'}`,
     import.meta.url,
@@ -168,30 +275,21 @@ function start(
       // did; the built gateway runs policy-worker.js as it is.
       new Worker(
         `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`,
-        { eval: true, workerData: job, transferList: [channel.port2] },
+        { eval: true, workerData: setup },
       )
-    : new Worker(entry, { workerData: job, transferList: [channel.port2] })
+    : new Worker(entry, { workerData: setup })
   // The worker never keeps the gateway alive: a read nobody waits for is abandoned.
   worker.unref()
-  return { worker, port: channel.port1, signal }
+  return worker
 }
 
-/** The worker's messages taken in as they come: rules made by `take`, then the end. */
+/** What the worker sent: the rules as taken in, then its last message. */
 class Collected<R> {
-  private readonly rules: R[] = []
+  readonly rules: R[] = []
   private last: FolderMessage | undefined
 
-  constructor(private readonly take: TakeRules<R>) {}
-
-  /** Takes one message in; true once it was the last. */
-  add(m: FolderMessage): boolean {
-    if (this.last !== undefined) return true
-    if (m.kind === 'rules') {
-      for (const r of this.take(m.rules)) this.rules.push(r)
-      return false
-    }
+  end(m: FolderMessage): void {
     this.last = m
-    return true
   }
 
   result(): FolderRead<R> {

@@ -1,11 +1,11 @@
 import { setPriority } from 'node:os'
-import { workerData } from 'node:worker_threads'
-import type { FolderJob, FolderMessage } from './off-thread.js'
+import { parentPort, workerData } from 'node:worker_threads'
+import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
 
 /**
- * The worker thread of off-thread.ts: reads and validates one policy folder with load.ts's own
- * code, posts the result and ends. Rules go in chunks, so the serving thread takes each in as a
- * short task.
+ * The worker thread of off-thread.ts: reads and validates policy folders with load.ts's own
+ * code, one job at a time as they are posted, and answers each on its own port. Rules go in
+ * chunks, so the serving thread takes each in as a short task.
  */
 
 const CHUNK = 256
@@ -24,41 +24,43 @@ const YIELDING = 10
  */
 const PACE_MS = 1000
 
-const { options, port, signal, yields, taken } = workerData as FolderJob
-const post = (m: FolderMessage): void => port.postMessage(m)
+const { yields } = workerData as ReaderSetup
+if (yields)
+  try {
+    setPriority(YIELDING)
+  } catch {
+    // Not allowed here (some containers): read at the normal priority.
+  }
+const { PolicyError, readPolicyFolder } = await import('./load.js')
 
 /** Waits until `count` chunks were taken in (FolderJob `taken`), or PACE_MS passed. */
-function takenIn(count: number): void {
+function takenIn(taken: Int32Array | undefined, count: number): void {
   if (taken === undefined) return
   for (let seen = Atomics.load(taken, 0); seen < count; seen = Atomics.load(taken, 0))
     if (Atomics.wait(taken, 0, seen, PACE_MS) === 'timed-out') return
 }
 
-try {
-  if (yields)
-    try {
-      setPriority(YIELDING)
-    } catch {
-      // Not allowed here (some containers): read at the normal priority.
-    }
-  const { PolicyError, readPolicyFolder } = await import('./load.js')
+function run({ options, port, signal, taken }: FolderJob): void {
+  const post = (m: FolderMessage): void => port.postMessage(m)
   try {
     const read = readPolicyFolder(options as Parameters<typeof readPolicyFolder>[0])
     for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
-      takenIn(chunk)
+      takenIn(taken, chunk)
       post({ kind: 'rules', rules: read.rules.slice(i, i + CHUNK) })
     }
     post({ kind: 'done', limits: read.limits, id: read.id })
   } catch (err) {
-    if (!(err instanceof PolicyError)) throw err
-    post({ kind: 'failed', problems: err.located })
+    if (err instanceof PolicyError) post({ kind: 'failed', problems: err.located })
+    else
+      post({
+        kind: 'crashed',
+        message: err instanceof Error ? (err.stack ?? err.message) : String(err),
+      })
+  } finally {
+    // The port stays open: the reader closes it once it took the last message in.
+    Atomics.store(signal, 0, 1)
+    Atomics.notify(signal, 0)
   }
-} catch (err) {
-  post({
-    kind: 'crashed',
-    message: err instanceof Error ? (err.stack ?? err.message) : String(err),
-  })
-} finally {
-  Atomics.store(signal, 0, 1)
-  Atomics.notify(signal, 0)
 }
+
+parentPort?.on('message', run)

@@ -150,7 +150,7 @@ export interface RuleIndex {
 }
 
 /** Rules indexed between two pauses of a sliced build. */
-const RULES_PER_STEP = 256
+const RULES_PER_STEP = 16
 
 /**
  * Builds the index of `rules` for the configured `servers`, pausing (`yield`) between steps of

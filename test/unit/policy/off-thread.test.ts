@@ -5,8 +5,10 @@ import {
   PolicyError,
   type PolicyLoadOptions,
 } from '../../../src/policy/load.js'
-import { readFolderBeside } from '../../../src/policy/off-thread.js'
+import type { SourcedRule } from '../../../src/policy/compile.js'
+import { endReader, readFolderBeside } from '../../../src/policy/off-thread.js'
 import type { Decision, PolicySet } from '../../../src/policy/policy.js'
+import { Pacer } from '../../../src/policy/slices.js'
 import { caller, tempFolder } from './fixtures.js'
 
 /**
@@ -155,16 +157,54 @@ describe('reading a folder off thread', () => {
   it('fails the read when taking a chunk of rules in fails', async () => {
     const folder = tempFolder(FILES)
     await expect(
-      readFolderBeside(here(folder, 0), () => {
-        throw new Error('refused in take')
-      }),
+      readFolderBeside(
+        here(folder, 0),
+        () => {
+          throw new Error('refused in take')
+        },
+        new Pacer(),
+      ),
     ).rejects.toThrow('refused in take')
+  })
+
+  it('reads again after a read failed, on a worker of its own', async () => {
+    const folder = tempFolder(FILES)
+    const take = (r: SourcedRule): string => `${r.source} ${r.rule.name}`
+    const first = await readFolderBeside(here(folder, 0), take, new Pacer())
+    await expect(
+      readFolderBeside(
+        here(folder, 0),
+        () => {
+          throw new Error('refused in take')
+        },
+        new Pacer(),
+      ),
+    ).rejects.toThrow('refused in take')
+    // The failed read ended its worker; the next one starts another and reads the same.
+    expect(await readFolderBeside(here(folder, 0), take, new Pacer())).toEqual(first)
+    // So does a read after the kept worker was ended (as it is after a minute without reads).
+    endReader()
+    expect(await readFolderBeside(here(folder, 0), take, new Pacer())).toEqual(first)
+  })
+
+  it('answers reads asked for at once each with its own folder, one after another', async () => {
+    const one = tempFolder(FILES)
+    const other = tempFolder({ 'c.yaml': FILES['b.yaml'] })
+    const [a, b, c] = await Promise.all([
+      loadPolicySetBeside(here(one, 0)),
+      loadPolicySetBeside(here(other, 0)),
+      loadPolicySetBeside(here(one, 0)),
+    ])
+    expect(a.id).toBe(loadPolicySet(here(one, Infinity)).id)
+    expect(b.id).toBe(loadPolicySet(here(other, Infinity)).id)
+    expect(c.id).toBe(a.id)
+    expect(b.rules.map((r) => r.source)).toEqual([expect.stringContaining('c.yaml')])
   })
 
   it('fails the read with what the worker said when it crashed', async () => {
     // No label to name the files by: the worker's own code throws, which is no PolicyError.
     const folder = tempFolder(FILES)
-    await expect(readFolderBeside({ folder }, (rules) => rules)).rejects.toThrow(
+    await expect(readFolderBeside({ folder }, (rule) => rule, new Pacer())).rejects.toThrow(
       /^reading the policy folder failed: /,
     )
   })
