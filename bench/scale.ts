@@ -43,6 +43,7 @@ import {
   timedGateway,
   warmUp,
   whenPrinted,
+  type LoadResult,
   type Scale,
 } from './scale-load.js'
 
@@ -83,8 +84,8 @@ interface OutsideRulePoint {
   readonly rps: number
 }
 
-/** The built gateway with each policy size: start, RSS, CPU per forwarded call. */
-async function rulesOutside(s: Scale): Promise<{ points: OutsideRulePoint[]; big: RuleGateway }> {
+/** The built gateway with each policy size, started. */
+async function startRuleGateways(s: Scale): Promise<RuleGateway[]> {
   const gateways: RuleGateway[] = []
   for (const rules of RULES) {
     const folder = join(s.configDir, `rules-${rules}`)
@@ -97,6 +98,14 @@ async function rulesOutside(s: Scale): Promise<{ points: OutsideRulePoint[]; big
     }))
     gateways.push({ rules, gw, pids, folder, startMs, rssAtStartMb: rssMb(gw.child.pid) })
   }
+  return gateways
+}
+
+/** The gateways of startRuleGateways from outside: start, RSS, CPU per forwarded call. */
+async function rulesOutside(
+  s: Scale,
+  gateways: RuleGateway[],
+): Promise<{ points: OutsideRulePoint[]; big: RuleGateway }> {
   // Each gateway is warmed up first: the JIT's first seconds would otherwise be a round's cost.
   for (const g of gateways) await warmUp(s, `${g.gw.baseUrl}/mcp/bench`, CALL, g.pids)
   const cpu = gateways.map(() => [] as number[])
@@ -132,24 +141,37 @@ async function rulesOutside(s: Scale): Promise<{ points: OutsideRulePoint[]; big
 }
 
 interface ReloadRun {
-  /** Requests per second sent (an open loop, half what the gateway answered at c=16). */
+  /** Requests per second sent (an open loop, a quarter of what the gateway answered at c=16). */
   readonly rate: number
   /** SIGHUP to the `config reloaded` line, ms. */
   readonly reloadMs: number
-  /** p99 and worst latency of the answers ending between SIGHUP and the swap (plus 100 ms). */
+  /**
+   * p99 and worst latency of the answers ending from SIGHUP to a second after the swap (the
+   * collections of the old policy that follow it included).
+   */
   readonly p99DuringMs: number
   readonly maxDuringMs: number
-  /** The same of the answers ending outside it (a second's margin after the swap). */
+  /** The same over the same stretch of the control run: the same load, no reload. */
   readonly p99WithoutMs: number
   readonly maxWithoutMs: number
 }
 
+/** `BENCH_SCALE_RELOADS`: reloads under load, each paired with a control run. */
+const RELOADS = Number(process.env['BENCH_SCALE_RELOADS'] ?? (QUICK ? 1 : 4))
+/** When the reload starts in a run, and how long its run's window lasts. */
+const RELOAD_AT_MS = 2000
+const RELOAD_WINDOW_MS = QUICK ? 6000 : 8000
+
 /**
- * Reloads the 10,000-rule policy under load: the file is rewritten (one rule changed, the same
- * shape, so the rules are swapped under the running runtime) and the gateway told with SIGHUP two
- * seconds into the window. The load is an open loop at a quarter of the rate the gateway
- * answered at c=16 (`BENCH_SCALE_RATE` sets it), every latency counted from when its request was due, so a pause of the serving thread
- * shows in full rather than as fewer requests (a closed loop waits with the gateway).
+ * Reloads the 10,000-rule policy under load, each reload paired with a control run: the same
+ * gateway under the same load for the same time, with no reload. The file is rewritten (one rule
+ * changed, the same shape, so the rules are swapped under the running runtime) and the gateway
+ * told with SIGHUP two seconds into the window. "During" is the stretch from the signal to a
+ * second after the `config reloaded` line; "without" is the same stretch of the control run. The
+ * pair runs in alternating order, so neither side always follows the other. The load is an open
+ * loop at a quarter of the rate the gateway answered at c=16 (`BENCH_SCALE_RATE` sets it), every
+ * latency counted from when its request was due, so a pause of the serving thread shows in full
+ * rather than as fewer requests (a closed loop waits with the gateway).
  */
 async function reloadUnderLoad(
   s: Scale,
@@ -159,42 +181,56 @@ async function reloadUnderLoad(
 ): Promise<ReloadRun[]> {
   const out: ReloadRun[] = []
   const rate = Number(process.env['BENCH_SCALE_RATE'] ?? Math.round(rps / 4))
-  for (let k = 0; k < runs; k++) {
-    let hup = Number.NaN
-    let reloaded: Promise<number> = Promise.reject(new Error('no reload was started'))
-    reloaded.catch(() => undefined)
-    const result = await runLoad({
+  const load = (onWindow: (startMs: number) => void): ReturnType<typeof runLoad> =>
+    runLoad({
       url: `${g.gw.baseUrl}/mcp/bench`,
       ...CALL,
       connections: 64,
       rate,
       warmupMs: s.warmupMs,
-      durationMs: QUICK ? 8000 : 15_000,
+      durationMs: RELOAD_WINDOW_MS,
       pids: g.pids,
       clkTck: s.clkTck,
-      onWindow: () => {
+      onWindow,
+    })
+  for (let k = 0; k < runs; k++) {
+    let hup = Number.NaN
+    let reloaded: Promise<number> = Promise.reject(new Error('no reload was started'))
+    reloaded.catch(() => undefined)
+    const withReload = async (): Promise<LoadResult> => {
+      const result = await load(() => {
         setTimeout(() => {
           const text = rulesYaml(g.rules).replace('"get_*"', `"get_*", "reload_${k}_*"`)
           writeFileSync(join(g.folder, 'policy.yaml'), text)
           reloaded = whenPrinted(g.gw.child, '"config reloaded"', 120_000)
           hup = performance.now()
           g.gw.child.proc.kill('SIGHUP')
-        }, 2000)
-      },
-    })
+        }, RELOAD_AT_MS)
+      })
+      await reloaded
+      return result
+    }
+    const control = (): Promise<LoadResult> => load(() => undefined)
+    const [a, b] = k % 2 === 0 ? [withReload, control] : [control, withReload]
+    const first = await a()
+    const second = await b()
+    const [result, quiet] = k % 2 === 0 ? [first, second] : [second, first]
+    if (result.failures + quiet.failures > 0) throw new Error('reload run: failures')
     const done = await reloaded
-    if (result.failures > 0) throw new Error(`reload run: ${result.failures} failures`)
-    const during = [hup, done + 100] as const
-    const inside = (end: number): boolean => end >= during[0] && end < during[1]
-    const outside = (end: number): boolean =>
-      end >= result.windowStartMs && end < result.windowEndMs && (end < hup || end >= done + 1000)
+    // The same stretch of each run, measured from its window's start.
+    const from = hup - result.windowStartMs
+    const to = done + 1000 - result.windowStartMs
+    const stretch =
+      (r: LoadResult) =>
+      (end: number): boolean =>
+        end >= r.windowStartMs + from && end < r.windowStartMs + to
     out.push({
       rate,
       reloadMs: done - hup,
-      p99DuringMs: percentile(result, 99, inside),
-      maxDuringMs: percentile(result, 100, inside),
-      p99WithoutMs: percentile(result, 99, outside),
-      maxWithoutMs: percentile(result, 100, outside),
+      p99DuringMs: percentile(result, 99, stretch(result)),
+      maxDuringMs: percentile(result, 100, stretch(result)),
+      p99WithoutMs: percentile(quiet, 99, stretch(quiet)),
+      maxWithoutMs: percentile(quiet, 100, stretch(quiet)),
     })
   }
   return out
@@ -289,9 +325,8 @@ async function main(): Promise<number> {
   const inproc = wanted('rules') ? ruleCurve(RULES, QUICK ? 3 : 9) : []
   const lists = wanted('lists') ? listCurve(TOOLS, QUICK ? 3 : 9) : []
   const gaps = wanted('reload') ? [await reloadGaps(10_000), await reloadGaps(10_000)] : []
-  // The rest of this process is the load: beside the backend, yielding to it.
+  // The rest of this process is the load: beside the backend.
   if (hasTaskset) spawnSync('taskset', ['-apc', String(BACKEND_CPU), String(process.pid)])
-  setPriority(10)
   const configDir = mkdtempSync(join(tmpdir(), 'mcp-edge-scale-'))
   process.once('exit', () => rmSync(configDir, { recursive: true, force: true }))
   const s: Scale = {
@@ -306,11 +341,17 @@ async function main(): Promise<number> {
   }
   let points: OutsideRulePoint[] = []
   let reloads: ReloadRun[] = []
-  if (wanted('rules') || wanted('reload')) {
-    const outside = await rulesOutside(s)
+  // Started before this process yields: a child inherits its nice value, and a gateway's policy
+  // reader yields to the serving thread only by a lower priority than the gateway's own.
+  const ruleGateways = wanted('rules') || wanted('reload') ? await startRuleGateways(s) : []
+  // The load yields to the backend it shares a core with (the gateways of the other curves,
+  // started from here on, run at this nice value too: alone on their core, it changes nothing).
+  setPriority(10)
+  if (ruleGateways.length > 0) {
+    const outside = await rulesOutside(s, ruleGateways)
     points = outside.points
     const bigRps = points[points.length - 1]?.rps ?? 1000
-    if (wanted('reload')) reloads = await reloadUnderLoad(s, outside.big, bigRps, QUICK ? 1 : 2)
+    if (wanted('reload')) reloads = await reloadUnderLoad(s, outside.big, bigRps, RELOADS)
     await stop(outside.big.gw)
   }
   const fleet = await fleetCurves(s, wanted('members'), wanted('servers'))
