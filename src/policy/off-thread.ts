@@ -100,7 +100,7 @@ export function readFolderWaiting<R>(options: object, take: TakeRule<R>): Folder
  */
 let reader: Worker | undefined
 /** Reads run one after another on that worker. */
-let line: Promise<unknown> = Promise.resolve()
+let line: Promise<void> = Promise.resolve()
 /**
  * How long the worker is kept with no read to do: reloads come in bursts (an edit, a fix, a
  * rollout), and the heap a read of a large folder leaves in the worker (tens of MB until its next
@@ -121,13 +121,15 @@ export function readFolderBeside<R>(
 ): Promise<FolderRead<R>> {
   clearTimeout(idle)
   const read = line.then(() => readBeside(options, take, pacer))
-  line = read.catch(() => undefined)
-  void line.then(() => {
-    if (line !== after) return
-    clearTimeout(idle)
-    idle = setTimeout(endReader, KEPT_IDLE_MS).unref()
+  const settled = read.then(
+    () => undefined,
+    () => undefined,
+  )
+  line = settled
+  void settled.then(() => {
+    // The last read asked for has ended: the worker is kept for a while.
+    if (line === settled) idle = setTimeout(endReader, KEPT_IDLE_MS).unref()
   })
-  const after = line
   return read
 }
 
