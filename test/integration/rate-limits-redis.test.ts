@@ -189,7 +189,7 @@ describe('rate limits shared through Redis by two gateway processes', () => {
 
   it(
     'fall back to per-replica shares when Redis dies mid-load, and share again once it is back',
-    { timeout: 120_000 },
+    { timeout: 150_000 },
     async () => {
       const { backend, gateways, kill, restart } = await setup()
       const urls = gateways.map((g) => g.url)
@@ -220,7 +220,8 @@ describe('rate limits shared through Redis by two gateway processes', () => {
       // Back: one shared bucket again, so a fresh key gets the whole burst (10) through one gateway,
       // and the other gateway shares it: that key has nothing left there either. Each gateway's
       // breaker finds Redis again on its own probe, which waits out its bypass period (at most
-      // 30 s, redis/breaker.ts), so both are polled until both share.
+      // 30 s, redis/breaker.ts); a probe that fails as Redis comes back starts one more such
+      // period, so both are polled for two of them until both share.
       let n = 0
       await expect
         .poll(
@@ -232,7 +233,7 @@ describe('rate limits shared through Redis by two gateway processes', () => {
             const other = (await call(urls[1] as string, user, 99)).status
             return { passed, other }
           },
-          { timeout: 40_000, interval: 200 },
+          { timeout: 70_000, interval: 200 },
         )
         .toEqual({ passed: 10, other: 429 })
     },
