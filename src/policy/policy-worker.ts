@@ -1,5 +1,6 @@
 import { setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
+import type * as Load from './load.js'
 import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
 
 /**
@@ -31,7 +32,13 @@ if (yields)
   } catch {
     // Not allowed here (some containers): read at the normal priority.
   }
-const { PolicyError, readPolicyFolder } = await import('./load.js')
+/**
+ * The reader's code, or why it did not load: every job is then answered `crashed`, so a start
+ * waiting on the job's signal (readFolderWaiting) hears at once instead of at its timeout.
+ */
+const loaded: typeof Load | Error = await import('./load.js').catch((err: unknown) =>
+  err instanceof Error ? err : new Error(String(err)),
+)
 
 /** Waits until `count` chunks were taken in (FolderJob `taken`), or PACE_MS passed. */
 function takenIn(taken: Int32Array | undefined, count: number): void {
@@ -43,6 +50,8 @@ function takenIn(taken: Int32Array | undefined, count: number): void {
 function run({ options, port, signal, taken }: FolderJob): void {
   const post = (m: FolderMessage): void => port.postMessage(m)
   try {
+    if (loaded instanceof Error) throw loaded
+    const { readPolicyFolder } = loaded
     const read = readPolicyFolder(options as Parameters<typeof readPolicyFolder>[0])
     for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
       takenIn(taken, chunk)
@@ -50,7 +59,8 @@ function run({ options, port, signal, taken }: FolderJob): void {
     }
     post({ kind: 'done', limits: read.limits, id: read.id })
   } catch (err) {
-    if (err instanceof PolicyError) post({ kind: 'failed', problems: err.located })
+    if (!(loaded instanceof Error) && err instanceof loaded.PolicyError)
+      post({ kind: 'failed', problems: err.located })
     else
       post({
         kind: 'crashed',

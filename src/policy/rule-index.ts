@@ -149,7 +149,7 @@ export interface RuleIndex {
   readonly runtimeShape: string
 }
 
-/** Rules indexed between two pauses of a sliced build. */
+/** Rules indexed between two looks at the clock of a paced build (slices.ts Pacer). */
 const RULES_PER_STEP = 16
 
 /**
