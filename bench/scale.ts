@@ -4,8 +4,8 @@
  *
  * - rules (1 → 10,000): in process, a decision and a caller's list view (scale-inproc.ts); from
  *   outside, the built gateway's start, RSS and CPU per forwarded `tools/call` (/proc);
- * - a reload of the 10,000-rule policy under load: p99 in the second the swap happens in, against
- *   the other seconds of the same run;
+ * - a reload of the 10,000-rule policy under load: p99 from the signal to a second after the
+ *   swap, against the same stretch of a control run, and of two control runs (an A/A pair);
  * - tools per list (60 → 5,000), in process: the list filter and the answer check per tool;
  * - virtual members (2 → 50, 50 tools each) and servers (1 → 200), from outside (scale-fleet.ts).
  *
@@ -141,6 +141,11 @@ async function rulesOutside(
 }
 
 interface ReloadRun {
+  /**
+   * `reload`: a reload against a control run. `none`: two control runs against each other over
+   * the stretch of the reload before it (an A/A pair): how far p99 moves with no reload at all.
+   */
+  readonly kind: 'reload' | 'none'
   /** Requests per second sent (an open loop, a quarter of what the gateway answered at c=16). */
   readonly rate: number
   /** SIGHUP to the `config reloaded` line, ms. */
@@ -172,6 +177,11 @@ const RELOAD_WINDOW_MS = QUICK ? 6000 : 8000
  * loop at a quarter of the rate the gateway answered at c=16 (`BENCH_SCALE_RATE` sets it), every
  * latency counted from when its request was due, so a pause of the serving thread shows in full
  * rather than as fewer requests (a closed loop waits with the gateway).
+ *
+ * Each reload is followed by an A/A pair: two more control runs, held against each other over the
+ * same stretch as that reload. Their ratio is what the bench reads with nothing reloaded (this
+ * machine's own pauses, the load's and the gateway's collections), so a reload's ratio is read
+ * against it rather than against 1.
  */
 async function reloadUnderLoad(
   s: Scale,
@@ -227,16 +237,44 @@ async function reloadUnderLoad(
       (r: LoadResult) =>
       (end: number): boolean =>
         end >= r.windowStartMs + from && end < r.windowStartMs + to
-    out.push({
+    const held = (kind: ReloadRun['kind'], a: LoadResult, b: LoadResult): ReloadRun => ({
+      kind,
       rate,
       reloadMs: done - hup,
-      p99DuringMs: percentile(result, 99, stretch(result)),
-      maxDuringMs: percentile(result, 100, stretch(result)),
-      p99WithoutMs: percentile(quiet, 99, stretch(quiet)),
-      maxWithoutMs: percentile(quiet, 100, stretch(quiet)),
+      p99DuringMs: percentile(a, 99, stretch(a)),
+      maxDuringMs: percentile(a, 100, stretch(a)),
+      p99WithoutMs: percentile(b, 99, stretch(b)),
+      maxWithoutMs: percentile(b, 100, stretch(b)),
     })
+    out.push(held('reload', result, quiet))
+    const [x, y] = [await control(), await control()]
+    if (x.failures + y.failures > 0) throw new Error('A/A run: failures')
+    out.push(held('none', x, y))
   }
   return out
+}
+
+/** The median of `xs` (NaN for none). */
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  if (sorted.length === 0) return Number.NaN
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+
+/** The p99 ratios of the reloads and of the A/A pairs: medians and ranges, in one line. */
+function reloadSummary(runs: readonly ReloadRun[]): string[] {
+  if (runs.length === 0) return []
+  const ratios = (kind: ReloadRun['kind']): number[] =>
+    runs.filter((r) => r.kind === kind).map((r) => r.p99DuringMs / r.p99WithoutMs)
+  const line = (xs: number[]): string =>
+    `median ${f(median(xs), 2)} (${f(Math.min(...xs), 2)}–${f(Math.max(...xs), 2)}, ${xs.length})`
+  return [
+    `p99 ÷ p99 of its control: reloads ${line(ratios('reload'))}; A/A pairs, nothing reloaded, ${line(ratios('none'))}.`,
+    '',
+  ]
 }
 
 /** Starts scale-backend.ts pinned beside the load. */
@@ -305,9 +343,10 @@ function report(
       '| run | requests/s | reload ms | p99 during ms | p99 without ms | ÷ | max during ms | max without ms |',
       reloads.map(
         (r, i) =>
-          `| ${i + 1} | ${r.rate} | ${f(r.reloadMs)} | ${f(r.p99DuringMs, 2)} | ${f(r.p99WithoutMs, 2)} | ${ratio(r.p99DuringMs, r.p99WithoutMs)} | ${f(r.maxDuringMs, 1)} | ${f(r.maxWithoutMs, 1)} |`,
+          `| ${(i >> 1) + 1}${r.kind === 'none' ? ' A/A' : ''} | ${r.rate} | ${f(r.reloadMs)} | ${f(r.p99DuringMs, 2)} | ${f(r.p99WithoutMs, 2)} | ${ratio(r.p99DuringMs, r.p99WithoutMs)} | ${f(r.maxDuringMs, 1)} | ${f(r.maxWithoutMs, 1)} |`,
       ),
     ),
+    ...reloadSummary(reloads),
     ...section(
       'Tools per list, in process (20 rules)',
       '| tools | answer bytes | filter ns per tool | ÷ 60 | answer check ns per tool | ÷ 60 |',
