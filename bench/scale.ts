@@ -249,19 +249,10 @@ async function reloadUnderLoad(
     out.push(held('reload', result, quiet))
     const [x, y] = [await control(), await control()]
     if (x.failures + y.failures > 0) throw new Error('A/A run: failures')
-    out.push(held('none', x, y))
+    // Alternating too: a later run of a pair reading worse is the machine's drift, not a side's.
+    out.push(k % 2 === 0 ? held('none', x, y) : held('none', y, x))
   }
   return out
-}
-
-/** The median of `xs` (NaN for none). */
-function median(xs: readonly number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  if (sorted.length === 0) return Number.NaN
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 
 /** The p99 ratios of the reloads and of the A/A pairs: medians and ranges, in one line. */
@@ -270,7 +261,7 @@ function reloadSummary(runs: readonly ReloadRun[]): string[] {
   const ratios = (kind: ReloadRun['kind']): number[] =>
     runs.filter((r) => r.kind === kind).map((r) => r.p99DuringMs / r.p99WithoutMs)
   const line = (xs: number[]): string =>
-    `median ${f(median(xs), 2)} (${f(Math.min(...xs), 2)}–${f(Math.max(...xs), 2)}, ${xs.length})`
+    `median ${f(spread(xs).median, 2)} (${f(Math.min(...xs), 2)}–${f(Math.max(...xs), 2)}, ${xs.length})`
   return [
     `p99 ÷ p99 of its control: reloads ${line(ratios('reload'))}; A/A pairs, nothing reloaded, ${line(ratios('none'))}.`,
     '',
