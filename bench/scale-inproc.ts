@@ -215,11 +215,15 @@ export interface ReloadGaps {
   readonly rules: number
   /** loadPolicySet on this thread: how long a reload held the event loop before (ms). */
   readonly heldMs: number
-  /** loadPolicySetBeside, start to swap-ready (ms). */
+  /** loadPolicySetBeside of an edit of one rule, start to swap-ready (ms). */
   readonly besideMs: number
   /** Longest and 99th-percentile gap between 1 ms ticks of a timer meanwhile (ms). */
   readonly longestGapMs: number
   readonly p99GapMs: number
+  /** The same for a read of every rule anew (no running policy to take unchanged rules from). */
+  readonly freshMs: number
+  readonly freshLongestGapMs: number
+  readonly freshP99GapMs: number
   /** The same gaps over as long with nothing loading: what this machine's noise alone gives. */
   readonly idleLongestGapMs: number
   readonly idleP99GapMs: number
@@ -251,6 +255,8 @@ export async function reloadGaps(rules: number): Promise<ReloadGaps> {
       besideMs: number
       beside: number[]
       idle: number[]
+      freshMs: number
+      fresh: number[]
     }
     return {
       rules,
@@ -258,6 +264,9 @@ export async function reloadGaps(rules: number): Promise<ReloadGaps> {
       besideMs: r.besideMs,
       longestGapMs: r.beside[r.beside.length - 1] ?? Number.NaN,
       p99GapMs: p99(r.beside),
+      freshMs: r.freshMs,
+      freshLongestGapMs: r.fresh[r.fresh.length - 1] ?? Number.NaN,
+      freshP99GapMs: p99(r.fresh),
       idleLongestGapMs: r.idle[r.idle.length - 1] ?? Number.NaN,
       idleP99GapMs: p99(r.idle),
     }

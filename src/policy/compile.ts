@@ -16,6 +16,12 @@ type RuleTargets = Readonly<Partial<Record<TargetKind, readonly string[]>>>
 export interface SourcedRule {
   readonly rule: RuleConfig
   readonly source: string
+  /**
+   * The compiled rule's id (CompiledRule.id), when the reader compiled the rule already: a
+   * worker's read checks every rule by compiling it (load.ts readPolicyFolder), and the serving
+   * thread then neither hashes the rule again nor compiles an unchanged one (RunningRules).
+   */
+  readonly id?: string
 }
 
 /**
@@ -90,14 +96,14 @@ export class RuleMemo {
  * Rules of one policy compiled with one `memo` share what they can (RuleMemo).
  */
 export function compileRule(
-  { rule, source }: SourcedRule,
+  { rule, source, id }: SourcedRule,
   memo: RuleMemo = new RuleMemo(),
 ): CompiledRule {
-  const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
   const servers = memo.servers(rule.servers)
   const when = rule.when === undefined ? undefined : memo.when(rule.when)
   return {
-    id: own(`${rule.name}#${hash}`),
+    // A string a worker sent is already one of its own (a copy, sharing nothing).
+    id: id ?? own(ruleId(rule)),
     name: own(rule.name),
     source: own(source),
     servers: servers.matcher,
@@ -113,6 +119,36 @@ export function compileRule(
         : rule.unless !== undefined
           ? compileCondition(rule.unless, 'unless')
           : undefined,
+  }
+}
+
+/** `name#<hash>`: CompiledRule.id. */
+function ruleId(rule: RuleConfig): string {
+  const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
+  return `${rule.name}#${hash}`
+}
+
+/**
+ * The compiled rules of the policy a reload replaces, found again by where the new read found
+ * each rule (docs/policy.md §Hot reload): an edit changes a few rules of thousands, and an
+ * unchanged rule (same place, same id, so the same content) is taken as it is, not compiled again.
+ * A rule holds nothing of the policy it was compiled for, so two policies can share it.
+ */
+export class RunningRules {
+  private bySource: Map<string, CompiledRule> | undefined
+
+  constructor(private readonly rules: readonly CompiledRule[]) {}
+
+  /** The running rule `sourced` is unchanged from, if any; `at` is its place in the new read. */
+  find(at: number, { source, id }: SourcedRule): CompiledRule | undefined {
+    if (id === undefined) return undefined
+    // Most edits leave every rule where it was; a rule added to an earlier file moves the rest.
+    const there = this.rules[at]
+    const found =
+      there?.source === source
+        ? there
+        : (this.bySource ??= new Map(this.rules.map((r) => [r.source, r]))).get(source)
+    return found?.id === id ? found : undefined
   }
 }
 

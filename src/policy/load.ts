@@ -13,7 +13,13 @@ import {
   type YamlSource,
 } from '../config/located.js'
 import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
-import { compileRule, RuleMemo, type CompiledRule, type SourcedRule } from './compile.js'
+import {
+  compileRule,
+  RuleMemo,
+  RunningRules,
+  type CompiledRule,
+  type SourcedRule,
+} from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
 import { readFolderBeside, readFolderWaiting } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
@@ -99,13 +105,19 @@ export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
  * `offThreadBytes` is read on a worker thread, and its rules are compiled and indexed in slices
  * of a few milliseconds, so requests go on being served meanwhile.
  */
-export async function loadPolicySetBeside(opts: PolicyLoadOptions): Promise<PolicySet> {
+export async function loadPolicySetBeside(
+  opts: PolicyLoadOptions,
+  running?: PolicySet,
+): Promise<PolicySet> {
   if (folderBytes(opts) <= (opts.offThreadBytes ?? OFF_THREAD_BYTES)) return loadPolicySet(opts)
   // Compiled as the rules arrive, then indexed, both in slices that leave most of the serving
-  // thread to requests (slices.ts Pacer).
+  // thread to requests (slices.ts Pacer); a rule the edit left as it was is the running one.
   const pacer = new Pacer()
   const memo = new RuleMemo()
-  const read = await readFolderBeside(opts, (r) => compileRule(r, memo), pacer)
+  const unchanged = new RunningRules(running?.rules ?? [])
+  const take = (r: SourcedRule, at: number): CompiledRule =>
+    unchanged.find(at, r) ?? compileRule(r, memo)
+  const read = await readFolderBeside(opts, take, pacer)
   if ('problems' in read) throw new PolicyError(read.problems)
   const limits = read.limits.map(compileLimit)
   const index = await sliced(indexRules(read.rules, opts.servers, limits), pacer)
@@ -462,7 +474,8 @@ export function loadConfiguredPolicies(config: PoliciesConfig, dir: string): Pol
 export async function loadConfiguredPoliciesBeside(
   config: PoliciesConfig,
   dir: string,
+  running?: PolicySet,
 ): Promise<PolicySet | undefined> {
   const opts = configuredOptions(config, dir)
-  return opts === undefined ? undefined : loadPolicySetBeside(opts)
+  return opts === undefined ? undefined : loadPolicySetBeside(opts, running)
 }

@@ -60,7 +60,7 @@ export type FolderRead<R> =
   | { readonly problems: readonly LocatedProblem[] }
 
 /** What the caller makes of each validated rule (compileRule). */
-export type TakeRule<R> = (rule: SourcedRule) => R
+export type TakeRule<R> = (rule: SourcedRule, at: number) => R
 
 /** How long a start waits for the worker before giving up (a 10,000-rule folder takes seconds). */
 const SYNC_TIMEOUT_MS = 300_000
@@ -82,7 +82,7 @@ export function readFolderWaiting<R>(options: object, take: TakeRule<R>): Folder
         read.end(message)
         break
       }
-      for (const rule of message.rules) read.rules.push(take(rule))
+      for (const rule of message.rules) read.rules.push(take(rule, read.rules.length))
     }
     return read.result()
   } finally {
@@ -160,7 +160,7 @@ async function readBeside<R>(
       }
       pacer.start()
       for (const rule of m.rules) {
-        read.rules.push(take(rule))
+        read.rules.push(take(rule, read.rules.length))
         if (pacer.due()) await pacer.rest()
       }
       // The worker may post the next chunk.

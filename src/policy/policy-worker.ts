@@ -1,5 +1,6 @@
 import { setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
+import type { CompiledRule, SourcedRule } from './compile.js'
 import type * as Load from './load.js'
 import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
 
@@ -55,7 +56,12 @@ function run({ options, port, signal, taken }: FolderJob): void {
     const read = readPolicyFolder(options as Parameters<typeof readPolicyFolder>[0])
     for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
       takenIn(taken, chunk)
-      post({ kind: 'rules', rules: read.rules.slice(i, i + CHUNK) })
+      // With the ids they were compiled under (one compiled rule per rule read), so the serving
+      // thread does not hash them again.
+      const rules: SourcedRule[] = []
+      for (let k = i; k < Math.min(i + CHUNK, read.rules.length); k++)
+        rules.push({ ...(read.rules[k] as SourcedRule), id: (read.compiled[k] as CompiledRule).id })
+      post({ kind: 'rules', rules })
     }
     post({ kind: 'done', limits: read.limits, id: read.id })
   } catch (err) {

@@ -74,9 +74,13 @@ export function loadConfigFile(
 /**
  * loadConfigFile for a reload: the config is read as loadConfigFile reads it, and its policies
  * beside the running ones (policy/load.ts loadPolicySetBeside), so a large policy folder never
- * pauses the requests being served meanwhile.
+ * pauses the requests being served meanwhile; the rules of `running` an edit left as they were
+ * are taken as they are.
  */
-export async function loadConfigFileBeside(file: string): Promise<LoadedConfig> {
+export async function loadConfigFileBeside(
+  file: string,
+  running?: PolicySet,
+): Promise<LoadedConfig> {
   let text: string
   try {
     text = await readFile(file, 'utf8')
@@ -86,7 +90,7 @@ export async function loadConfigFileBeside(file: string): Promise<LoadedConfig> 
   const dir = dirname(resolve(file))
   const loaded = parseConfigText(text, { file, dir, policies: false, again: true })
   try {
-    return { ...loaded, policy: await loadConfiguredPoliciesBeside(loaded.config, dir) }
+    return { ...loaded, policy: await loadConfiguredPoliciesBeside(loaded.config, dir, running) }
   } catch (err) {
     if (err instanceof PolicyError) throw new ConfigError(err.located)
     throw err

@@ -63,11 +63,15 @@ export function watchConfig(opts: WatchOptions): ConfigWatcher | undefined {
       // after an edit would otherwise load a large policy folder twice). A file written during
       // the read changes the fingerprint after this one, and is read by the next poll.
       signature = (await fingerprint(current)).sig
+      const serving = current.policy
       // Read and compiled beside the running config and policies, then swapped in at once.
       next =
         current.file === undefined
-          ? { ...current, policy: await loadConfiguredPoliciesBeside(current.config, current.dir) }
-          : await loadConfigFileBeside(current.file)
+          ? {
+              ...current,
+              policy: await loadConfiguredPoliciesBeside(current.config, current.dir, serving),
+            }
+          : await loadConfigFileBeside(current.file, serving)
       what = changeIn(current, next)
       if (what === 'nothing' && problem === undefined) {
         log.debug('config read again, nothing changed')

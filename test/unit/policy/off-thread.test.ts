@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   loadPolicySet,
@@ -150,6 +152,42 @@ describe('loading beside a running policy', () => {
     }
     // The in-thread load held the loop for all of heldMs; beside, no gap comes near it.
     expect(longest).toBeLessThan(heldMs / 2)
+  })
+})
+
+describe('a reload beside the running policy', () => {
+  it('takes the rules an edit left as they were, compiles the rest, and decides as a fresh read', async () => {
+    const folder = tempFolder(FILES)
+    const running = loadPolicySet(here(folder, Infinity))
+    // One rule edited in place (admins now need the ops group), one rule added at the top of
+    // a.yaml (its other rules move: they are read from new places), b.yaml left alone.
+    const edited = FILES['a.yaml']
+      .replace('groups: admin }', 'groups: ops }')
+      .replace(
+        'rules:\n',
+        'rules:\n  - { name: first, servers: [docs], allow: { tools: [ping] } }\n',
+      )
+    writeFileSync(join(folder, 'a.yaml'), edited)
+    const reloaded = await loadPolicySetBeside(here(folder, 0), running)
+    sameDecisions(loadPolicySet(here(folder, Infinity)), reloaded)
+    const was = new Map(running.rules.map((r) => [r.name, r]))
+    const taken = reloaded.rules.filter((r) => r === was.get(r.name)).map((r) => r.name)
+    // b.yaml's rule is the running one, found at its new place in the list; none of a.yaml's.
+    expect(taken).toEqual(['no-deletes'])
+    expect(reloaded.rules.find((r) => r.name === 'admins')?.id).not.toBe(was.get('admins')?.id)
+  })
+
+  it('takes every rule of an unchanged folder as it runs, and only a rule from where it was read', async () => {
+    const folder = tempFolder(FILES)
+    const running = await loadPolicySetBeside(here(folder, 0))
+    const again = await loadPolicySetBeside(here(folder, 0), running)
+    expect(again.rules).toHaveLength(4)
+    again.rules.forEach((r, i) => expect(r).toBe(running.rules[i]))
+    // The same rules under another file name are read from elsewhere: compiled anew.
+    const moved = tempFolder({ 'c.yaml': FILES['a.yaml'], 'd.yaml': FILES['b.yaml'] })
+    const elsewhere = await loadPolicySetBeside(here(moved, 0), running)
+    expect(elsewhere.rules.map((r) => r.id)).toEqual(running.rules.map((r) => r.id))
+    elsewhere.rules.forEach((r, i) => expect(r).not.toBe(running.rules[i]))
   })
 })
 

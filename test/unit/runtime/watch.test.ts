@@ -65,4 +65,40 @@ describe('the config watcher', () => {
     writeFileSync(join(root, 'policies', 'main.yaml'), allowing('c'))
     await expect.poll(() => swapped.length).toBe(2)
   })
+
+  it('takes the rules an edit left as they were from the running policy', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'mcp-edge-watch-'))
+    onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+    mkdirSync(join(root, 'policies'))
+    // Over 64 KiB, so a reload reads it on the worker, as a large folder is.
+    const many = (last: string): string => {
+      const lines = ['rules:']
+      for (let i = 0; i < 1000; i++)
+        lines.push(`  - { name: team-${i}, servers: [app], allow: { tools: ["t${i}_*"] } }`)
+      return `${lines.join('\n')}\n  - { name: last, servers: [app], allow: { tools: ["${last}"] } }\n`
+    }
+    writeFileSync(join(root, 'policies', 'main.yaml'), many('a'))
+    writeFileSync(
+      join(root, 'gateway.yaml'),
+      'listen: { host: 127.0.0.1, port: 0 }\npolicies: policies\nservers:\n  app:\n    upstreams: [{ url: "http://127.0.0.1:1001/mcp" }]\n',
+    )
+    const loaded = loadConfigFile(join(root, 'gateway.yaml'))
+    const swapped: (PolicySet | undefined)[] = []
+    const watcher = watchConfig({
+      loaded,
+      log: recorded().log,
+      applyConfig: () => Promise.reject(new Error('the config did not change')),
+      applyPolicy: (p) => void swapped.push(p),
+      pollMs: 60_000,
+    })
+    onTestFinished(() => watcher?.close())
+    writeFileSync(join(root, 'policies', 'main.yaml'), many('b'))
+    await watcher?.check()
+    const [running, next] = [loaded.policy?.rules ?? [], swapped[0]?.rules ?? []]
+    expect(next).toHaveLength(1001)
+    expect(next.slice(0, 1000).every((r, i) => r === running[i])).toBe(true)
+    expect(next[1000]).not.toBe(running[1000])
+    expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
+    expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'a' }).allow).toBe(false)
+  })
 })
