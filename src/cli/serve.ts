@@ -2,6 +2,7 @@ import cluster from 'node:cluster'
 import { runPrimary, workerCount } from '../cluster/primary.js'
 import { ConfigError, loadConfigFile } from '../runtime/load.js'
 import { startGateway } from '../server.js'
+import { yieldOtherThreads } from '../yielding.js'
 import { problemsText } from './problems.js'
 
 /** `mcp-edge serve`: runs the gateway (or, with `workers:`, the primary) until SIGTERM or SIGINT. */
@@ -16,6 +17,8 @@ export async function serveCommand(file: string): Promise<number> {
   }
   const workers = workerCount(loaded.config.workers)
   if (workers > 1 && cluster.isPrimary) return runPrimary(loaded, workers)
+  // What no request waits on (collections, compiling, a reload's reader) gives way to serving.
+  yieldOtherThreads()
   const gw = await startGateway(loaded, { worker: cluster.isWorker })
   const exit = new Promise<number>((resolve) => {
     let stopping = false

@@ -1,5 +1,5 @@
-import { setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
+import { yieldThisThread } from '../yielding.js'
 import type { CompiledRule, SourcedRule } from './compile.js'
 import type * as Load from './load.js'
 import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
@@ -11,13 +11,6 @@ import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
  */
 
 const CHUNK = 256
-/**
- * The nice value of a reload's worker. Linux nice values are per thread (setpriority(2), NOTES):
- * at 10 the thread gets about a tenth of a core the serving thread keeps busy (CFS weights 110
- * against 1024) and any idle time, so requests barely notice it and the reload still ends while a
- * busy machine's other processes run at their usual priority.
- */
-const YIELDING = 10
 
 /**
  * How long the worker waits for a chunk to be taken in before posting the next anyway: a serving
@@ -26,13 +19,11 @@ const YIELDING = 10
  */
 const PACE_MS = 1000
 
-const { yields } = workerData as ReaderSetup
-if (yields)
-  try {
-    setPriority(YIELDING)
-  } catch {
-    // Not allowed here (some containers): read at the normal priority.
-  }
+// At a lower priority than the serving thread's (yielding.ts), so requests barely notice the read,
+// and it still ends while a busy machine's other processes run at their usual priority. Where
+// that is not allowed (some containers) it reads at the normal priority.
+if ((workerData as ReaderSetup).yields) yieldThisThread()
+
 /**
  * The reader's code, or why it did not load: every job is then answered `crashed`, so a start
  * waiting on the job's signal (readFolderWaiting) hears at once instead of at its timeout.

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtemp, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Pool, request } from 'undici'
@@ -132,6 +132,34 @@ describe('graceful drain (in process)', () => {
     expect(performance.now() - t0).toBeLessThan(2000)
     expect(await listen.ended).toBe('end')
     expect(listen.text()).toBe(ACK)
+  })
+})
+
+/** The nice value of each thread of process `pid` (proc(5): field 19 of /proc/PID/task/TID/stat). */
+async function niceByThread(pid: number): Promise<Map<number, number>> {
+  const tasks = await readdir(`/proc/${pid}/task`)
+  const nice = new Map<number, number>()
+  for (const tid of tasks) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => undefined)
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    if (stat !== undefined)
+      nice.set(Number(tid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]))
+  }
+  return nice
+}
+
+describe.runIf(process.platform === 'linux')('mcp-edge serve and its threads', () => {
+  it('serves on a thread at its own priority and runs every other thread ten below it', async () => {
+    const r = await startReplica('r0')
+    const { child, base } = await serveGateway(poolConfig([r]))
+    const res = await mcpPost(`${base}/mcp/app`, 'tools/call', { name: 'work' })
+    expect(res.status).toBe(200)
+    const nice = await niceByThread(child.pid as number)
+    const serving = nice.get(child.pid as number) as number
+    const others = [...nice].filter(([tid]) => tid !== child.pid).map(([, n]) => n)
+    // V8's platform threads and libuv's pool at least (yielding.ts).
+    expect(others.length).toBeGreaterThanOrEqual(4)
+    expect(others.every((n) => n === Math.min(19, serving + 10))).toBe(true)
   })
 })
 

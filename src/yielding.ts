@@ -1,0 +1,68 @@
+import { readdirSync } from 'node:fs'
+import { getPriority, setPriority } from 'node:os'
+
+/**
+ * How the threads whose work no request waits on give way to the one that serves requests
+ * (docs/operations.md §Threads). Linux nice values are per thread (setpriority(2), NOTES): ten
+ * above the serving thread's, a thread gets about a tenth of a core the serving thread keeps busy
+ * (CFS weights 110 against 1024) and all the time it leaves idle.
+ */
+const STEP = 10
+/** The highest nice value (the lowest priority) Linux has. */
+const LOWEST = 19
+
+/** The nice value a yielding thread takes: STEP above the calling thread's own. */
+export function yieldingNice(): number {
+  return Math.min(LOWEST, getPriority() + STEP)
+}
+
+/**
+ * Lowers the calling thread to yieldingNice() (a reload's reader, policy/policy-worker.ts);
+ * false where that is not allowed (some containers), which leaves it as it was.
+ */
+export function yieldThisThread(): boolean {
+  try {
+    setPriority(yieldingNice())
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Lowers every other thread of this process to yieldingNice() of the calling (serving) thread,
+ * and returns how many it lowered. Those are V8's platform threads, which run the collections and
+ * the optimising compiles of every isolate of the process (the serving thread's concurrent
+ * marking, a reload reader's young-generation collections), libuv's pool (DNS lookups, file
+ * reads) and Node's own. At the serving thread's priority, four of them busy on a core the
+ * gateway is limited to left the serving thread a fifth of it for as long: under load, a reload
+ * of 10,000 rules left answers up to 86 ms late, and none over 20 ms with them lowered
+ * (bench/README.md §scale).
+ * Threads started later take the priority of the thread that starts them. Linux only (it lists
+ * /proc/self/task); elsewhere nothing changes.
+ */
+export function yieldOtherThreads(): number {
+  let tasks: string[]
+  try {
+    tasks = readdirSync('/proc/self/task')
+  } catch {
+    return 0
+  }
+  const nice = yieldingNice()
+  let lowered = 0
+  for (const task of tasks) {
+    const tid = Number(task)
+    // The serving thread's id is the process's.
+    if (tid === process.pid) continue
+    try {
+      // Only ever lowered: a thread already lower (started under `nice`) stays as it is.
+      if (getPriority(tid) < nice) {
+        setPriority(tid, nice)
+        lowered++
+      }
+    } catch {
+      // Ended meanwhile, or not allowed here.
+    }
+  }
+  return lowered
+}
