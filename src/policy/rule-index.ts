@@ -4,6 +4,7 @@ import type { PolicyCaller } from '../match/claims.js'
 import { clientIdOf } from '../match/clients.js'
 import type { CompiledRule, TargetKind } from './compile.js'
 import { ascendingOnce, PatternIndex } from './pattern-index.js'
+import { whole } from './slices.js'
 
 /**
  * Rules filed so that a decision looks only at the rules that could apply to it
@@ -151,6 +152,8 @@ export interface RuleIndex {
 
 /** Rules indexed between two looks at the clock of a paced build (slices.ts Pacer). */
 const RULES_PER_STEP = 16
+/** Rules looked at for a server's facts between two looks at the clock: each costs far less. */
+const FACTS_PER_STEP = 256
 
 /**
  * Builds the index of `rules` for the configured `servers`, pausing (`yield`) between steps of
@@ -177,7 +180,7 @@ export function* indexRules(
   }
   const facts = new Map<string, ServerFacts>()
   for (const s of servers) {
-    facts.set(s, factsOf(rulesOf(rules, own, shared, s), s))
+    facts.set(s, yield* factsIn(rulesOf(rules, own, shared, s), s))
     yield
   }
   const runtimeShape = digest([
@@ -201,10 +204,23 @@ export function rulesOf(
 
 /** The facts of one server, from its rules in rule order. */
 export function factsOf(rules: readonly CompiledRule[], server: string): ServerFacts {
+  return whole(factsIn(rules, server))
+}
+
+/**
+ * factsOf in steps (indexRules): a server every rule of a large policy applies to is 10,000
+ * rules, 2–4 ms in one step.
+ */
+function* factsIn(
+  rules: readonly CompiledRule[],
+  server: string,
+): Generator<void, ServerFacts, void> {
   let identityDependent = false
   const conditions: string[] = []
   const everyone: string[] = []
-  for (const r of rules) {
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i] as CompiledRule
+    if (i % FACTS_PER_STEP === FACTS_PER_STEP - 1) yield
     if (r.condition !== undefined) conditions.push(`${r.condition.kind}:${r.condition.source}`)
     if (r.dryRun) continue
     if (r.when === undefined) everyone.push(r.id)
