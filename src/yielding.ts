@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs'
+import { readdir } from 'node:fs/promises'
 import { getPriority, setPriority } from 'node:os'
 
 /**
@@ -41,10 +41,12 @@ export function yieldThisThread(): boolean {
  * Threads started later take the priority of the thread that starts them. Linux only (it lists
  * /proc/self/task); elsewhere nothing changes.
  */
-export function yieldOtherThreads(): number {
+export async function yieldOtherThreads(): Promise<number> {
   let tasks: string[]
   try {
-    tasks = readdirSync('/proc/self/task')
+    // libuv starts its pool's threads, all at once, at the first job it is given, and Node 24
+    // loads modules without one: a job first, so that they are there to be lowered.
+    tasks = await readdir('/proc/self/task')
   } catch {
     return 0
   }

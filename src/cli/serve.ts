@@ -18,7 +18,7 @@ export async function serveCommand(file: string): Promise<number> {
   const workers = workerCount(loaded.config.workers)
   if (workers > 1 && cluster.isPrimary) return runPrimary(loaded, workers)
   // What no request waits on (collections, compiling, a reload's reader) gives way to serving.
-  yieldOtherThreads()
+  await yieldOtherThreads()
   const gw = await startGateway(loaded, { worker: cluster.isWorker })
   const exit = new Promise<number>((resolve) => {
     let stopping = false

@@ -24,7 +24,7 @@ const THREADS = (before: string): string => `
   import { yieldOtherThreads } from './src/yielding.ts'
   const others = () => readdirSync('/proc/self/task').map(Number).filter((t) => t !== process.pid)
   ${before}
-  const lowered = yieldOtherThreads()
+  const lowered = await yieldOtherThreads()
   console.log(JSON.stringify({
     lowered,
     serving: getPriority(),
