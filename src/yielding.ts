@@ -36,7 +36,7 @@ export function yieldThisThread(): boolean {
  * marking, a reload reader's young-generation collections), libuv's pool (DNS lookups, file
  * reads) and Node's own. At the serving thread's priority, four of them busy on a core the
  * gateway is limited to left the serving thread a fifth of it for as long: under load, a reload
- * of 10,000 rules left answers up to 86 ms late, and none over 22 ms with them lowered
+ * of 10,000 rules left answers up to 86 ms late, and none over 26 ms with them lowered
  * (bench/README.md §scale).
  * Threads started later take the priority of the thread that starts them. Linux only (it lists
  * /proc/self/task); elsewhere nothing changes.
