@@ -12,7 +12,7 @@ const STEP = 10
 const LOWEST = 19
 
 /** The nice value a yielding thread takes: STEP above the calling thread's own. */
-export function yieldingNice(): number {
+function yieldingNice(): number {
   return Math.min(LOWEST, getPriority() + STEP)
 }
 

@@ -17,9 +17,9 @@ export interface SourcedRule {
   readonly rule: RuleConfig
   readonly source: string
   /**
-   * The compiled rule's id (CompiledRule.id), when the reader compiled the rule already: a
-   * worker's read checks every rule by compiling it (load.ts readPolicyFolder), and the serving
-   * thread then neither hashes the rule again nor compiles an unchanged one (RunningRules).
+   * The compiled rule's id (CompiledRule.id), when the reader has it already: a worker's read
+   * checks every rule (checkRule), and the serving thread then neither hashes the rule again nor
+   * compiles an unchanged one (RunningRules).
    */
   readonly id?: string
 }
@@ -113,13 +113,26 @@ export function compileRule(
     allow: targetsOf(rule.allow),
     deny: targetsOf(rule.deny),
     dryRun: rule.mode === 'dry-run',
-    condition:
-      rule.if !== undefined
-        ? compileCondition(rule.if, 'if')
-        : rule.unless !== undefined
-          ? compileCondition(rule.unless, 'unless')
-          : undefined,
+    condition: conditionOf(rule),
   }
+}
+
+/**
+ * What the reader's worker makes of a rule (policy-worker.ts): its id, and the one part of
+ * compiling that refuses a valid rule, its condition (ConditionSyntaxError). The serving thread
+ * compiles the rest when it takes the rule in (compileRule), and the worker's copies of matchers
+ * and closures, which it could not send, are not made.
+ */
+export function checkRule({ rule }: SourcedRule): { readonly id: string } {
+  conditionOf(rule)
+  return { id: ruleId(rule) }
+}
+
+/** `if` or `unless` compiled; undefined without either. */
+function conditionOf(rule: RuleConfig): CompiledCondition | undefined {
+  if (rule.if !== undefined) return compileCondition(rule.if, 'if')
+  if (rule.unless !== undefined) return compileCondition(rule.unless, 'unless')
+  return undefined
 }
 
 /** `name#<hash>`: CompiledRule.id. */

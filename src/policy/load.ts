@@ -14,6 +14,7 @@ import {
 } from '../config/located.js'
 import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
 import {
+  checkRule,
   compileRule,
   RuleMemo,
   RunningRules,
@@ -140,17 +141,31 @@ function folderBytes(opts: PolicyLoadOptions): number {
   }
 }
 
-/** A policy folder read and validated: its rules and limits as written, and compiled. */
-interface PolicyRead {
+/** What a read makes of each rule, at the least: its id (CompiledRule.id). */
+type Compiled = { readonly id: string }
+
+/**
+ * A policy folder read and validated: its rules and limits as written, and compiled (each rule as
+ * the reader's `compile` makes it: compileRule, or checkRule on a worker).
+ */
+interface PolicyRead<R extends Compiled = CompiledRule> {
   readonly rules: readonly SourcedRule[]
   readonly limits: readonly SourcedLimit[]
-  readonly compiled: CompiledRule[]
+  readonly compiled: R[]
   readonly compiledLimits: CompiledLimit[]
   readonly id: string
 }
 
 /** Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. */
-export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead {
+export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead
+export function readPolicyFolder<R extends Compiled>(
+  opts: PolicyLoadOptions,
+  compile: (rule: SourcedRule, memo: RuleMemo) => R,
+): PolicyRead<R>
+export function readPolicyFolder(
+  opts: PolicyLoadOptions,
+  compile: (rule: SourcedRule, memo: RuleMemo) => Compiled = compileRule,
+): PolicyRead<Compiled> {
   const problems: (string | LocatedProblem)[] = []
   let files: string[]
   try {
@@ -175,7 +190,7 @@ export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead {
     throw new PolicyError(problems.map((p) => locateProblem(p, sources)))
   }
   if (problems.length > 0) return fail()
-  const compiled = compileRules(rules, problems, sources)
+  const compiled = compileRules(rules, problems, sources, compile)
   if (problems.length > 0) return fail()
   const compiledLimits = limits.map(compileLimit)
   const id = createHash('sha256')
@@ -185,6 +200,14 @@ export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead {
     .digest('hex')
     .slice(0, 12)
   return { rules, limits, compiled, compiledLimits, id }
+}
+
+/**
+ * readPolicyFolder for a worker (policy-worker.ts): every rule checked (checkRule), none
+ * compiled, since the thread that takes the rules in compiles them.
+ */
+export function checkPolicyFolder(opts: PolicyLoadOptions): PolicyRead<Compiled> {
+  return readPolicyFolder(opts, checkRule)
 }
 
 /** A policy file as problems name it (its label) and as a terminal shows it. */
@@ -218,16 +241,17 @@ function shown(path: string): string {
  * Compiles every rule; a condition that does not compile is a problem naming the rule, and the
  * line and column in the condition (and, located, in the file).
  */
-function compileRules(
+function compileRules<R>(
   rules: readonly SourcedRule[],
   problems: (string | LocatedProblem)[],
   sources: ReadonlyMap<string, FileSource>,
-): CompiledRule[] {
-  const compiled: CompiledRule[] = []
+  compile: (rule: SourcedRule, memo: RuleMemo) => R,
+): R[] {
+  const compiled: R[] = []
   const memo = new RuleMemo()
   for (const sourced of rules) {
     try {
-      compiled.push(compileRule(sourced, memo))
+      compiled.push(compile(sourced, memo))
     } catch (err) {
       if (!(err instanceof ConditionSyntaxError)) throw err
       const field = sourced.rule.if !== undefined ? 'if' : 'unless'

@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { yieldThisThread } from '../yielding.js'
-import type { CompiledRule, SourcedRule } from './compile.js'
+import type { SourcedRule } from './compile.js'
 import type * as Load from './load.js'
 import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
 
@@ -43,15 +43,19 @@ function run({ options, port, signal, taken }: FolderJob): void {
   const post = (m: FolderMessage): void => port.postMessage(m)
   try {
     if (loaded instanceof Error) throw loaded
-    const { readPolicyFolder } = loaded
-    const read = readPolicyFolder(options as Parameters<typeof readPolicyFolder>[0])
+    const { checkPolicyFolder } = loaded
+    // Checked, not compiled: the serving thread compiles what it takes in (compile.ts checkRule).
+    const read = checkPolicyFolder(options as Parameters<typeof checkPolicyFolder>[0])
     for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
       takenIn(taken, chunk)
       // With the ids they were compiled under (one compiled rule per rule read), so the serving
       // thread does not hash them again.
       const rules: SourcedRule[] = []
       for (let k = i; k < Math.min(i + CHUNK, read.rules.length); k++)
-        rules.push({ ...(read.rules[k] as SourcedRule), id: (read.compiled[k] as CompiledRule).id })
+        rules.push({
+          ...(read.rules[k] as SourcedRule),
+          id: (read.compiled[k] as { id: string }).id,
+        })
       post({ kind: 'rules', rules })
     }
     post({ kind: 'done', limits: read.limits, id: read.id })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { compileRule, RuleMemo, type SourcedRule } from '../../../src/policy/compile.js'
+import { checkRule, compileRule, RuleMemo, type SourcedRule } from '../../../src/policy/compile.js'
+import { ConditionSyntaxError } from '../../../src/policy/condition-static.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
 import { caller } from './fixtures.js'
 
@@ -70,5 +71,19 @@ describe('RuleMemo', () => {
     expect(rule?.when?.(caller({ groups: 'ops', tier: 2 }))).toBe(true)
     expect(rule?.when?.(caller({ groups: 'ops', tier: '2' }))).toBe(false)
     expect(rule?.when?.(caller({ tier: 2 }))).toBe(false)
+  })
+})
+
+describe('checkRule', () => {
+  it('gives the id compileRule gives, and refuses what compileRule refuses', () => {
+    const [plain, conditional, broken] = sourced([
+      { name: 'a', servers: ['docs'], allow: { tools: ['x'] } },
+      { name: 'b', servers: ['docs'], allow: { tools: ['y'] }, unless: 'args.limit > 10' },
+      { name: 'c', servers: ['docs'], allow: { tools: ['z'] }, if: 'args.limit >' },
+    ])
+    for (const r of [plain, conditional] as SourcedRule[])
+      expect(checkRule(r).id).toBe(compileRule(r).id)
+    expect(() => compileRule(broken as SourcedRule)).toThrow(ConditionSyntaxError)
+    expect(() => checkRule(broken as SourcedRule)).toThrow(ConditionSyntaxError)
   })
 })
