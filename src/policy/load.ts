@@ -161,10 +161,12 @@ export function readPolicyFolder(opts: PolicyLoadOptions): PolicyRead
 export function readPolicyFolder<R extends Compiled>(
   opts: PolicyLoadOptions,
   compile: (rule: SourcedRule, memo: RuleMemo) => R,
+  kept?: KeptFiles,
 ): PolicyRead<R>
 export function readPolicyFolder(
   opts: PolicyLoadOptions,
   compile: (rule: SourcedRule, memo: RuleMemo) => Compiled = compileRule,
+  kept?: KeptFiles,
 ): PolicyRead<Compiled> {
   const problems: (string | LocatedProblem)[] = []
   let files: string[]
@@ -179,11 +181,12 @@ export function readPolicyFolder(
   for (const file of files) {
     const label = `${opts.label.replace(/\/+$/, '')}/${file}`
     const path = join(opts.folder, file)
-    const read = readPolicyFile(path, label, problems)
+    const read = readPolicyFile(path, label, problems, kept)
     if (read.text !== undefined) sources.set(label, fileSource(shown(path), read.text, read.source))
     rules.push(...read.rules)
     limits.push(...read.limits)
   }
+  kept?.keepOnly(files.map((file) => join(opts.folder, file)))
   problems.push(...crossCheck(rules, opts.servers))
   problems.push(...checkLimits(limits, opts.servers, opts.auth ?? true))
   const fail = (): never => {
@@ -207,8 +210,53 @@ export function readPolicyFolder(
  * compiled, since the thread that takes the rules in compiles them.
  */
 export function checkPolicyFolder(opts: PolicyLoadOptions): PolicyRead<Compiled> {
-  return readPolicyFolder(opts, checkRule)
+  return readPolicyFolder(opts, (rule) => lastRead.checked(rule), lastRead)
 }
+
+/**
+ * The files the reader read last, and what each held (checkPolicyFolder; the worker is kept from
+ * one reload to the next). A reload reads every file again, but parses, validates and checks only
+ * those whose text changed: an edit of one file of a folder of many costs that one file. A file
+ * with a problem is not kept, so its problems are found and placed again, as in a first read.
+ */
+class KeptFiles {
+  private readonly files = new Map<string, KeptFile>()
+  private readonly checks = new WeakMap<SourcedRule, Compiled>()
+
+  /** What the file at `path` held when it had this `text` under this `label`, if kept. */
+  get(path: string, label: string, text: string): PolicyFileContent | undefined {
+    const file = this.files.get(path)
+    // SECURITY: the whole text compared, so no edit can be taken for the text it replaced.
+    return file !== undefined && file.label === label && file.text === text
+      ? file.content
+      : undefined
+  }
+
+  set(path: string, label: string, text: string, content: PolicyFileContent): void {
+    this.files.set(path, { label, text, content })
+  }
+
+  /** Forgets every file but `paths` (those of the last read). */
+  keepOnly(paths: readonly string[]): void {
+    const read = new Set(paths)
+    for (const path of this.files.keys()) if (!read.has(path)) this.files.delete(path)
+  }
+
+  /** checkRule, once per rule read: a kept file's rules are the same objects. */
+  checked(rule: SourcedRule): Compiled {
+    let done = this.checks.get(rule)
+    if (done === undefined) this.checks.set(rule, (done = checkRule(rule)))
+    return done
+  }
+}
+
+interface KeptFile {
+  readonly label: string
+  readonly text: string
+  readonly content: PolicyFileContent
+}
+
+const lastRead = new KeptFiles()
 
 /** A policy file as problems name it (its label) and as a terminal shows it. */
 interface FileSource {
@@ -377,11 +425,15 @@ interface PolicyFileContent {
 const NOTHING: PolicyFileContent = { rules: [], limits: [] }
 const UNKNOWN = ': unknown key'
 
-/** Parses one file; problems are appended as `label: path: message`. */
+/**
+ * Reads and parses one file (a file `kept` holds with the same text: as it was parsed then);
+ * problems are appended as `label: path: message`.
+ */
 function readPolicyFile(
   path: string,
   label: string,
   problems: (string | LocatedProblem)[],
+  kept?: KeptFiles,
 ): PolicyFileContent {
   let text: string
   try {
@@ -390,6 +442,21 @@ function readPolicyFile(
     problems.push(`${label}: ${(err as Error).message}`)
     return NOTHING
   }
+  const again = kept?.get(path, label, text)
+  if (again !== undefined) return again
+  const before = problems.length
+  const content = parsePolicyFile(text, path, label, problems)
+  if (problems.length === before) kept?.set(path, label, text, content)
+  return content
+}
+
+/** Parses one file's text; problems are appended as `label: path: message`. */
+function parsePolicyFile(
+  text: string,
+  path: string,
+  label: string,
+  problems: (string | LocatedProblem)[],
+): PolicyFileContent {
   // The quick reader first; anything it refuses, and any file with a problem, is read again by
   // `yaml`, which says where each problem is.
   const quick = quickYaml(text)

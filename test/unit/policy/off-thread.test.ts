@@ -2,9 +2,11 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
+  checkPolicyFolder,
   loadPolicySet,
   loadPolicySetBeside,
   PolicyError,
+  readPolicyFolder,
   type PolicyLoadOptions,
 } from '../../../src/policy/load.js'
 import type { SourcedRule } from '../../../src/policy/compile.js'
@@ -188,6 +190,42 @@ describe('a reload beside the running policy', () => {
     const elsewhere = await loadPolicySetBeside(here(moved, 0), running)
     expect(elsewhere.rules.map((r) => r.id)).toEqual(running.rules.map((r) => r.id))
     elsewhere.rules.forEach((r, i) => expect(r).not.toBe(running.rules[i]))
+  })
+})
+
+describe("the reader's files from its last read", () => {
+  it('parses again only the files whose text changed, and reads as a first read does', () => {
+    const folder = tempFolder(FILES)
+    const first = checkPolicyFolder(here(folder, 0))
+    writeFileSync(
+      join(folder, 'a.yaml'),
+      FILES['a.yaml'].replace('groups: admin }', 'groups: ops }'),
+    )
+    const second = checkPolicyFolder(here(folder, 0))
+    // b.yaml's rule is the object read the first time; a.yaml's are read anew.
+    expect(second.rules.at(-1)).toBe(first.rules.at(-1))
+    expect(second.rules[0]).not.toBe(first.rules[0])
+    const fresh = readPolicyFolder(here(folder, Infinity))
+    expect(second.id).toBe(fresh.id)
+    expect(second.compiled.map((r) => r.id)).toEqual(fresh.compiled.map((r) => r.id))
+    expect(second.rules.map((r) => r.rule)).toEqual(fresh.rules.map((r) => r.rule))
+    // A file written back to a text read before is read as it is now, not as kept then.
+    writeFileSync(join(folder, 'a.yaml'), FILES['a.yaml'])
+    expect(checkPolicyFolder(here(folder, 0)).id).toBe(first.id)
+  })
+
+  it('finds and places the problems of a folder with kept files as a first read does', () => {
+    const folder = tempFolder(FILES)
+    checkPolicyFolder(here(folder, 0))
+    // b.yaml now repeats a rule name of the kept a.yaml, and has a condition that does not compile.
+    writeFileSync(
+      join(folder, 'b.yaml'),
+      `rules:\n  - { name: readers, servers: [docs], allow: {} }\n  - { name: odd, servers: [docs], allow: {}, if: 'args.x ==' }\n`,
+    )
+    const expected = refusal(() => readPolicyFolder(here(folder, Infinity))).located
+    expect(expected.length).toBeGreaterThan(0)
+    expect(refusal(() => checkPolicyFolder(here(folder, 0))).located).toEqual(expected)
+    expect(refusal(() => checkPolicyFolder(here(folder, 0))).located).toEqual(expected)
   })
 })
 
