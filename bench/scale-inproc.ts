@@ -220,7 +220,7 @@ export interface ReloadGaps {
   /** Longest and 99th-percentile gap between 1 ms ticks of a timer meanwhile (ms). */
   readonly longestGapMs: number
   readonly p99GapMs: number
-  /** The same for a read of every rule anew (no running policy to take unchanged rules from). */
+  /** The same with every rule compiled anew (no running policy to take unchanged rules from). */
   readonly freshMs: number
   readonly freshLongestGapMs: number
   readonly freshP99GapMs: number

@@ -323,7 +323,7 @@ function report(
     ),
     ...section(
       'Reload of the 10,000-rule policy, in process: the event loop meanwhile',
-      '| run | held on this thread ms | edit of one rule: beside ms | longest tick gap ms | p99 gap ms | every rule anew: beside ms | longest ms | p99 ms | idle: longest ms | idle: p99 ms |',
+      '| run | held on this thread ms | edit of one rule: beside ms | longest tick gap ms | p99 gap ms | every rule compiled anew: beside ms | longest ms | p99 ms | idle: longest ms | idle: p99 ms |',
       gaps.map(
         (g, i) =>
           `| ${i + 1} | ${f(g.heldMs)} | ${f(g.besideMs)} | ${f(g.longestGapMs, 1)} | ${f(g.p99GapMs, 1)} | ${f(g.freshMs)} | ${f(g.freshLongestGapMs, 1)} | ${f(g.freshP99GapMs, 1)} | ${f(g.idleLongestGapMs, 1)} | ${f(g.idleP99GapMs, 1)} |`,
