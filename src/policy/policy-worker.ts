@@ -48,8 +48,8 @@ function run({ options, port, signal, taken }: FolderJob): void {
     const read = checkPolicyFolder(options as Parameters<typeof checkPolicyFolder>[0])
     for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
       takenIn(taken, chunk)
-      // With the ids they were compiled under (one compiled rule per rule read), so the serving
-      // thread does not hash them again.
+      // With the ids the check gave them (one per rule read), so the serving thread does not hash
+      // them again.
       const rules: SourcedRule[] = []
       for (let k = i; k < Math.min(i + CHUNK, read.rules.length); k++)
         rules.push({
