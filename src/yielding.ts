@@ -3,9 +3,9 @@ import { getPriority, setPriority } from 'node:os'
 
 /**
  * How the threads whose work no request waits on give way to the one that serves requests
- * (docs/operations.md §Sizing, Threads). Linux nice values are per thread (setpriority(2), NOTES): ten
- * above the serving thread's, a thread gets about a tenth of a core the serving thread keeps busy
- * (CFS weights 110 against 1024) and all the time it leaves idle.
+ * (docs/operations.md §Sizing, Threads). Linux nice values are per thread (setpriority(2),
+ * NOTES): ten above the serving thread's, a thread gets about a tenth of a core the serving
+ * thread keeps busy (CFS weights 110 against 1024) and all the time it leaves idle.
  */
 const STEP = 10
 /** The highest nice value (the lowest priority) Linux has. */
