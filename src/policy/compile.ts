@@ -4,6 +4,7 @@ import { compilePatterns, type Matcher } from '../match/pattern.js'
 import type { RuleWhen } from '../match/schema.js'
 import { compileWhen } from '../match/when.js'
 import { compileCondition, type CompiledCondition } from './condition.js'
+import { filePattern, type FiledPattern } from './pattern-index.js'
 import type { RuleConfig, TargetPatterns } from './schema.js'
 
 /** What a request can name: the kinds of target policy decides on. */
@@ -11,6 +12,9 @@ export type TargetKind = 'tool' | 'prompt' | 'resource' | 'event' | 'skill' | 'm
 
 /** The patterns of one side of a rule (`allow` or `deny`) by kind; a kind not listed is absent. */
 type RuleTargets = Readonly<Partial<Record<TargetKind, readonly string[]>>>
+
+/** The same patterns worked out for the policy's index (pattern-index.ts), kind by kind. */
+export type FiledTargets = readonly (readonly [TargetKind, readonly FiledPattern[]])[]
 
 /** A rule as parsed from a file, with where it came from (`policies/a.yaml rules[2]`). */
 export interface SourcedRule {
@@ -43,6 +47,16 @@ export interface CompiledRule {
   readonly whenSpec: RuleWhen | undefined
   readonly allow: RuleTargets
   readonly deny: RuleTargets
+  /**
+   * `allow`, `deny` and the client patterns of `when` as the index files them: worked out with
+   * the rule, so an index built again for a reload that kept it makes only its own entries
+   * (docs/policy.md §Hot reload).
+   */
+  readonly filed: {
+    readonly allow: FiledTargets
+    readonly deny: FiledTargets
+    readonly clients: readonly FiledPattern[]
+  }
   readonly dryRun: boolean
   /** `if` or `unless` (docs/policy.md §Conditions); undefined: decided on names alone. */
   readonly condition: CompiledCondition | undefined
@@ -57,6 +71,7 @@ export interface CompiledRule {
 export class RuleMemo {
   private readonly strings = new Map<string, string>()
   private readonly serverLists = new Map<string, { matcher: Matcher; patterns: string[] }>()
+  private readonly filedPatterns = new Map<string, FiledPattern>()
 
   /** `text` as the one copy every rule shares (and its own, as `own` makes it). */
   shared(text: string): string {
@@ -76,6 +91,13 @@ export class RuleMemo {
       }),
       ...(when.clients && { clients: when.clients.map((c) => this.shared(c)) }),
     }
+  }
+
+  /** `pattern` worked out for the index, shared by every rule naming it. */
+  filed(pattern: string): FiledPattern {
+    let one = this.filedPatterns.get(pattern)
+    if (one === undefined) this.filedPatterns.set(pattern, (one = filePattern(pattern)))
+    return one
   }
 
   /** `patterns` and their matcher, shared by every rule with an equal list. */
@@ -101,6 +123,8 @@ export function compileRule(
 ): CompiledRule {
   const servers = memo.servers(rule.servers)
   const when = rule.when === undefined ? undefined : memo.when(rule.when)
+  const allow = targetsOf(rule.allow)
+  const deny = targetsOf(rule.deny)
   return {
     // A string a worker sent is already one of its own (a copy, sharing nothing).
     id: id ?? own(ruleId(rule)),
@@ -110,8 +134,13 @@ export function compileRule(
     serverPatterns: servers.patterns,
     when: when === undefined ? undefined : compileWhen(when),
     whenSpec: when,
-    allow: targetsOf(rule.allow),
-    deny: targetsOf(rule.deny),
+    allow,
+    deny,
+    filed: {
+      allow: filedOf(allow, memo),
+      deny: filedOf(deny, memo),
+      clients: when?.clients?.map((c) => memo.filed(c)) ?? NO_CLIENTS,
+    },
     dryRun: rule.mode === 'dry-run',
     condition: conditionOf(rule),
   }
@@ -179,6 +208,16 @@ function targetsOf(t: TargetPatterns | undefined): RuleTargets {
     ...(t.skills && { skill: kept(t.skills) }),
     ...(t.methods && { method: kept(t.methods) }),
   }
+}
+
+const NOT_FILED: FiledTargets = Object.freeze([])
+const NO_CLIENTS: readonly FiledPattern[] = Object.freeze([])
+
+function filedOf(targets: RuleTargets, memo: RuleMemo): FiledTargets {
+  if (targets === NO_TARGETS) return NOT_FILED
+  return (Object.entries(targets) as [TargetKind, readonly string[]][]).map(
+    ([kind, patterns]) => [kind, patterns.map((p) => memo.filed(p))] as const,
+  )
 }
 
 /**

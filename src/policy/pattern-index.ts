@@ -9,56 +9,101 @@ import { compilePattern, type Matcher } from '../match/pattern.js'
  * change what matches.
  */
 
-/** A pattern with a `*` other than `*` alone, and what it was added for. */
-interface Glob {
-  readonly id: number
+/** Where a pattern is filed in an index: by what the name must be, start with or end with. */
+const enum Place {
+  /** No `*`: the name itself. */
+  Exact,
+  /** `*`s only: every name. */
+  Everything,
+  /** A literal head (the text before the first `*`), non-empty. */
+  Head,
+  /** No head, a literal tail (the text after the last `*`), non-empty. */
+  Tail,
+  /** Neither head nor tail (`*a*b*`): few in practice, each tried. */
+  Loose,
+}
+
+/**
+ * A pattern worked out once for filing (filePattern): a rule keeps its patterns in this form
+ * (compile.ts), so an index built again for a reload that kept the rule (compile.ts RunningRules)
+ * slices no heads and compiles no matchers anew. What it allocates per rule is then only the
+ * index's own entries, which every young-generation collection during the build copies.
+ */
+export interface FiledPattern {
+  readonly place: Place
+  /** The name (Exact), the head (Head) or the tail (Tail); '' otherwise. */
+  readonly key: string
   /**
-   * Undefined when the pattern is its head or tail and `*`s only (`get_*`, `*_forecast`): the
-   * name is then matched by being filed under that head or tail, with nothing more to try.
+   * The whole pattern's matcher, when being filed under the key does not decide it: undefined
+   * for an exact name, `*`s alone, and a head or tail with `*`s only (`get_*`, `*_forecast`).
    */
   readonly match: Matcher | undefined
 }
 
+/** `pattern` worked out for filing. */
+export function filePattern(pattern: string): FiledPattern {
+  const first = pattern.indexOf('*')
+  if (first === -1) return { place: Place.Exact, key: pattern, match: undefined }
+  const last = pattern.lastIndexOf('*')
+  const head = pattern.slice(0, first)
+  const tail = pattern.slice(last + 1)
+  const stars = /^\*+$/.test(pattern.slice(first, last + 1))
+  if (head === '' && tail === '' && stars)
+    return { place: Place.Everything, key: '', match: undefined }
+  const match = stars && (head === '' || tail === '') ? undefined : compilePattern(pattern)
+  if (head !== '') return { place: Place.Head, key: head, match }
+  if (tail !== '') return { place: Place.Tail, key: tail, match }
+  return { place: Place.Loose, key: '', match }
+}
+
+/**
+ * A filed pattern that needs its matcher, with what it was added for. One whose key decides it is
+ * filed as the bare number of its rule: no object per pattern.
+ */
+interface Glob {
+  readonly id: number
+  readonly match: Matcher
+}
+
+type Entry = number | Glob
+
 /** Patterns of one kind of name (tool names, client ids, …), each added with a number (its rule). */
 export class PatternIndex {
-  private readonly exact = new Map<string, number[]>()
+  private readonly exact = new Map<string, readonly number[]>()
   private readonly everything: number[] = []
-  /** Globs by their literal head (the text before the first `*`), non-empty. */
-  private readonly heads = new Map<string, Glob[]>()
+  /** Globs by their literal head, non-empty. */
+  private readonly heads = new Map<string, readonly Entry[]>()
   /** The distinct lengths of those heads, ascending: one Map lookup per length. */
   private headLengths: number[] = []
-  /** Globs that start with `*`, by their literal tail (the text after the last `*`), non-empty. */
-  private readonly tails = new Map<string, Glob[]>()
+  /** Globs that start with `*`, by their literal tail, non-empty. */
+  private readonly tails = new Map<string, readonly Entry[]>()
   private tailLengths: number[] = []
-  /** Globs with neither head nor tail (`*a*b*`): few in practice, each tried. */
-  private readonly loose: Glob[] = []
+  private readonly loose: Entry[] = []
   private size = 0
 
   /** Adds `pattern` for `id`. Ids must be added in ascending order (rule order). */
-  add(pattern: string, id: number): void {
+  add(pattern: FiledPattern, id: number): void {
     this.size++
-    const first = pattern.indexOf('*')
-    if (first === -1) {
-      append(this.exact, pattern, id)
-      return
+    const { place, key, match } = pattern
+    const entry: Entry = match === undefined ? id : { id, match }
+    switch (place) {
+      case Place.Exact:
+        appendOnce(this.exact, key, id)
+        return
+      case Place.Everything:
+        if (this.everything[this.everything.length - 1] !== id) this.everything.push(id)
+        return
+      case Place.Head:
+        append(this.heads, key, entry)
+        this.headLengths = withLength(this.headLengths, key.length)
+        return
+      case Place.Tail:
+        append(this.tails, key, entry)
+        this.tailLengths = withLength(this.tailLengths, key.length)
+        return
+      case Place.Loose:
+        this.loose.push(entry)
     }
-    const last = pattern.lastIndexOf('*')
-    const head = pattern.slice(0, first)
-    const tail = pattern.slice(last + 1)
-    const middle = pattern.slice(first, last + 1)
-    if (head === '' && tail === '' && /^\*+$/.test(middle)) {
-      pushOnce(this.everything, id)
-      return
-    }
-    const bare = /^\*+$/.test(middle) && (head === '' || tail === '')
-    const glob = { id, match: bare ? undefined : compilePattern(pattern) }
-    if (head !== '') {
-      appendGlob(this.heads, head, glob)
-      this.headLengths = withLength(this.headLengths, head.length)
-    } else if (tail !== '') {
-      appendGlob(this.tails, tail, glob)
-      this.tailLengths = withLength(this.tailLengths, tail.length)
-    } else this.loose.push(glob)
   }
 
   /** Whether no pattern was added. */
@@ -98,29 +143,54 @@ const NONE: readonly number[] = Object.freeze([])
 
 /** Appends the ids of the globs that match `value` to `out` (made when the first one does). */
 function matching(
-  globs: readonly Glob[],
+  entries: readonly Entry[],
   value: string,
   out: number[] | undefined,
 ): number[] | undefined {
-  for (const g of globs) if (g.match === undefined || g.match(value)) (out ??= []).push(g.id)
+  for (const e of entries)
+    if (typeof e === 'number') (out ??= []).push(e)
+    else if (e.match(value)) (out ??= []).push(e.id)
   return out
 }
 
-function append(map: Map<string, number[]>, key: string, id: number): void {
-  const list = map.get(key)
-  if (list === undefined) map.set(key, [id])
-  else pushOnce(list, id)
+/**
+ * The list of one id, shared by every index and every policy: most names and heads are one
+ * rule's, and an array per key, all of it new on every build, was most of what a reload's index
+ * left for young-generation collections to copy. Frozen, so no index can change another's; a
+ * list that gets a second id is a new array (append). Kept for the life of the process: one
+ * array per rule number ever filed, as many as the largest policy loaded has rules.
+ */
+const ONE: (readonly number[])[] = []
+
+/** `[id]`, shared (ONE). */
+export function one(id: number): readonly number[] {
+  let list = ONE[id]
+  if (list === undefined) {
+    // Filled in order, so the array stays packed: ids are rule numbers, from 0 up.
+    for (let k = ONE.length; k < id; k++) ONE.push(Object.freeze([k]))
+    ONE.push((list = Object.freeze([id])))
+  }
+  return list
 }
 
-function appendGlob(map: Map<string, Glob[]>, key: string, glob: Glob): void {
+/** Appends `entry` to `key`'s list; a list of one is shared (`one`) and is never changed. */
+function append(map: Map<string, readonly Entry[]>, key: string, entry: Entry): void {
   const list = map.get(key)
-  if (list === undefined) map.set(key, [glob])
-  else list.push(glob)
+  if (list === undefined) map.set(key, typeof entry === 'number' ? one(entry) : [entry])
+  // SECURITY: a list of one may be every index's (`one`): grown in place, it would file this
+  // name under that rule number in every policy.
+  else if (list.length === 1) map.set(key, [list[0] as Entry, entry])
+  else (list as Entry[]).push(entry)
 }
 
-/** Ids arrive in ascending order, so a repeat (two patterns of one rule) is the last one. */
-function pushOnce(list: number[], id: number): void {
-  if (list[list.length - 1] !== id) list.push(id)
+/** append() of an id, once: ids arrive in ascending order, so a repeat is the last one. */
+function appendOnce(map: Map<string, readonly number[]>, key: string, id: number): void {
+  const list = map.get(key)
+  if (list === undefined) map.set(key, one(id))
+  else if (list[list.length - 1] === id) return
+  // SECURITY: never grown in place (append).
+  else if (list.length === 1) map.set(key, [list[0] as number, id])
+  else (list as number[]).push(id)
 }
 
 function withLength(lengths: number[], length: number): number[] {

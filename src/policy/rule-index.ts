@@ -3,7 +3,7 @@ import type { CompiledLimit } from '../limits/rules.js'
 import type { PolicyCaller } from '../match/claims.js'
 import { clientIdOf } from '../match/clients.js'
 import type { CompiledRule, TargetKind } from './compile.js'
-import { ascendingOnce, PatternIndex } from './pattern-index.js'
+import { ascendingOnce, one, PatternIndex } from './pattern-index.js'
 import { whole } from './slices.js'
 
 /**
@@ -28,7 +28,7 @@ export class RuleGroup {
   add(rule: CompiledRule, id: number): void {
     this.ids.push(id)
     for (const side of SIDES) {
-      for (const [kind, patterns] of Object.entries(rule[side]) as [TargetKind, string[]][]) {
+      for (const [kind, patterns] of rule.filed[side]) {
         let index = this.targets[side].get(kind)
         if (index === undefined) this.targets[side].set(kind, (index = new PatternIndex()))
         for (const p of patterns) index.add(p, id)
@@ -63,7 +63,7 @@ const NONE: readonly number[] = Object.freeze([])
  * only: it needs every claim it names, so the first one finding it is enough.
  */
 class CallerIndex {
-  private readonly byClaim = new Map<string, Map<unknown, number[]>>()
+  private readonly byClaim = new Map<string, Map<unknown, readonly number[]>>()
   private readonly clients = new PatternIndex()
 
   add(rule: CompiledRule, id: number): void {
@@ -73,12 +73,15 @@ class CallerIndex {
       const [name, value] = first
       let values = this.byClaim.get(name)
       if (values === undefined) this.byClaim.set(name, (values = new Map()))
+      // A list of one is shared (pattern-index.ts `one`): most claim values are one rule's.
       const list = values.get(value)
-      if (list === undefined) values.set(value, [id])
-      else list.push(id)
+      if (list === undefined) values.set(value, one(id))
+      // SECURITY: a list of one is every index's, never grown in place.
+      else if (list.length === 1) values.set(value, [list[0] as number, id])
+      else (list as number[]).push(id)
       return
     }
-    for (const p of when?.clients ?? []) this.clients.add(p, id)
+    for (const p of rule.filed.clients) this.clients.add(p, id)
   }
 
   candidates(caller: PolicyCaller): readonly number[] {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import type { McpTarget } from '../../../src/mcp/classify.js'
 import type { PolicyCaller } from '../../../src/match/claims.js'
 import { compileRule, RuleMemo, type TargetKind } from '../../../src/policy/compile.js'
+import { one } from '../../../src/policy/pattern-index.js'
 import { PolicySet, type PolicyMode } from '../../../src/policy/policy.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
 import { LinearPolicy } from './linear-policy.js'
@@ -156,6 +157,51 @@ const LIST_OF: Partial<Record<TargetKind, [string, string, string]>> = {
   skill: ['skills/list', 'skills', 'uri'],
 }
 
+type Policies = ReturnType<typeof policies>
+
+/** Asserts that `indexed` decides everything as `linear` does, for these callers and calls. */
+function decidesAsScan(
+  { indexed, linear }: Policies,
+  mode: PolicyMode,
+  callers: readonly (PolicyCaller | undefined)[],
+  calls: readonly (readonly [McpTarget, unknown])[],
+): void {
+  for (const server of SERVERS) {
+    expect(indexed.hasConditions(server)).toBe(linear.hasConditions(server))
+    for (const who of callers) {
+      expect(indexed.rulesFor(who, server)).toEqual(linear.rulesFor(who, server))
+      for (const [t, a] of calls)
+        expect(indexed.check(who, server, t, a)).toEqual(linear.check(who, server, t, a))
+      const filter = indexed.listFilter(who, server)
+      if (mode === 'dry-run') {
+        expect(filter).toBeUndefined()
+        continue
+      }
+      expect(filter?.identityDependent).toBe(linear.identityDependent(server))
+      for (const [kind, list] of Object.entries(LIST_OF)) {
+        const [method, key, field] = list
+        const names = calls.map(([t]) => (t.kind === 'resource' ? t.uri : t.name))
+        const out = filter?.apply(method, { [key]: names.map((n) => ({ [field]: n })) })
+        const shown = (out?.[key] as Record<string, string>[]).map((i) => i[field])
+        const expected = names.filter((n) => linear.listed(who, server, kind as TargetKind, n))
+        expect(shown).toEqual(expected)
+      }
+    }
+    // Equal keys exactly when the same enforced rules judge the two callers' lists.
+    if (mode === 'enforce') {
+      for (const a of callers)
+        for (const b of callers) {
+          const same =
+            JSON.stringify(linear.listRules(a, server).map((r) => r.id)) ===
+            JSON.stringify(linear.listRules(b, server).map((r) => r.id))
+          const ka = indexed.listFilter(a, server)?.key
+          expect(ka === indexed.listFilter(b, server)?.key).toBe(same)
+          expect(ka).not.toBe(indexed.listFilter(a, server === 's1' ? 's2' : 's1')?.key)
+        }
+    }
+  }
+}
+
 describe('the policy index decides as a scan of every rule', () => {
   it('for every decision, list view, filter key and rule listing', () => {
     fc.assert(
@@ -165,46 +211,37 @@ describe('the policy index decides as a scan of every rule', () => {
         fc.array(caller, { minLength: 2, maxLength: 3 }),
         fc.array(fc.tuple(target, args), { minLength: 1, maxLength: 6 }),
         (generated, mode, callers, calls) => {
-          const { indexed, linear } = policies(generated, mode)
-          for (const server of SERVERS) {
-            expect(indexed.hasConditions(server)).toBe(linear.hasConditions(server))
-            for (const who of callers) {
-              expect(indexed.rulesFor(who, server)).toEqual(linear.rulesFor(who, server))
-              for (const [t, a] of calls)
-                expect(indexed.check(who, server, t, a)).toEqual(linear.check(who, server, t, a))
-              const filter = indexed.listFilter(who, server)
-              if (mode === 'dry-run') {
-                expect(filter).toBeUndefined()
-                continue
-              }
-              expect(filter?.identityDependent).toBe(linear.identityDependent(server))
-              for (const [kind, list] of Object.entries(LIST_OF)) {
-                const [method, key, field] = list
-                const names = calls.map(([t]) => (t.kind === 'resource' ? t.uri : t.name))
-                const out = filter?.apply(method, { [key]: names.map((n) => ({ [field]: n })) })
-                const shown = (out?.[key] as Record<string, string>[]).map((i) => i[field])
-                const expected = names.filter((n) =>
-                  linear.listed(who, server, kind as TargetKind, n),
-                )
-                expect(shown).toEqual(expected)
-              }
-            }
-            // Equal keys exactly when the same enforced rules judge the two callers' lists.
-            if (mode === 'enforce') {
-              for (const a of callers)
-                for (const b of callers) {
-                  const same =
-                    JSON.stringify(linear.listRules(a, server).map((r) => r.id)) ===
-                    JSON.stringify(linear.listRules(b, server).map((r) => r.id))
-                  const ka = indexed.listFilter(a, server)?.key
-                  expect(ka === indexed.listFilter(b, server)?.key).toBe(same)
-                  expect(ka).not.toBe(indexed.listFilter(a, server === 's1' ? 's2' : 's1')?.key)
-                }
-            }
-          }
+          decidesAsScan(policies(generated, mode), mode, callers, calls)
         },
       ),
       { seed: SEED, numRuns: RUNS },
     )
+  })
+
+  it('after other policies were indexed (the lists of one rule every index shares)', () => {
+    // Indexes share the list of each single rule number (pattern-index.ts `one`): a policy
+    // indexed after another, whose rules of the same numbers file more names, must change
+    // nothing the first one decides.
+    fc.assert(
+      fc.property(
+        fc.array(rule, { maxLength: 8 }),
+        fc.array(fc.array(rule, { maxLength: 8 }), { minLength: 1, maxLength: 3 }),
+        fc.array(caller, { minLength: 2, maxLength: 3 }),
+        fc.array(fc.tuple(target, args), { minLength: 1, maxLength: 6 }),
+        (first, later, callers, calls) => {
+          const kept = policies(first, 'enforce')
+          for (const generated of later) policies(generated, 'enforce')
+          decidesAsScan(kept, 'enforce', callers, calls)
+        },
+      ),
+      { seed: SEED, numRuns: RUNS / 3 },
+    )
+  })
+
+  it('shares lists of one rule frozen', () => {
+    expect(Object.isFrozen(one(7))).toBe(true)
+    expect(one(7)).toBe(one(7))
+    expect(one(7)).toEqual([7])
+    expect(one(3)).toEqual([3])
   })
 })
