@@ -19,9 +19,10 @@ const CHUNK = 256
  */
 const PACE_MS = 1000
 
-// At a lower priority than the serving thread's (yielding.ts), so requests barely notice the read,
-// and it still ends while a busy machine's other processes run at their usual priority. Where
-// that is not allowed (some containers) it reads at the normal priority.
+// In the idle class, ten nice values below the serving thread (yielding.ts), so a request that wakes
+// the serving thread takes the core from the read at once, and the read still ends while a busy
+// machine's other processes run at their usual priority. Where neither is allowed (some
+// containers) it reads at the normal priority.
 if ((workerData as ReaderSetup).yields) yieldThisThread()
 
 /**
