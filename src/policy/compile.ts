@@ -22,8 +22,7 @@ export interface SourcedRule {
   readonly source: string
   /**
    * The compiled rule's id (CompiledRule.id), when the reader has it already: a worker's read
-   * checks every rule (checkRule), and the serving thread then neither hashes the rule again nor
-   * compiles an unchanged one (RunningRules).
+   * checks every rule (checkRule), and the serving thread does not hash the rule again.
    */
   readonly id?: string
 }
@@ -168,30 +167,6 @@ function conditionOf(rule: RuleConfig): CompiledCondition | undefined {
 function ruleId(rule: RuleConfig): string {
   const hash = createHash('sha256').update(JSON.stringify(rule)).digest('hex').slice(0, 12)
   return `${rule.name}#${hash}`
-}
-
-/**
- * The compiled rules of the policy a reload replaces, found again by where the new read found
- * each rule (docs/policy.md §Hot reload): an edit changes a few rules of thousands, and an
- * unchanged rule (same place, same id, so the same content) is taken as it is, not compiled again.
- * A rule holds nothing of the policy it was compiled for, so two policies can share it.
- */
-export class RunningRules {
-  private bySource: Map<string, CompiledRule> | undefined
-
-  constructor(private readonly rules: readonly CompiledRule[]) {}
-
-  /** The running rule `sourced` is unchanged from, if any; `at` is its place in the new read. */
-  find(at: number, { source, id }: SourcedRule): CompiledRule | undefined {
-    if (id === undefined) return undefined
-    // Most edits leave every rule where it was; a rule added to an earlier file moves the rest.
-    const there = this.rules[at]
-    const found =
-      there?.source === source
-        ? there
-        : (this.bySource ??= new Map(this.rules.map((r) => [r.source, r]))).get(source)
-    return found?.id === id ? found : undefined
-  }
 }
 
 /** A side with no patterns (most rules have no `deny`): one object for every rule. */

@@ -17,7 +17,6 @@ import {
   checkRule,
   compileRule,
   RuleMemo,
-  RunningRules,
   type CompiledRule,
   type SourcedRule,
 } from './compile.js'
@@ -115,10 +114,7 @@ export async function loadPolicySetBeside(
   // thread to requests (slices.ts Pacer); a rule the edit left as it was is the running one.
   const pacer = new Pacer()
   const memo = new RuleMemo()
-  const unchanged = new RunningRules(running?.rules ?? [])
-  const take = (r: SourcedRule, at: number): CompiledRule =>
-    unchanged.find(at, r) ?? compileRule(r, memo)
-  const read = await readFolderBeside(opts, take, pacer)
+  const read = await readFolderBeside(opts, (r) => compileRule(r, memo), pacer, running?.rules)
   if ('problems' in read) throw new PolicyError(read.problems)
   const limits = read.limits.map(compileLimit)
   const index = await sliced(indexRules(read.rules, opts.servers, limits), pacer)

@@ -3,6 +3,7 @@ import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from '
 import type { LocatedProblem } from '../config/located.js'
 import type { SourcedLimit } from '../limits/rules.js'
 import type { SourcedRule } from './compile.js'
+import type { RunningList } from './running-rules.js'
 import type { Pacer } from './slices.js'
 
 /**
@@ -16,9 +17,12 @@ import type { Pacer } from './slices.js'
  * would be copied by each young-generation collection meanwhile, pausing requests for as long.
  */
 
-/** What the worker sends, in this order: rules in chunks, then the rest, or why it failed. */
+/**
+ * What the worker sends, in this order: rules in chunks, then the rest, or why it failed. A rule
+ * unchanged from a running one (FolderJob `running`) is sent as that rule's place in the list.
+ */
 export type FolderMessage =
-  | { readonly kind: 'rules'; readonly rules: readonly SourcedRule[] }
+  | { readonly kind: 'rules'; readonly rules: readonly (SourcedRule | number)[] }
   | { readonly kind: 'done'; readonly limits: readonly SourcedLimit[]; readonly id: string }
   | { readonly kind: 'failed'; readonly problems: readonly LocatedProblem[] }
   | { readonly kind: 'crashed'; readonly message: string }
@@ -38,6 +42,8 @@ export interface FolderJob {
    * Undefined: posted at once (a start, which waits for the worker without reading the port).
    */
   readonly taken: Int32Array | undefined
+  /** The rules of the policy a reload replaces (running-rules.ts); undefined: none. */
+  readonly running: RunningList | undefined
 }
 
 /** What the worker is started with. */
@@ -60,7 +66,13 @@ export type FolderRead<R> =
   | { readonly problems: readonly LocatedProblem[] }
 
 /** What the caller makes of each validated rule (compileRule). */
-export type TakeRule<R> = (rule: SourcedRule, at: number) => R
+export type TakeRule<R> = (rule: SourcedRule) => R
+
+/** A rule the reader knows by where it was read and its id (a compiled rule). */
+interface Identified {
+  readonly source: string
+  readonly id: string
+}
 
 /** How long a start waits for the worker before giving up (a 10,000-rule folder takes seconds). */
 const SYNC_TIMEOUT_MS = 300_000
@@ -71,7 +83,7 @@ const SYNC_TIMEOUT_MS = 300_000
  */
 export function readFolderWaiting<R>(options: object, take: TakeRule<R>): FolderRead<R> {
   const worker = startWorker({ yields: false })
-  const { port, signal } = post(worker, options, undefined)
+  const { port, signal } = post(worker, options, undefined, undefined)
   try {
     if (Atomics.wait(signal, 0, 0, SYNC_TIMEOUT_MS) === 'timed-out')
       throw new Error(`reading the policy folder took longer than ${SYNC_TIMEOUT_MS} ms`)
@@ -82,7 +94,7 @@ export function readFolderWaiting<R>(options: object, take: TakeRule<R>): Folder
         read.end(message)
         break
       }
-      for (const rule of message.rules) read.rules.push(take(rule, read.rules.length))
+      for (const rule of message.rules) read.rules.push(takeIn(rule, take, NOT_RUNNING))
     }
     return read.result()
   } finally {
@@ -112,15 +124,17 @@ let idle: NodeJS.Timeout | undefined
 /**
  * Reads the folder on a worker while this thread goes on serving (a reload): the rules arrive in
  * chunks, one at a time (FolderJob `taken`), and are taken in a rule at a time in slices paced by
- * `pacer`, so the reload never holds the thread for more than a slice.
+ * `pacer`, so the reload never holds the thread for more than a slice. A rule unchanged from one
+ * of `running` (the policy the reload replaces) is that rule, neither sent nor taken in again.
  */
 export function readFolderBeside<R>(
   options: object,
   take: TakeRule<R>,
   pacer: Pacer,
+  running: readonly (R & Identified)[] = NOT_RUNNING,
 ): Promise<FolderRead<R>> {
   clearTimeout(idle)
-  const read = line.then(() => readBeside(options, take, pacer))
+  const read = line.then(() => readBeside(options, take, pacer, running))
   const settled = read.then(
     () => undefined,
     () => undefined,
@@ -145,10 +159,16 @@ async function readBeside<R>(
   options: object,
   take: TakeRule<R>,
   pacer: Pacer,
+  running: readonly (R & Identified)[],
 ): Promise<FolderRead<R>> {
   const worker = (reader ??= keptWorker())
   const taken = new Int32Array(new SharedArrayBuffer(4))
-  const { port } = post(worker, options, taken)
+  // Two lists of strings the rules hold already: copied to the worker in under a millisecond.
+  const list =
+    running.length === 0
+      ? undefined
+      : { sources: running.map((r) => r.source), ids: running.map((r) => r.id) }
+  const { port } = post(worker, options, taken, list)
   const inbox = new Inbox(worker, port)
   const read = new Collected<R>()
   let answered = false
@@ -160,7 +180,7 @@ async function readBeside<R>(
       }
       pacer.start()
       for (const rule of m.rules) {
-        read.rules.push(take(rule, read.rules.length))
+        read.rules.push(takeIn(rule, take, running))
         if (pacer.due()) await pacer.rest()
       }
       // The worker may post the next chunk.
@@ -254,15 +274,27 @@ class Inbox {
   }
 }
 
+const NOT_RUNNING: readonly never[] = Object.freeze([])
+
+/** A rule as the worker sent it, taken in: `take` of it, or the running rule it named. */
+function takeIn<R>(rule: SourcedRule | number, take: TakeRule<R>, running: readonly R[]): R {
+  if (typeof rule !== 'number') return take(rule)
+  const found = running[rule]
+  if (found === undefined)
+    throw new Error(`the reader named running rule ${rule} of ${running.length}`)
+  return found
+}
+
 /** Posts one read to `worker`: its answers come on `port`. */
 function post(
   worker: Worker,
   options: object,
   taken: Int32Array | undefined,
+  running: RunningList | undefined,
 ): { port: MessagePort; signal: Int32Array } {
   const channel = new MessageChannel()
   const signal = new Int32Array(new SharedArrayBuffer(4))
-  const job: FolderJob = { options, port: channel.port2, signal, taken }
+  const job: FolderJob = { options, port: channel.port2, signal, taken, running }
   worker.postMessage(job, [channel.port2])
   return { port: channel.port1, signal }
 }

@@ -25,7 +25,7 @@ const enum Place {
 
 /**
  * A pattern worked out once for filing (filePattern): a rule keeps its patterns in this form
- * (compile.ts), so an index built again for a reload that kept the rule (compile.ts RunningRules)
+ * (compile.ts), so an index built again for a reload that kept the rule (running-rules.ts)
  * slices no heads and compiles no matchers anew. What it allocates per rule is then only the
  * index's own entries, which every young-generation collection during the build copies.
  */

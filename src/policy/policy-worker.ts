@@ -3,6 +3,7 @@ import { yieldThisThread } from '../yielding.js'
 import type { SourcedRule } from './compile.js'
 import type * as Load from './load.js'
 import type { FolderJob, FolderMessage, ReaderSetup } from './off-thread.js'
+import { RunningRules } from './running-rules.js'
 
 /**
  * The worker thread of off-thread.ts: reads and validates policy folders with load.ts's own
@@ -40,23 +41,24 @@ function takenIn(taken: Int32Array | undefined, count: number): void {
     if (Atomics.wait(taken, 0, seen, PACE_MS) === 'timed-out') return
 }
 
-function run({ options, port, signal, taken }: FolderJob): void {
+function run({ options, port, signal, taken, running }: FolderJob): void {
   const post = (m: FolderMessage): void => port.postMessage(m)
   try {
     if (loaded instanceof Error) throw loaded
     const { checkPolicyFolder } = loaded
     // Checked, not compiled: the serving thread compiles what it takes in (compile.ts checkRule).
     const read = checkPolicyFolder(options as Parameters<typeof checkPolicyFolder>[0])
+    const unchanged = running === undefined ? undefined : new RunningRules(running)
     for (let i = 0, chunk = 0; i < read.rules.length; i += CHUNK, chunk++) {
       takenIn(taken, chunk)
-      // With the ids the check gave them (one per rule read), so the serving thread does not hash
-      // them again.
-      const rules: SourcedRule[] = []
-      for (let k = i; k < Math.min(i + CHUNK, read.rules.length); k++)
-        rules.push({
-          ...(read.rules[k] as SourcedRule),
-          id: (read.compiled[k] as { id: string }).id,
-        })
+      const rules: (SourcedRule | number)[] = []
+      for (let k = i; k < Math.min(i + CHUNK, read.rules.length); k++) {
+        const rule = read.rules[k] as SourcedRule
+        const id = (read.compiled[k] as { id: string }).id
+        // A rule the edit left as it was goes as its place among the running rules; the others
+        // with the ids the check gave them, so the serving thread does not hash them again.
+        rules.push(unchanged?.find(k, rule.source, id) ?? { ...rule, id })
+      }
       post({ kind: 'rules', rules })
     }
     post({ kind: 'done', limits: read.limits, id: read.id })

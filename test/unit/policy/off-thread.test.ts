@@ -9,7 +9,12 @@ import {
   readPolicyFolder,
   type PolicyLoadOptions,
 } from '../../../src/policy/load.js'
-import type { SourcedRule } from '../../../src/policy/compile.js'
+import {
+  compileRule,
+  RuleMemo,
+  type CompiledRule,
+  type SourcedRule,
+} from '../../../src/policy/compile.js'
 import { endReader, readFolderBeside } from '../../../src/policy/off-thread.js'
 import type { Decision, PolicySet } from '../../../src/policy/policy.js'
 import { Pacer } from '../../../src/policy/slices.js'
@@ -190,6 +195,28 @@ describe('a reload beside the running policy', () => {
     const elsewhere = await loadPolicySetBeside(here(moved, 0), running)
     expect(elsewhere.rules.map((r) => r.id)).toEqual(running.rules.map((r) => r.id))
     elsewhere.rules.forEach((r, i) => expect(r).not.toBe(running.rules[i]))
+  })
+  it('is sent only the rules an edit changed: the others are the running ones', async () => {
+    const folder = tempFolder(FILES)
+    const running = loadPolicySet(here(folder, Infinity))
+    writeFileSync(
+      join(folder, 'a.yaml'),
+      FILES['a.yaml'].replace('groups: admin }', 'groups: ops }'),
+    )
+    const memo = new RuleMemo()
+    const sent: string[] = []
+    const take = (r: SourcedRule): CompiledRule => {
+      sent.push(r.rule.name)
+      return compileRule(r, memo)
+    }
+    const read = await readFolderBeside(here(folder, 0), take, new Pacer(), running.rules)
+    // Only the edited rule crossed from the worker; the other three are the running objects.
+    expect(sent).toEqual(['admins'])
+    const rules = 'rules' in read ? read.rules : []
+    expect(rules.map((r, i) => r === running.rules[i])).toEqual([true, false, true, true])
+    expect(rules.map((r) => r.id)).toEqual(
+      loadPolicySet(here(folder, Infinity)).rules.map((r) => r.id),
+    )
   })
 })
 
