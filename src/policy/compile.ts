@@ -13,8 +13,8 @@ export type TargetKind = 'tool' | 'prompt' | 'resource' | 'event' | 'skill' | 'm
 /** The patterns of one side of a rule (`allow` or `deny`) by kind; a kind not listed is absent. */
 type RuleTargets = Readonly<Partial<Record<TargetKind, readonly string[]>>>
 
-/** The same patterns worked out for the policy's index (pattern-index.ts), kind by kind. */
-export type FiledTargets = readonly (readonly [TargetKind, readonly FiledPattern[]])[]
+/** The same patterns worked out for the policy's index (pattern-index.ts), each with its kind. */
+type FiledTargets = readonly FiledPattern<TargetKind>[]
 
 /** A rule as parsed from a file, with where it came from (`policies/a.yaml rules[2]`). */
 export interface SourcedRule {
@@ -49,13 +49,11 @@ export interface CompiledRule {
   /**
    * `allow`, `deny` and the client patterns of `when` as the index files them: worked out with
    * the rule, so an index built again for a reload that kept it makes only its own entries
-   * (docs/policy.md §Hot reload).
+   * (docs/policy.md §What a rule costs). Flat lists, shared where empty: they are held per rule.
    */
-  readonly filed: {
-    readonly allow: FiledTargets
-    readonly deny: FiledTargets
-    readonly clients: readonly FiledPattern[]
-  }
+  readonly filedAllow: FiledTargets
+  readonly filedDeny: FiledTargets
+  readonly filedClients: readonly FiledPattern[]
   readonly dryRun: boolean
   /** `if` or `unless` (docs/policy.md §Conditions); undefined: decided on names alone. */
   readonly condition: CompiledCondition | undefined
@@ -70,7 +68,7 @@ export interface CompiledRule {
 export class RuleMemo {
   private readonly strings = new Map<string, string>()
   private readonly serverLists = new Map<string, { matcher: Matcher; patterns: string[] }>()
-  private readonly filedPatterns = new Map<string, FiledPattern>()
+  private readonly filedPatterns = new Map<string, FiledPattern<TargetKind | ''>>()
 
   /** `text` as the one copy every rule shares (and its own, as `own` makes it). */
   shared(text: string): string {
@@ -92,11 +90,12 @@ export class RuleMemo {
     }
   }
 
-  /** `pattern` worked out for the index, shared by every rule naming it. */
-  filed(pattern: string): FiledPattern {
-    let one = this.filedPatterns.get(pattern)
-    if (one === undefined) this.filedPatterns.set(pattern, (one = filePattern(pattern)))
-    return one
+  /** `pattern` of `kind` worked out for the index, shared by every rule naming it. */
+  filed<K extends TargetKind | ''>(kind: K, pattern: string): FiledPattern<K> {
+    const key = `${kind} ${pattern}`
+    let one = this.filedPatterns.get(key)
+    if (one === undefined) this.filedPatterns.set(key, (one = filePattern(kind, pattern)))
+    return one as FiledPattern<K>
   }
 
   /** `patterns` and their matcher, shared by every rule with an equal list. */
@@ -135,11 +134,9 @@ export function compileRule(
     whenSpec: when,
     allow,
     deny,
-    filed: {
-      allow: filedOf(allow, memo),
-      deny: filedOf(deny, memo),
-      clients: when?.clients?.map((c) => memo.filed(c)) ?? NO_CLIENTS,
-    },
+    filedAllow: filedOf(allow, memo),
+    filedDeny: filedOf(deny, memo),
+    filedClients: when?.clients?.map((c) => memo.filed('', c)) ?? NO_CLIENTS,
     dryRun: rule.mode === 'dry-run',
     condition: conditionOf(rule),
   }
@@ -190,8 +187,8 @@ const NO_CLIENTS: readonly FiledPattern[] = Object.freeze([])
 
 function filedOf(targets: RuleTargets, memo: RuleMemo): FiledTargets {
   if (targets === NO_TARGETS) return NOT_FILED
-  return (Object.entries(targets) as [TargetKind, readonly string[]][]).map(
-    ([kind, patterns]) => [kind, patterns.map((p) => memo.filed(p))] as const,
+  return (Object.entries(targets) as [TargetKind, readonly string[]][]).flatMap(
+    ([kind, patterns]) => patterns.map((p) => memo.filed(kind, p)),
   )
 }
 

@@ -13,13 +13,7 @@ import {
   type YamlSource,
 } from '../config/located.js'
 import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
-import {
-  checkRule,
-  compileRule,
-  RuleMemo,
-  type CompiledRule,
-  type SourcedRule,
-} from './compile.js'
+import { checkRule, compileRule, RuleMemo, type CompiledRule, type SourcedRule } from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
 import { readFolderBeside, readFolderWaiting } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'

@@ -29,7 +29,9 @@ const enum Place {
  * slices no heads and compiles no matchers anew. What it allocates per rule is then only the
  * index's own entries, which every young-generation collection during the build copies.
  */
-export interface FiledPattern {
+export interface FiledPattern<K extends string = string> {
+  /** What the caller files it under (a rule's target kind); '' where there is one kind. */
+  readonly kind: K
   readonly place: Place
   /** The name (Exact), the head (Head) or the tail (Tail); '' otherwise. */
   readonly key: string
@@ -40,20 +42,20 @@ export interface FiledPattern {
   readonly match: Matcher | undefined
 }
 
-/** `pattern` worked out for filing. */
-export function filePattern(pattern: string): FiledPattern {
+/** `pattern`, filed under `kind`, worked out for filing. */
+export function filePattern<K extends string>(kind: K, pattern: string): FiledPattern<K> {
   const first = pattern.indexOf('*')
-  if (first === -1) return { place: Place.Exact, key: pattern, match: undefined }
+  if (first === -1) return { kind, place: Place.Exact, key: pattern, match: undefined }
   const last = pattern.lastIndexOf('*')
   const head = pattern.slice(0, first)
   const tail = pattern.slice(last + 1)
   const stars = /^\*+$/.test(pattern.slice(first, last + 1))
   if (head === '' && tail === '' && stars)
-    return { place: Place.Everything, key: '', match: undefined }
+    return { kind, place: Place.Everything, key: '', match: undefined }
   const match = stars && (head === '' || tail === '') ? undefined : compilePattern(pattern)
-  if (head !== '') return { place: Place.Head, key: head, match }
-  if (tail !== '') return { place: Place.Tail, key: tail, match }
-  return { place: Place.Loose, key: '', match }
+  if (head !== '') return { kind, place: Place.Head, key: head, match }
+  if (tail !== '') return { kind, place: Place.Tail, key: tail, match }
+  return { kind, place: Place.Loose, key: '', match }
 }
 
 /**

@@ -28,10 +28,11 @@ export class RuleGroup {
   add(rule: CompiledRule, id: number): void {
     this.ids.push(id)
     for (const side of SIDES) {
-      for (const [kind, patterns] of rule.filed[side]) {
-        let index = this.targets[side].get(kind)
-        if (index === undefined) this.targets[side].set(kind, (index = new PatternIndex()))
-        for (const p of patterns) index.add(p, id)
+      const targets = this.targets[side]
+      for (const p of side === 'allow' ? rule.filedAllow : rule.filedDeny) {
+        let index = targets.get(p.kind)
+        if (index === undefined) targets.set(p.kind, (index = new PatternIndex()))
+        index.add(p, id)
       }
     }
     if (rule.whenSpec !== undefined) this.callers.add(rule, id)
@@ -81,7 +82,7 @@ class CallerIndex {
       else (list as number[]).push(id)
       return
     }
-    for (const p of rule.filed.clients) this.clients.add(p, id)
+    for (const p of rule.filedClients) this.clients.add(p, id)
   }
 
   candidates(caller: PolicyCaller): readonly number[] {
