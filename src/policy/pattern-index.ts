@@ -176,23 +176,20 @@ export function one(id: number): readonly number[] {
 }
 
 /** Appends `entry` to `key`'s list; a list of one is shared (`one`) and is never changed. */
-function append(map: Map<string, readonly Entry[]>, key: string, entry: Entry): void {
+function append<K, E extends Entry>(map: Map<K, readonly E[]>, key: K, entry: E): void {
   const list = map.get(key)
-  if (list === undefined) map.set(key, typeof entry === 'number' ? one(entry) : [entry])
+  if (list === undefined)
+    map.set(key, typeof entry === 'number' ? (one(entry) as readonly E[]) : [entry])
   // SECURITY: a list of one may be every index's (`one`): grown in place, it would file this
   // name under that rule number in every policy.
-  else if (list.length === 1) map.set(key, [list[0] as Entry, entry])
-  else (list as Entry[]).push(entry)
+  else if (list.length === 1) map.set(key, [list[0] as E, entry])
+  else (list as E[]).push(entry)
 }
 
 /** append() of an id, once: ids arrive in ascending order, so a repeat is the last one. */
-function appendOnce(map: Map<string, readonly number[]>, key: string, id: number): void {
+export function appendOnce<K>(map: Map<K, readonly number[]>, key: K, id: number): void {
   const list = map.get(key)
-  if (list === undefined) map.set(key, one(id))
-  else if (list[list.length - 1] === id) return
-  // SECURITY: never grown in place (append).
-  else if (list.length === 1) map.set(key, [list[0] as number, id])
-  else (list as number[]).push(id)
+  if (list === undefined || list[list.length - 1] !== id) append(map, key, id)
 }
 
 function withLength(lengths: number[], length: number): number[] {

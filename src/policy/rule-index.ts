@@ -3,7 +3,7 @@ import type { CompiledLimit } from '../limits/rules.js'
 import type { PolicyCaller } from '../match/claims.js'
 import { clientIdOf } from '../match/clients.js'
 import type { CompiledRule, TargetKind } from './compile.js'
-import { ascendingOnce, one, PatternIndex } from './pattern-index.js'
+import { appendOnce, ascendingOnce, PatternIndex } from './pattern-index.js'
 import { whole } from './slices.js'
 
 /**
@@ -74,12 +74,8 @@ class CallerIndex {
       const [name, value] = first
       let values = this.byClaim.get(name)
       if (values === undefined) this.byClaim.set(name, (values = new Map()))
-      // A list of one is shared (pattern-index.ts `one`): most claim values are one rule's.
-      const list = values.get(value)
-      if (list === undefined) values.set(value, one(id))
-      // SECURITY: a list of one is every index's, never grown in place.
-      else if (list.length === 1) values.set(value, [list[0] as number, id])
-      else (list as number[]).push(id)
+      // Shared while it holds one rule (pattern-index.ts `one`): most claim values are one rule's.
+      appendOnce(values, value, id)
       return
     }
     for (const p of rule.filedClients) this.clients.add(p, id)
