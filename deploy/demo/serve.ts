@@ -7,7 +7,11 @@ import {
 } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { toNodeHandler, type NodeIncomingMessageLike } from '@modelcontextprotocol/node'
-import type { McpHttpHandler, McpServerOptions } from '@modelcontextprotocol/server'
+import {
+  DEFAULT_MAX_REQUEST_BODY_SIZE,
+  type McpHttpHandler,
+  type McpServerOptions,
+} from '@modelcontextprotocol/server'
 
 /** Per-method `ttlMs` / `cacheScope` defaults for an McpServer's cacheable results. */
 export type CacheHints = NonNullable<McpServerOptions['cacheHints']>
@@ -91,14 +95,14 @@ export async function serveMcpHandler(
   options: ListenOptions = {},
   extra?: ExtraRoute,
 ): Promise<McpHttpServer> {
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   const listener: RequestListener = (req, res) => {
     if (pathOf(req.url) !== MCP_PATH) {
       if (extra?.(req, res) !== true)
         res.writeHead(404, { 'content-type': 'text/plain' }).end('not found')
       return
     }
-    void node(toNodeRequest(req), res)
+    void node(req, res)
   }
   let listening = await listen(listener, options)
   const { host, port } = listening
@@ -140,11 +144,78 @@ export function pathOf(url: string | undefined): string {
   return q === -1 ? target : target.slice(0, q)
 }
 
+/** Serves one exchange: the body, when given, is read instead of the (already consumed) socket. */
+export type NodeServing = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  body?: Buffer,
+) => Promise<void>
+
 /**
- * The request shape toNodeHandler takes. With `body`, the handler reads those bytes instead of the
- * (already consumed) socket stream, so a caller can look at the body first.
+ * Serves `handler` on node:http as the SDK's toNodeHandler does, so that a 2025-era client that
+ * goes away cancels its call whenever the garbage collector has run.
+ *
+ * toNodeHandler aborts the signal of the `Request` it builds when the response closes, and the SDK
+ * cancels the running call on that signal. Not given a parsed body, the SDK clones the `Request`
+ * to read it, and its 2025-era path listens to the clone's signal; but in Node's `fetch` (undici)
+ * a clone's signal stops following its original's at the first collection. So the body (read here
+ * unless the caller already has) is handed over parsed and nothing is cloned: the bytes the SDK
+ * would have parsed, read no further than its size limit. Whatever JSON.parse refuses goes the
+ * SDK's own way, and the SDK answers it as it would.
  */
-export function toNodeRequest(req: IncomingMessage, body?: Buffer): NodeIncomingMessageLike {
+export function nodeServing(handler: Pick<McpHttpHandler, 'fetch'>): NodeServing {
+  const node = toNodeHandler(handler)
+  return async (req, res, given) => {
+    let body = given
+    if (body === undefined && req.method === 'POST') {
+      try {
+        body = await readUpTo(req, BODY_LIMIT + 1)
+      } catch {
+        res.destroy() // the client went away while sending
+        return
+      }
+    }
+    return node(toNodeRequest(req, body), res, parsedOrUndefined(req, body))
+  }
+}
+
+const BODY_LIMIT = DEFAULT_MAX_REQUEST_BODY_SIZE
+
+/**
+ * The request body, or its first `limit` bytes: past the SDK's limit it answers 413 on its own,
+ * and the rest is left unread (paused, not destroyed, so that the answer can still be written).
+ */
+function readUpTo(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let length = 0
+    const done = (): void => {
+      req.off('data', onData).off('end', done).off('error', reject)
+      resolve(Buffer.concat(chunks, length).subarray(0, limit))
+    }
+    const onData = (chunk: Buffer): void => {
+      chunks.push(chunk)
+      length += chunk.length
+      if (length < limit) return
+      req.pause()
+      done()
+    }
+    req.on('data', onData).once('end', done).once('error', reject)
+  })
+}
+
+/** The body as the SDK would parse it, or undefined where it should read and judge it itself. */
+function parsedOrUndefined(req: IncomingMessage, body: Buffer | undefined): unknown {
+  if (body === undefined || req.method !== 'POST' || body.length > BODY_LIMIT) return undefined
+  try {
+    return JSON.parse(body.toString('utf8'))
+  } catch {
+    return undefined
+  }
+}
+
+/** The request shape toNodeHandler takes, reading `body` when given instead of the socket. */
+function toNodeRequest(req: IncomingMessage, body?: Buffer): NodeIncomingMessageLike {
   // IncomingMessage itself fails exactOptionalPropertyTypes (method: string | undefined)
   return {
     method: req.method ?? 'GET',

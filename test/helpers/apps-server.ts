@@ -1,7 +1,6 @@
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import * as z from 'zod'
-import { toNodeRequest } from '../../deploy/demo/serve.js'
+import { nodeServing } from '../../deploy/demo/serve.js'
 import { startRecording, type TestServer } from './sdk-servers.js'
 
 /** The HTML an app is served as (SEP-1865 §UI Resource Format). */
@@ -67,9 +66,9 @@ export async function startAppsServer(options: AppsServerOptions): Promise<TestS
     },
     { legacy: 'stateless' },
   )
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   const http = await startRecording(async (req, res, rec) => {
-    await node(toNodeRequest(req, rec.body), res)
+    await node(req, res, rec.body)
   })
   return {
     ...http,

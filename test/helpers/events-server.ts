@@ -1,5 +1,4 @@
 import { createHmac, randomUUID } from 'node:crypto'
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import {
   McpServer,
   ProtocolError,
@@ -8,7 +7,7 @@ import {
 } from '@modelcontextprotocol/server'
 import { request } from 'undici'
 import * as z from 'zod'
-import { toNodeRequest } from '../../deploy/demo/serve.js'
+import { nodeServing } from '../../deploy/demo/serve.js'
 import { startRecording, type TestServer } from './sdk-servers.js'
 
 /** The extension's identifier (SEP-3415), as servers advertise it under `capabilities.extensions`. */
@@ -152,9 +151,9 @@ export async function startEventsServer(
     },
     { legacy: 'stateless', responseMode: 'auto' },
   )
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   const http = await startRecording(async (req, res, rec) => {
-    await node(toNodeRequest(req, rec.body), res)
+    await node(req, res, rec.body)
   })
   return {
     ...http,

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { createServer as createNetServer } from 'node:net'
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import {
   createMcpHandler,
   ProtocolError,
@@ -13,7 +12,7 @@ import { StreamableHTTPServerTransport as V1Transport } from '@modelcontextproto
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js'
 import { FastMCP } from 'fastmcp'
 import * as z from 'zod'
-import { httpUrl, listen, toNodeRequest } from '../../deploy/demo/serve.js'
+import { httpUrl, listen, nodeServing } from '../../deploy/demo/serve.js'
 
 /**
  * Members for test/integration/virtual-regressions.test.ts, each built with the framework the
@@ -96,12 +95,12 @@ export async function startPagedMember(
     })
     return server
   })
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   const seen: SeenMessage[] = []
   const http = await listen((req, res) => {
     void readBody(req).then((body) => {
       record(seen, req, parsed(body))
-      return node(toNodeRequest(req, body), res)
+      return node(req, res, body)
     })
   })
   return {

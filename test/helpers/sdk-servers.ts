@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import {
   McpServer,
   ProtocolError,
@@ -21,7 +20,7 @@ import {
   httpUrl,
   listen,
   pathOf,
-  toNodeRequest,
+  nodeServing,
   type CacheHints,
 } from '../../deploy/demo/serve.js'
 import { registerWeatherTools } from '../../deploy/demo/weather-server.js'
@@ -167,10 +166,10 @@ export async function startSdkServer(options: SdkServerOptions = {}): Promise<Sd
     },
     { legacy: options.legacy ?? 'stateless', responseMode: options.responseMode ?? 'auto' },
   )
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   const http = await startRecording(async (req, res, rec) => {
     await options.hold?.(rec)
-    await node(toNodeRequest(req, rec.body), res)
+    await node(req, res, rec.body)
   })
   return {
     ...http,

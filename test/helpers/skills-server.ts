@@ -1,4 +1,3 @@
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import {
   SkillsExtension,
@@ -6,7 +5,7 @@ import {
   type SkillCatalog,
   type SkillSource,
 } from '@modelcontextprotocol/server/ext/skills'
-import { toNodeRequest } from '../../deploy/demo/serve.js'
+import { nodeServing } from '../../deploy/demo/serve.js'
 import { startRecording, type TestServer } from './sdk-servers.js'
 
 /** A SKILL.md with the frontmatter the Agent Skills format requires (name, description). */
@@ -76,9 +75,9 @@ export async function startSkillsServer(
     },
     { legacy: 'stateless' },
   )
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   const http = await startRecording(async (req, res, rec) => {
-    await node(toNodeRequest(req, rec.body), res)
+    await node(req, res, rec.body)
   })
   return {
     ...http,

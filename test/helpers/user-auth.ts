@@ -2,12 +2,11 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { createHash, generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import { createRemoteJWKSet, jwtVerify } from 'jose'
 import Provider, { type Interaction, type KoaContextWithOIDC } from 'oidc-provider'
 import { stringify } from 'yaml'
-import { toNodeRequest, type CacheHints } from '../../deploy/demo/serve.js'
+import { nodeServing, type CacheHints } from '../../deploy/demo/serve.js'
 import { parseConfigText } from '../../src/runtime/load.js'
 import { startTestGateway, type TestGateway } from './gateway.js'
 import { closing } from './lifecycle.js'
@@ -362,7 +361,7 @@ async function startTracker(as: TestProvider, cacheHints?: CacheHints): Promise<
     },
     { legacy: 'stateless', responseMode: 'json' },
   )
-  const node = toNodeHandler(handler)
+  const node = nodeServing(handler)
   let url = ''
   const http = await startRecording(async (req, res, rec) => {
     const header = rec.header('authorization') ?? ''
@@ -383,7 +382,7 @@ async function startTracker(as: TestProvider, cacheHints?: CacheHints): Promise<
       return
     }
     served.push(sub)
-    await who.run(sub, () => node(toNodeRequest(req, rec.body), res))
+    await who.run(sub, () => node(req, res, rec.body))
   })
   url = http.url
   return {

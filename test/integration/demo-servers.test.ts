@@ -1,7 +1,13 @@
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server'
+import { request } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { ANY_PORTS, startDemoServers } from '../../deploy/demo/servers.js'
-import { forecastFor } from '../../deploy/demo/weather-server.js'
+import { serveMcpHandler } from '../../deploy/demo/serve.js'
+import { forecastFor, registerWeatherTools } from '../../deploy/demo/weather-server.js'
 import {
   connectClient,
   connectLegacyClient,
@@ -161,6 +167,55 @@ describe('startSdkServer', () => {
     expect(server.abortedCalls).toBe(1)
   })
 
+  // Node's fetch lets a Request's signal stop following its parent once it is collected, and a
+  // clone's at the first collection: the backends must not depend on either (deploy/demo/serve.ts).
+  it.each([
+    ['a demo server', () => weatherBackend()],
+    ['a recording test server', () => startSdkServer({ responseMode: 'json' })],
+  ])('sees a 2025-era client go away after a garbage collection (%s)', async (_, start) => {
+    const server = await closing(start())
+    const abort = new AbortController()
+    // The v1 client's own abort keeps the connection; a client that goes away closes it.
+    const call = request(server.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 50 } },
+      }),
+      signal: abort.signal,
+    })
+    await sleep(300)
+    collectGarbage()
+    abort.abort()
+    await expect(call).rejects.toThrow()
+    await server.waitForAborts(1, 3_000)
+  })
+
+  it.each([
+    ['a demo server', () => weatherBackend()],
+    ['a recording test server', () => startSdkServer({ responseMode: 'json' })],
+  ])('sees a 2026-07-28 client go away after a garbage collection (%s)', async (_, start) => {
+    const server = await closing(start())
+    const client = await closing(connectClient(server.url))
+    const abort = new AbortController()
+    const call = client.callTool(
+      { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 50 } },
+      { signal: abort.signal },
+    )
+    await sleep(300)
+    collectGarbage()
+    abort.abort()
+    await expect(call).rejects.toThrow()
+    await server.waitForAborts(1, 3_000)
+  })
+
   it('answers hand-made requests and rejects a spoofed Mcp-Name', async () => {
     const server = await closing(startSdkServer())
     const params = { name: 'get_forecast', arguments: { city: 'Oslo' } }
@@ -280,4 +335,40 @@ interface ListBody {
 }
 interface CallBody {
   readonly params: { readonly inputResponses?: unknown; readonly requestState?: string }
+}
+
+/** A full collection now, as `--expose-gc` would give (the test runner starts without it). */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc')
+  ;(runInNewContext('gc') as () => void)()
+}
+
+/** The weather tools served as the demo serves them, counting the calls that were cancelled. */
+async function weatherBackend(): Promise<{
+  url: string
+  waitForAborts: (count: number, timeoutMs: number) => Promise<void>
+  close: () => Promise<void>
+}> {
+  let aborted = 0
+  const handler = createMcpHandler(
+    () => {
+      const server = new McpServer({ name: 'weather', version: '1.0.0' })
+      registerWeatherTools(server, { onAbort: () => void aborted++ })
+      return server
+    },
+    { legacy: 'stateless' },
+  )
+  const http = await serveMcpHandler(handler)
+  return {
+    url: http.url,
+    async waitForAborts(count, timeoutMs) {
+      const until = performance.now() + timeoutMs
+      while (aborted < count) {
+        if (performance.now() > until)
+          throw new Error(`no ${count} aborted call(s) in ${timeoutMs} ms`)
+        await sleep(20)
+      }
+    },
+    close: () => http.close(),
+  }
 }

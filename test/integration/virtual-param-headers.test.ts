@@ -3,14 +3,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
-import { toNodeHandler } from '@modelcontextprotocol/node'
 import { Client } from '@modelcontextprotocol/client'
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio'
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import * as z from 'zod'
 import { startDocsServer } from '../../deploy/demo/docs-server.js'
-import { toNodeRequest } from '../../deploy/demo/serve.js'
+import { nodeServing } from '../../deploy/demo/serve.js'
 import { connectClient, connectLegacyClient, encodeHeaderValue } from '../helpers/clients.js'
 import { startTestGateway } from '../helpers/gateway.js'
 import { closing, textOf } from '../helpers/lifecycle.js'
@@ -76,8 +75,8 @@ async function startLookupMember(): Promise<TestServer> {
     )
     return server
   })
-  const node = toNodeHandler(handler)
-  const http = await startRecording((req, res, rec) => node(toNodeRequest(req, rec.body), res))
+  const node = nodeServing(handler)
+  const http = await startRecording((req, res, rec) => node(req, res, rec.body))
   return {
     ...http,
     notify: handler.notify,
