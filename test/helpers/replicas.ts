@@ -59,7 +59,13 @@ export interface MockReplica {
   close(): Promise<void>
 }
 
-/** Starts a mock replica on 127.0.0.1:0 and closes it when the test ends. */
+/**
+ * Starts a mock replica on a loopback address of its own (port 0) and closes it when the test ends.
+ *
+ * A killed replica must refuse until it restarts on the same port. On 127.0.0.1, the port it
+ * frees can be given to a server of a test file running beside it, which then answers in its
+ * place; no other server binds a random 127.x.y.z.
+ */
 export async function startReplica(
   name: string,
   hook: FaultHook = () => 'ok',
@@ -107,11 +113,12 @@ export async function startReplica(
     req.on('end', () => handle(req, res, Buffer.concat(chunks)))
   })
   server.keepAliveTimeout = 5000
-  await listen(server, 0)
+  const host = loopbackHost()
+  await listen(server, host, 0)
   const port = (server.address() as AddressInfo).port
   const replica: MockReplica = {
     name,
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `http://${host}:${port}/mcp`,
     port,
     calls,
     get inFlight() {
@@ -123,7 +130,7 @@ export async function startReplica(
       ).length,
     setFault: (h) => void (fault = h),
     kill: () => stop(server),
-    restart: () => listen(server, port),
+    restart: () => listen(server, host, port),
     close: () => stop(server),
   }
   onTestFinished(() => replica.close())
@@ -185,10 +192,16 @@ function writeSse(
   next(0)
 }
 
-function listen(server: Server, port: number): Promise<void> {
+/** 127.a.b.c, never 127.0.0.1: Linux answers the whole of 127.0.0.0/8 on the loopback device. */
+function loopbackHost(): string {
+  const byte = (): number => 1 + Math.floor(Math.random() * 254)
+  return `127.${byte()}.${byte()}.${byte()}`
+}
+
+function listen(server: Server, host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
-    server.listen(port, '127.0.0.1', () => {
+    server.listen(port, host, () => {
       server.off('error', reject)
       resolve()
     })
