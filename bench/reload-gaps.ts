@@ -1,8 +1,8 @@
 /**
  * The in-process reload of `npm run bench:scale` (scale-inproc.ts `reloadGaps`), in a process of
  * its own that loads policies as the gateway does: the built loader (`dist/`, which
- * `npm run bench:scale` builds first), so that a reload's worker runs the shipped
- * policy-worker.js, and under the node flags the gateway ships with (its young generation's size
+ * `npm run bench:scale` builds first), so that a reload's reader runs the shipped
+ * policy-reader.js, and under the node flags the gateway ships with (its young generation's size
  * decides how long each collection during a reload pauses the thread).
  *
  * Usage: node <shipped flags> --import tsx bench/reload-gaps.ts <folder>

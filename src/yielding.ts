@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { readlinkSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
 import { getPriority, setPriority } from 'node:os'
 
@@ -18,46 +18,48 @@ function yieldingNice(): number {
   return Math.min(LOWEST, getPriority() + STEP)
 }
 
-/** How far yieldThisThread() got: Linux's idle class, a nice value only, or neither. */
+/** How far yieldThisProcess() got: Linux's idle class, a nice value only, or neither. */
 type Yielded = 'idle' | 'nice' | 'unchanged'
 
 /**
- * Lowers the calling thread (a reload's reader, policy/policy-worker.ts) to yieldingNice(), then
- * puts it in Linux's idle scheduling class (SCHED_IDLE, sched(7)). A nice value only weighs a
- * thread's share of the core: under EEVDF (Linux 6.6 and later) a reader at nice 10 on the
- * serving thread's core keeps it for the rest of its time slice while the serving thread, woken
- * by a request, waits. A thread of the normal class that wakes takes the core from an idle-class
- * one at once. Under load, a reload of 10,000 rules put p99 at 3.4–5.4 ms with the reader idle,
- * against 4.8–8.0 ms with it at nice 10 (bench/README.md §scale).
+ * Lowers every thread of this process (a reload's reader, policy/policy-reader.ts, which does
+ * nothing else) to yieldingNice(), then puts them all in Linux's idle scheduling class
+ * (SCHED_IDLE, sched(7)). A nice value only weighs a thread's share of the core: under EEVDF
+ * (Linux 6.6 and later) a reader at nice 10 on the serving thread's core keeps it for the rest of
+ * its time slice while the serving thread, woken by a request, waits. A thread of the normal class
+ * that wakes takes the core from an idle-class one at once. Every thread: V8's platform threads
+ * compile the reader's code and collect its heap, and at the serving thread's class they would
+ * take the core from it as the reader's main thread would (bench/README.md §scale). Threads
+ * started later take the class and nice value of the thread that starts them.
  *
- * Node has no call for the class, so `chrt` (util-linux, or busybox) sets it, given the thread's
- * own id; where it is missing or not allowed, the thread keeps the nice value alone. A thread
- * cannot leave the idle class without CAP_SYS_NICE, so only a thread that does nothing else
- * (the reader) is put there.
+ * Node has no call for the class, so `chrt` (util-linux, or busybox) sets it for every thread of
+ * the process; where it is missing or not allowed, the threads keep the nice value alone. A
+ * thread cannot leave the idle class without CAP_SYS_NICE, so only a process that does nothing
+ * else is put there. Linux only (it lists /proc/self/task); elsewhere nothing changes.
  */
-export function yieldThisThread(): Yielded {
-  const before = getPriority()
+export function yieldThisProcess(): Yielded {
+  let tasks: string[]
   try {
-    setPriority(yieldingNice())
+    tasks = readdirSync('/proc/self/task')
   } catch {
-    // Not allowed here (some containers): the class may still be.
+    return 'unchanged'
   }
-  if (idleClass()) return 'idle'
-  return getPriority() > before ? 'nice' : 'unchanged'
-}
-
-/** Puts the calling thread in the idle class with `chrt`; false where that did not happen. */
-function idleClass(): boolean {
-  let tid: string | undefined
-  try {
-    // `<pid>/task/<tid>`: the thread's own id, which chrt takes for that thread alone.
-    tid = readlinkSync('/proc/thread-self').split('/').pop()
-  } catch {
-    return false
+  const nice = yieldingNice()
+  let lowered = false
+  for (const task of tasks) {
+    try {
+      setPriority(Number(task), nice)
+      lowered = true
+    } catch {
+      // Ended meanwhile, or not allowed here (some containers): the class may still be.
+    }
   }
-  if (tid === undefined || !/^[0-9]+$/.test(tid)) return false
-  const r = spawnSync('chrt', ['-i', '-p', '0', tid], { stdio: 'ignore', timeout: 5000 })
-  return r.status === 0
+  const r = spawnSync('chrt', ['-i', '-a', '-p', '0', String(process.pid)], {
+    stdio: 'ignore',
+    timeout: 5000,
+  })
+  if (r.status === 0) return 'idle'
+  return lowered ? 'nice' : 'unchanged'
 }
 
 /**

@@ -21,7 +21,7 @@ export interface SourcedRule {
   readonly rule: RuleConfig
   readonly source: string
   /**
-   * The compiled rule's id (CompiledRule.id), when the reader has it already: a worker's read
+   * The compiled rule's id (CompiledRule.id), when the reader has it already: a reload's reader
    * checks every rule (checkRule), and the serving thread does not hash the rule again.
    */
   readonly id?: string
@@ -124,7 +124,7 @@ export function compileRule(
   const allow = targetsOf(rule.allow)
   const deny = targetsOf(rule.deny)
   return {
-    // A string a worker sent is already one of its own (a copy, sharing nothing).
+    // A string the reader sent is already one of its own (a copy, sharing nothing).
     id: id ?? own(ruleId(rule)),
     name: own(rule.name),
     source: own(source),
@@ -143,9 +143,9 @@ export function compileRule(
 }
 
 /**
- * What the reader's worker makes of a rule (policy-worker.ts): its id, and the one part of
+ * What the reload's reader makes of a rule (policy-reader.ts): its id, and the one part of
  * compiling that refuses a valid rule, its condition (ConditionSyntaxError). The serving thread
- * compiles the rest when it takes the rule in (compileRule), and the worker's copies of matchers
+ * compiles the rest when it takes the rule in (compileRule), and the reader's copies of matchers
  * and closures, which it could not send, are not made.
  */
 export function checkRule({ rule }: SourcedRule): { readonly id: string } {

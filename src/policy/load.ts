@@ -15,7 +15,7 @@ import {
 import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
 import { checkRule, compileRule, RuleMemo, type CompiledRule, type SourcedRule } from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
-import { readFolderBeside, readFolderWaiting } from './off-thread.js'
+import { readFolderBeside } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
 import { indexRules } from './rule-index.js'
 import { quickYaml } from './quick-yaml.js'
@@ -52,8 +52,8 @@ export interface PolicyLoadOptions {
   /** Whether `auth:` is configured: a limit keyed on a claim cannot work without it. */
   readonly auth?: boolean
   /**
-   * Folders with more bytes of policy files are read on a worker thread: by loadPolicySetBeside
-   * (a reload) over 64 KiB by default, by loadPolicySet only when this is given.
+   * A reload (loadPolicySetBeside) reads a folder with more bytes of policy files than this in a
+   * process of its own (off-thread.ts): over 64 KiB by default.
    */
   readonly offThreadBytes?: number
 }
@@ -73,30 +73,17 @@ function listPolicyFiles(folder: string): string[] {
 
 /**
  * Reads, validates and compiles a policy folder. Throws PolicyError naming every problem. It is
- * read on this thread (a start, `mcp-edge check`: nothing is served meanwhile, and a worker would
- * add its own start, about a second for 10,000 rules, without leaving less in this heap); a
- * folder over `offThreadBytes`, when given, on a worker thread (off-thread.ts), waited for.
+ * read on this thread: a start or `mcp-edge check` serves nothing meanwhile, and a reader of its
+ * own would add its own start, about a second for 10,000 rules, without leaving less in this heap.
  */
 export function loadPolicySet(opts: PolicyLoadOptions): PolicySet {
-  if (opts.offThreadBytes !== undefined && folderBytes(opts) > opts.offThreadBytes) {
-    const memo = new RuleMemo()
-    const read = readFolderWaiting(opts, (r) => compileRule(r, memo))
-    if ('problems' in read) throw new PolicyError(read.problems)
-    return new PolicySet(
-      read.rules,
-      opts.mode,
-      read.id,
-      opts.servers,
-      read.limits.map(compileLimit),
-    )
-  }
   const read = readPolicyFolder(opts)
   return new PolicySet(read.compiled, opts.mode, read.id, opts.servers, read.compiledLimits)
 }
 
 /**
  * loadPolicySet beside a running policy (a reload, docs/policy.md §Hot reload): a folder over
- * `offThreadBytes` is read on a worker thread, and its rules are compiled and indexed in slices
+ * `offThreadBytes` is read in a process of its own, and its rules are compiled and indexed in slices
  * of a few milliseconds, so requests go on being served meanwhile.
  */
 export async function loadPolicySetBeside(
@@ -136,7 +123,7 @@ type Compiled = { readonly id: string }
 
 /**
  * A policy folder read and validated: its rules and limits as written, and compiled (each rule as
- * the reader's `compile` makes it: compileRule, or checkRule on a worker).
+ * the reader's `compile` makes it: compileRule, or checkRule in the reload's reader).
  */
 interface PolicyRead<R extends Compiled = CompiledRule> {
   readonly rules: readonly SourcedRule[]
@@ -196,15 +183,15 @@ export function readPolicyFolder(
 }
 
 /**
- * readPolicyFolder for a worker (policy-worker.ts): every rule checked (checkRule), none
- * compiled, since the thread that takes the rules in compiles them.
+ * readPolicyFolder for the reload's reader (policy-reader.ts): every rule checked (checkRule),
+ * none compiled, since the thread that takes the rules in compiles them.
  */
 export function checkPolicyFolder(opts: PolicyLoadOptions): PolicyRead<Compiled> {
   return readPolicyFolder(opts, (rule) => lastRead.checked(rule), lastRead)
 }
 
 /**
- * The files the reader read last, and what each held (checkPolicyFolder; the worker is kept from
+ * The files the reader read last, and what each held (checkPolicyFolder; the reader is kept from
  * one reload to the next). A reload reads every file again, but parses, validates and checks only
  * those whose text changed: an edit of one file of a folder of many costs that one file. A file
  * with a problem is not kept, so its problems are found and placed again, as in a first read.

@@ -1,7 +1,7 @@
 /**
  * The rules of the policy a reload replaces, as its reader is told of them (docs/policy.md §Hot
- * reload): where each was read and its id (`name#<hash of its content>`). The reader's worker
- * (policy-worker.ts) finds each rule it reads among them, and sends the place of an unchanged one
+ * reload): where each was read and its id (`name#<hash of its content>`). The reader
+ * (policy-reader.ts) finds each rule it reads among them, and sends the place of an unchanged one
  * instead of the rule: an edit changes a few rules of thousands, and the serving thread then
  * neither copies the others into its heap (the copy of 10,000 rules cost it 22–45 ms) nor
  * compiles them again, but takes the running compiled rule. A rule holds nothing of the policy

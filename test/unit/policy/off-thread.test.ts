@@ -1,6 +1,8 @@
-import { writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it, vi } from 'vitest'
 import {
   checkPolicyFolder,
   loadPolicySet,
@@ -21,9 +23,9 @@ import { Pacer } from '../../../src/policy/slices.js'
 import { caller, tempFolder } from './fixtures.js'
 
 /**
- * A policy folder read on a worker thread (src/policy/off-thread.ts) loads into the same policy,
- * and is refused with the same located problems, as one read on the calling thread: waited for
- * (a start) and beside a running policy (a reload). `offThreadBytes` chooses the thread.
+ * A policy folder read for a reload in a process of its own (src/policy/off-thread.ts) loads into
+ * the same policy, and is refused with the same located problems, as one read on the calling
+ * thread. `offThreadBytes` chooses: a folder over it is read in the reader.
  */
 
 const FILES = {
@@ -93,11 +95,10 @@ async function refusalBeside(load: () => Promise<unknown>): Promise<PolicyError>
   throw err
 }
 
-describe('a policy folder read on a worker thread', () => {
+describe('a policy folder read in the reload reader', () => {
   it('loads the same policy as one read on the calling thread', async () => {
     const folder = tempFolder(FILES)
     const inThread = loadPolicySet(here(folder, Infinity))
-    sameDecisions(inThread, loadPolicySet(here(folder, 0)))
     sameDecisions(inThread, await loadPolicySetBeside(here(folder, 0)))
   })
 
@@ -119,7 +120,6 @@ describe('a policy folder read on a worker thread', () => {
     const folder = tempFolder(files)
     const expected = refusal(() => loadPolicySet(here(folder, Infinity))).located
     expect(expected.length).toBeGreaterThan(0)
-    expect(refusal(() => loadPolicySet(here(folder, 0))).located).toEqual(expected)
     expect((await refusalBeside(() => loadPolicySetBeside(here(folder, 0)))).located).toEqual(
       expected,
     )
@@ -210,7 +210,7 @@ describe('a reload beside the running policy', () => {
       return compileRule(r, memo)
     }
     const read = await readFolderBeside(here(folder, 0), take, new Pacer(), running.rules)
-    // Only the edited rule crossed from the worker; the other three are the running objects.
+    // Only the edited rule crossed from the reader; the other three are the running objects.
     expect(sent).toEqual(['admins'])
     const rules = 'rules' in read ? read.rules : []
     expect(rules.map((r, i) => r === running.rules[i])).toEqual([true, false, true, true])
@@ -257,7 +257,7 @@ describe("the reader's files from its last read", () => {
 })
 
 describe('reading a folder off thread', () => {
-  it('fails the read when taking a rule in fails, and reads again on a worker of its own', async () => {
+  it('fails the read when taking a rule in fails, and reads again in a reader of its own', async () => {
     const folder = tempFolder(FILES)
     const take = (r: SourcedRule): string => `${r.source} ${r.rule.name}`
     const first = await readFolderBeside(here(folder, 0), take, new Pacer())
@@ -271,9 +271,9 @@ describe('reading a folder off thread', () => {
         new Pacer(),
       ),
     ).rejects.toThrow('refused in take')
-    // The failed read ended its worker; the next one starts another and reads the same.
+    // The failed read ended its reader; the next one starts another and reads the same.
     expect(await readFolderBeside(here(folder, 0), take, new Pacer())).toEqual(first)
-    // So does a read after the kept worker was ended (as it is after a minute without reads).
+    // So does a read after the kept reader was ended (as it is after a minute without reads).
     endReader()
     expect(await readFolderBeside(here(folder, 0), take, new Pacer())).toEqual(first)
   })
@@ -292,8 +292,42 @@ describe('reading a folder off thread', () => {
     expect(b.rules.map((r) => r.source)).toEqual([expect.stringContaining('c.yaml')])
   })
 
-  it('fails the read with what the worker said when it crashed', async () => {
-    // No label to name the files by: the worker's own code throws, which is no PolicyError.
+  it.runIf(process.platform === 'linux')(
+    'leaves no reader behind a gateway that was killed',
+    async () => {
+      const folder = tempFolder(FILES)
+      // A gateway of its own that reads once, keeps its reader, and says its pid.
+      const script = `
+        import { readFolderBeside } from './src/policy/off-thread.ts'
+        import { Pacer } from './src/policy/slices.ts'
+        await readFolderBeside(${JSON.stringify(here(folder, 0))}, (r) => r, new Pacer())
+        console.log(process.pid)
+        setInterval(() => {}, 1000)
+      `
+      const gateway = spawn(
+        process.execPath,
+        ['--import', 'tsx', '--input-type=module', '-e', script],
+        {
+          cwd: fileURLToPath(new URL('../../../', import.meta.url)),
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
+      const pid = Number(
+        await new Promise<string>((resolve) =>
+          gateway.stdout.once('data', (d) => resolve(String(d))),
+        ),
+      )
+      const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')
+      expect(children).toHaveLength(1)
+      const reader = Number(children[0])
+      expect(readFileSync(`/proc/${reader}/cmdline`, 'utf8')).toContain('policy-reader')
+      gateway.kill('SIGKILL')
+      await vi.waitFor(() => expect(existsSync(`/proc/${reader}`)).toBe(false), { timeout: 5000 })
+    },
+  )
+
+  it('fails the read with what the reader said when it crashed', async () => {
+    // No label to name the files by: the reader's own code throws, which is no PolicyError.
     const folder = tempFolder(FILES)
     await expect(readFolderBeside({ folder }, (rule) => rule, new Pacer())).rejects.toThrow(
       /^reading the policy folder failed: /,

@@ -1,0 +1,108 @@
+import { yieldThisProcess } from '../yielding.js'
+import type { SourcedRule } from './compile.js'
+import type * as Load from './load.js'
+import type { FolderMessage, ToReader } from './off-thread.js'
+import { RunningRules } from './running-rules.js'
+
+/**
+ * The reader of off-thread.ts, a process of its own: reads and validates policy folders with
+ * load.ts's own code, one read at a time as they are asked for, and answers each on the IPC
+ * channel. Rules go in chunks, each once the one before it was taken in, so the serving thread
+ * takes each in as a short task.
+ */
+
+const CHUNK = 256
+
+/**
+ * How long the reader waits for a chunk to be taken in before sending the next anyway: a serving
+ * thread too busy to take a chunk in for a second gets the rest queued, rather than a reload that
+ * never ends.
+ */
+const PACE_MS = 1000
+
+// Every thread of the reader in the idle class, ten nice values below the serving thread
+// (yielding.ts), before any of the reader's code is compiled: a request that wakes the serving
+// thread takes the core from the read at once, and the read still ends while a busy machine's
+// other processes run at their usual priority. Where neither is allowed (some containers) it
+// reads at the normal priority.
+yieldThisProcess()
+
+// The gateway ended, or ended the reader: so does the reader, whatever it was doing.
+process.on('disconnect', () => process.exit(0))
+
+/**
+ * The reader's code, or why it did not load: every read is then answered `crashed`, so the
+ * gateway hears at once.
+ */
+const loaded: typeof Load | Error = await import('./load.js').catch((err: unknown) =>
+  err instanceof Error ? err : new Error(String(err)),
+)
+
+/** The read under way, and how many of its chunks were taken in. */
+let current = 0
+let taken = 0
+let wake: (() => void) | undefined
+
+/** Resolves once `count` chunks of the current read were taken in, or after PACE_MS. */
+async function takenIn(count: number): Promise<void> {
+  const until = performance.now() + PACE_MS
+  while (taken < count) {
+    const left = until - performance.now()
+    if (left <= 0) return
+    let timer: NodeJS.Timeout | undefined
+    await new Promise<void>((resolve) => {
+      wake = resolve
+      timer = setTimeout(resolve, left)
+    })
+    clearTimeout(timer)
+    wake = undefined
+  }
+}
+
+function send(m: FolderMessage): void {
+  process.send?.(m)
+}
+
+async function read(job: Extract<ToReader, { kind: 'read' }>): Promise<void> {
+  current = job.read
+  taken = 0
+  try {
+    if (loaded instanceof Error) throw loaded
+    const { checkPolicyFolder } = loaded
+    // Checked, not compiled: the serving thread compiles what it takes in (compile.ts checkRule).
+    const folder = checkPolicyFolder(job.options as Parameters<typeof checkPolicyFolder>[0])
+    const unchanged = job.running === undefined ? undefined : new RunningRules(job.running)
+    for (let i = 0, chunk = 0; i < folder.rules.length; i += CHUNK, chunk++) {
+      await takenIn(chunk)
+      const rules: (SourcedRule | number)[] = []
+      for (let k = i; k < Math.min(i + CHUNK, folder.rules.length); k++) {
+        const rule = folder.rules[k] as SourcedRule
+        const id = (folder.compiled[k] as { id: string }).id
+        // A rule the edit left as it was goes as its place among the running rules; the others
+        // with the ids the check gave them, so the serving thread does not hash them again.
+        rules.push(unchanged?.find(k, rule.source, id) ?? { ...rule, id })
+      }
+      send({ kind: 'rules', rules })
+    }
+    send({ kind: 'done', limits: folder.limits, id: folder.id })
+  } catch (err) {
+    if (!(loaded instanceof Error) && err instanceof loaded.PolicyError)
+      send({ kind: 'failed', problems: err.located })
+    else
+      send({
+        kind: 'crashed',
+        message: err instanceof Error ? (err.stack ?? err.message) : String(err),
+      })
+  }
+}
+
+process.on('message', (m: ToReader) => {
+  if (m.kind === 'read') {
+    void read(m)
+    return
+  }
+  // An acknowledgement of an earlier read (abandoned by the gateway) counts for nothing.
+  if (m.read !== current) return
+  taken++
+  wake?.()
+})
