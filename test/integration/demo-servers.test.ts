@@ -1,7 +1,5 @@
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import { createMcpHandler, McpServer } from '@modelcontextprotocol/server'
 import { request } from 'undici'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -23,7 +21,7 @@ import {
   startNonValidatingBackend,
   startSdkServer,
 } from '../helpers/sdk-servers.js'
-import { closing, textOf } from '../helpers/lifecycle.js'
+import { closing, collectGarbage, textOf } from '../helpers/lifecycle.js'
 
 describe('demo servers', () => {
   it('serve weather tools and docs resources, prompts and completions', async () => {
@@ -335,12 +333,6 @@ interface ListBody {
 }
 interface CallBody {
   readonly params: { readonly inputResponses?: unknown; readonly requestState?: string }
-}
-
-/** A full collection now, as `--expose-gc` would give (the test runner starts without it). */
-function collectGarbage(): void {
-  setFlagsFromString('--expose-gc')
-  ;(runInNewContext('gc') as () => void)()
 }
 
 /** The weather tools served as the demo serves them, counting the calls that were cancelled. */

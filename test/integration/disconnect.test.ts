@@ -1,14 +1,18 @@
 import { readdirSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { request } from 'undici'
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { mcpBody, mcpHeaders } from '../helpers/clients.js'
 import { oneServer, startTestGateway } from '../helpers/gateway.js'
+import { closing, collectGarbage } from '../helpers/lifecycle.js'
 import { startSdkServer } from '../helpers/sdk-servers.js'
 
 /**
  * Spec (streamable-http §Cancellation): closing the SSE response stream is cancellation. A client
  * that goes away must take its upstream request with it, at once, and leave nothing behind.
  */
+
+const SLOW = { name: 'slow_forecast', arguments: { city: 'Oslo', steps: 50 } }
 
 const fdCount = (): number => readdirSync('/proc/self/fd').length
 const sockets = (): number =>
@@ -53,6 +57,43 @@ describe('client disconnects', () => {
       .poll(() => gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/call'))
       .toMatchObject({ outcome: 'client_closed', name: 'slow_forecast' })
   })
+
+  // A JSON answer, before its head: the gateway and the backend must each see the client go, on
+  // both eras, whenever the garbage collector has run meanwhile (deploy/demo/serve.ts).
+  it.each([
+    ['2026-07-28', mcpHeaders('tools/call', 'slow_forecast'), mcpBody('tools/call', SLOW, 7)],
+    [
+      '2025-11-25',
+      {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+      },
+      { jsonrpc: '2.0', id: 7, method: 'tools/call', params: SLOW },
+    ],
+  ])(
+    'abort the upstream call when a %s client goes away before the head, after a collection',
+    async (_, headers, body) => {
+      const server = await closing(startSdkServer({ responseMode: 'json' }))
+      const gw = await startTestGateway(oneServer(server.url))
+      const abort = new AbortController()
+      const call = request(gw.mcpUrl('app'), {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+        signal: abort.signal,
+      })
+      await expect.poll(() => server.requests.some((r) => r.rpcMethod === 'tools/call')).toBe(true)
+      await sleep(200)
+      collectGarbage()
+      abort.abort()
+      await expect(call).rejects.toThrow()
+      await server.waitForAborts(1, 3_000)
+      await expect
+        .poll(() => gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/call'))
+        .toMatchObject({ outcome: 'client_closed', name: 'slow_forecast' })
+    },
+  )
 
   it('leave sockets and file descriptors where they started after 200 disconnects', async () => {
     const server = await startSdkServer()
