@@ -190,7 +190,7 @@ function readUpTo(req: IncomingMessage, limit: number): Promise<Buffer> {
     const chunks: Buffer[] = []
     let length = 0
     const done = (): void => {
-      req.off('data', onData).off('end', done).off('error', reject)
+      req.off('data', onData).off('end', done).off('error', reject).off('close', gone)
       resolve(Buffer.concat(chunks, length).subarray(0, limit))
     }
     const onData = (chunk: Buffer): void => {
@@ -200,7 +200,9 @@ function readUpTo(req: IncomingMessage, limit: number): Promise<Buffer> {
       req.pause()
       done()
     }
-    req.on('data', onData).once('end', done).once('error', reject)
+    // A client that goes away mid-body ends the request without 'end' (or 'error').
+    const gone = (): void => reject(new Error('the request ended before its body'))
+    req.on('data', onData).once('end', done).once('error', reject).once('close', gone)
   })
 }
 
