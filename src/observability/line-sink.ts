@@ -104,13 +104,12 @@ export function quote(s: string): string {
   return q
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 /**
- * A request id as a JSON string. The gateway's own ids (`randomUUID`) need no escaping and are
- * never seen twice, so they skip `quote`'s memo, which they would otherwise fill and clear every
- * 1,024 requests (taking the repeated names with them); anything else is quoted as any value.
+ * A request id as a JSON string. Ids (the gateway's own, `randomUUID`) are never seen twice, so
+ * they skip `quote`'s memo, which they would otherwise fill and clear every 1,024 requests (taking
+ * the repeated names with them). JSON.stringify of a 36-character id takes less than testing
+ * whether it is a UUID that needs no escaping (about 100 ns against 155 in process).
  */
 export function quoteId(id: string): string {
-  return id.length === 36 && UUID.test(id) ? `"${id}"` : quote(id)
+  return JSON.stringify(id)
 }
