@@ -92,13 +92,14 @@ export async function loadPolicySetBeside(
 ): Promise<PolicySet> {
   if (folderBytes(opts) <= (opts.offThreadBytes ?? OFF_THREAD_BYTES)) return loadPolicySet(opts)
   // Compiled as the rules arrive, then indexed, both in slices that leave most of the serving
-  // thread to requests (slices.ts Pacer); a rule the edit left as it was is the running one.
+  // thread to requests (slices.ts Pacer); a rule the edit left as it was is the running one, and
+  // an edit of a few rules patches the running index instead of building one (rule-index.ts).
   const pacer = new Pacer()
   const memo = new RuleMemo()
   const read = await readFolderBeside(opts, (r) => compileRule(r, memo), pacer, running?.rules)
   if ('problems' in read) throw new PolicyError(read.problems)
   const limits = read.limits.map(compileLimit)
-  const index = await sliced(indexRules(read.rules, opts.servers, limits), pacer)
+  const index = await sliced(indexRules(read.rules, opts.servers, limits, running), pacer)
   return new PolicySet(read.rules, opts.mode, read.id, opts.servers, limits, index)
 }
 

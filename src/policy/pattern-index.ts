@@ -1,4 +1,5 @@
 import { compilePattern, type Matcher } from '../match/pattern.js'
+import { copyMap, Writes } from './copy-on-write.js'
 
 /**
  * Which of many patterns match a name, without trying each (docs/policy.md §What a rule costs):
@@ -69,42 +70,132 @@ interface Glob {
 
 type Entry = number | Glob
 
-/** Patterns of one kind of name (tool names, client ids, …), each added with a number (its rule). */
+const idOf = (e: Entry): number => (typeof e === 'number' ? e : e.id)
+
+/**
+ * Patterns of one kind of name (tool names, client ids, …), each added with a number (its rule).
+ * Built by add() in rule order; a reload's patch (rule-index.ts) then removes and adds the
+ * patterns of the rules it changed, anywhere, under copy-on-write.ts.
+ */
 export class PatternIndex {
-  private readonly exact = new Map<string, readonly number[]>()
-  private readonly everything: number[] = []
+  private exact = new Map<string, readonly number[]>()
+  private everything: readonly number[] = []
   /** Globs by their literal head, non-empty. */
-  private readonly heads = new Map<string, readonly Entry[]>()
+  private heads = new Map<string, readonly Entry[]>()
   /** The distinct lengths of those heads, ascending: one Map lookup per length. */
-  private headLengths: number[] = []
+  private headLengths: readonly number[] = []
+  /** How many heads have each length: a patch that removes the last drops the length. */
+  private headCounts = new Map<number, number>()
   /** Globs that start with `*`, by their literal tail, non-empty. */
-  private readonly tails = new Map<string, readonly Entry[]>()
-  private tailLengths: number[] = []
-  private readonly loose: Entry[] = []
+  private tails = new Map<string, readonly Entry[]>()
+  private tailLengths: readonly number[] = []
+  private tailCounts = new Map<number, number>()
+  private loose: readonly Entry[] = []
   private size = 0
 
-  /** Adds `pattern` for `id`. Ids must be added in ascending order (rule order). */
-  add(pattern: FiledPattern, id: number): void {
+  /** A copy sharing every map and list with this one: a patch's (`w.own(index, copy)`). */
+  copy(): PatternIndex {
+    return Object.assign(new PatternIndex(), this)
+  }
+
+  /**
+   * Makes the map `pattern` is filed in `w`'s own ahead of add() or remove(), copying it in steps
+   * (copy-on-write.ts ownInSteps): those then copy nothing large in one go.
+   */
+  *prepare(pattern: FiledPattern, w: Writes): Generator<void, void, void> {
+    w.check(this)
+    switch (pattern.place) {
+      case Place.Exact:
+        this.exact = yield* w.ownInSteps(this.exact)
+        return
+      case Place.Head:
+        this.heads = yield* w.ownInSteps(this.heads)
+        return
+      case Place.Tail:
+        this.tails = yield* w.ownInSteps(this.tails)
+    }
+  }
+
+  /** Adds `pattern` for `id`: where `w` may change, after the entries of earlier ids. */
+  add(pattern: FiledPattern, id: number, w: Writes = Writes.BUILD): void {
+    w.check(this)
     this.size++
     const { place, key, match } = pattern
     const entry: Entry = match === undefined ? id : { id, match }
     switch (place) {
       case Place.Exact:
-        appendOnce(this.exact, key, id)
+        this.exact = fileUnder(this.exact, key, id, true, w)
         return
       case Place.Everything:
-        if (this.everything[this.everything.length - 1] !== id) this.everything.push(id)
+        this.everything = filed(this.everything, id, true, w)
         return
       case Place.Head:
-        append(this.heads, key, entry)
-        this.headLengths = withLength(this.headLengths, key.length)
+        if (!this.heads.has(key)) this.counted(Place.Head, key.length, 1, w)
+        this.heads = fileUnder(this.heads, key, entry, false, w)
         return
       case Place.Tail:
-        append(this.tails, key, entry)
-        this.tailLengths = withLength(this.tailLengths, key.length)
+        if (!this.tails.has(key)) this.counted(Place.Tail, key.length, 1, w)
+        this.tails = fileUnder(this.tails, key, entry, false, w)
         return
       case Place.Loose:
-        this.loose.push(entry)
+        this.loose = filed(this.loose, entry, false, w)
+    }
+  }
+
+  /**
+   * Removes `pattern`, added for `id`: every entry of `id` where it was filed (a rule is removed
+   * with all its patterns, so one under the same key goes too). Leaves the index as a build
+   * without that pattern would have made it.
+   */
+  remove(pattern: FiledPattern, id: number, w: Writes): void {
+    w.check(this)
+    this.size--
+    const { place, key } = pattern
+    switch (place) {
+      case Place.Exact:
+        this.exact = unfileUnder(this.exact, key, id, w)
+        return
+      case Place.Everything:
+        this.everything = unfiled(this.everything, id, w) ?? []
+        return
+      case Place.Head: {
+        // A rule's second pattern under one key finds it gone already: counted out once.
+        const had = this.heads.has(key)
+        this.heads = unfileUnder(this.heads, key, id, w)
+        if (had && !this.heads.has(key)) this.counted(Place.Head, key.length, -1, w)
+        return
+      }
+      case Place.Tail: {
+        const had = this.tails.has(key)
+        this.tails = unfileUnder(this.tails, key, id, w)
+        if (had && !this.tails.has(key)) this.counted(Place.Tail, key.length, -1, w)
+        return
+      }
+      case Place.Loose:
+        this.loose = unfiled(this.loose, id, w) ?? []
+    }
+  }
+
+  /** Counts a head or tail of `length` in (`by` 1) or out (-1), and keeps the lengths in step. */
+  private counted(place: Place.Head | Place.Tail, length: number, by: 1 | -1, w: Writes): void {
+    const head = place === Place.Head
+    const counts = w.own(head ? this.headCounts : this.tailCounts, copyMap)
+    const count = (counts.get(length) ?? 0) + by
+    if (count === 0) counts.delete(length)
+    else counts.set(length, count)
+    const lengths = head ? this.headLengths : this.tailLengths
+    const now =
+      count === 0
+        ? lengths.filter((l) => l !== length)
+        : count === 1 && by === 1
+          ? [...lengths, length].sort((a, b) => a - b)
+          : lengths
+    if (head) {
+      this.headCounts = counts
+      this.headLengths = now
+    } else {
+      this.tailCounts = counts
+      this.tailLengths = now
     }
   }
 
@@ -175,27 +266,93 @@ export function one(id: number): readonly number[] {
   return list
 }
 
-/** Appends `entry` to `key`'s list; a list of one is shared (`one`) and is never changed. */
-function append<K, E extends Entry>(map: Map<K, readonly E[]>, key: K, entry: E): void {
-  const list = map.get(key)
+/**
+ * `list` with `entry` filed in id order: after the entries of its own and earlier ids (a build
+ * adds in id order, so at the end). `once`: not again where its id has an entry already (a name
+ * or a claim value is filed once per rule). Changed in place only where `w` may.
+ */
+export function filed<E extends Entry>(
+  list: readonly E[] | undefined,
+  entry: E,
+  once: boolean,
+  w: Writes,
+): readonly E[] {
   if (list === undefined)
-    map.set(key, typeof entry === 'number' ? (one(entry) as readonly E[]) : [entry])
+    return typeof entry === 'number' ? (one(entry) as readonly E[]) : w.fresh([entry])
+  const id = idOf(entry)
+  const last = list[list.length - 1]
+  // A build adds in id order: at the end, with no search.
+  const at = last === undefined || idOf(last) < id ? list.length : above(list, id)
+  if (once && at > 0 && idOf(list[at - 1] as E) === id) return list
   // SECURITY: a list of one may be every index's (`one`): grown in place, it would file this
   // name under that rule number in every policy.
-  else if (list.length === 1) map.set(key, [list[0] as E, entry])
-  else (list as E[]).push(entry)
+  const out = list.length === 1 ? w.fresh([...list]) : w.own(list as E[], copyList)
+  if (at === out.length) out.push(entry)
+  else out.splice(at, 0, entry)
+  return out
 }
 
-/** append() of an id, once: ids arrive in ascending order, so a repeat is the last one. */
-export function appendOnce<K>(map: Map<K, readonly number[]>, key: K, id: number): void {
+/** `list` without the entries of `id` (itself when it has none); undefined when none is left. */
+export function unfiled<E extends Entry>(
+  list: readonly E[],
+  id: number,
+  w: Writes,
+): readonly E[] | undefined {
+  const end = above(list, id)
+  let start = end
+  while (start > 0 && idOf(list[start - 1] as E) === id) start--
+  if (start === end) return list
+  if (end - start === list.length) return undefined
+  const kept = list.slice(0, start).concat(list.slice(end))
+  const [only] = kept
+  return kept.length === 1 && typeof only === 'number' ? (one(only) as readonly E[]) : w.fresh(kept)
+}
+
+/** The first place in `list` (ascending by id) whose entry's id is above `id`. */
+function above(list: readonly Entry[], id: number): number {
+  let low = 0
+  let high = list.length
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    if (idOf(list[mid] as Entry) <= id) low = mid + 1
+    else high = mid
+  }
+  return low
+}
+
+/** `map` with `entry` filed under `key` (filed()): `map` itself, or its copy where `w` must. */
+export function fileUnder<K, E extends Entry>(
+  map: Map<K, readonly E[]>,
+  key: K,
+  entry: E,
+  once: boolean,
+  w: Writes,
+): Map<K, readonly E[]> {
   const list = map.get(key)
-  if (list === undefined || list[list.length - 1] !== id) append(map, key, id)
+  const out = filed(list, entry, once, w)
+  if (out === list) return map
+  const changed = w.own(map, copyMap)
+  changed.set(key, out)
+  return changed
 }
 
-function withLength(lengths: number[], length: number): number[] {
-  if (lengths.includes(length)) return lengths
-  return [...lengths, length].sort((a, b) => a - b)
+/** `map` without the entries of `id` under `key` (unfiled()), the key gone with the last. */
+export function unfileUnder<K, E extends Entry>(
+  map: Map<K, readonly E[]>,
+  key: K,
+  id: number,
+  w: Writes,
+): Map<K, readonly E[]> {
+  const list = map.get(key)
+  const out = list === undefined ? undefined : unfiled(list, id, w)
+  if (out === list) return map
+  const changed = w.own(map, copyMap)
+  if (out === undefined) changed.delete(key)
+  else changed.set(key, out)
+  return changed
 }
+
+const copyList = <E>(list: E[]): E[] => [...list]
 
 /** `ids` sorted ascending with repeats removed (a rule whose several patterns match). */
 export function ascendingOnce(ids: number[]): number[] {

@@ -108,8 +108,11 @@ export class PolicySet {
     servers: Iterable<string>,
     /** `limits:` entries of the same files, in file order (docs/rate-limits.md). */
     readonly limits: readonly CompiledLimit[] = [],
-    /** The index of `rules` (rule-index.ts), when it was built in slices beforehand (load.ts). */
-    index: RuleIndex = whole(indexRules(rules, servers, limits)),
+    /**
+     * The index of `rules` (rule-index.ts), when it was made in slices beforehand (load.ts); a
+     * reload beside this policy patches it.
+     */
+    readonly index: RuleIndex = whole(indexRules(rules, servers, limits)),
   ) {
     this.own = index.own
     this.shared = index.shared
@@ -336,7 +339,7 @@ export class PolicySet {
   }
 
   private factsOf(server: string): ServerFacts {
-    return this.facts.get(server) ?? factsOf(this.rulesOf(server), server)
+    return this.facts.get(server) ?? factsOf(this.rules, this.own, this.shared, server)
   }
 }
 

@@ -1,11 +1,19 @@
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { McpTarget } from '../../../src/mcp/classify.js'
 import type { PolicyCaller } from '../../../src/match/claims.js'
-import { compileRule, RuleMemo, type TargetKind } from '../../../src/policy/compile.js'
+import {
+  compileRule,
+  RuleMemo,
+  type CompiledRule,
+  type TargetKind,
+} from '../../../src/policy/compile.js'
+import { Writes } from '../../../src/policy/copy-on-write.js'
 import { one } from '../../../src/policy/pattern-index.js'
 import { PolicySet, type PolicyMode } from '../../../src/policy/policy.js'
+import { indexRules, type RuleIndex } from '../../../src/policy/rule-index.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
+import { whole } from '../../../src/policy/slices.js'
 import { LinearPolicy } from './linear-policy.js'
 
 /**
@@ -126,9 +134,10 @@ const SERVERS = ['s1', 's2', 'x1', 'other']
 /** The servers the policy is built for; `other` is looked up without precomputed facts. */
 const CONFIGURED = ['s1', 's2', 'x1']
 
-function policies(generated: readonly GeneratedRule[], mode: PolicyMode) {
+/** The generated rules compiled as the loader does, with one memo for the set. */
+function compiled(generated: readonly GeneratedRule[], names = 'r'): CompiledRule[] {
   const raw = generated.map((g, i) => ({
-    name: `r${i}`,
+    name: `${names}${i}`,
     servers: g.servers,
     ...(g.when && { when: g.when }),
     ...(g.allow && { allow: g.allow }),
@@ -137,12 +146,19 @@ function policies(generated: readonly GeneratedRule[], mode: PolicyMode) {
     ...(g.mode && { mode: g.mode }),
     ...(g.condition && { [g.condition[0]]: g.condition[1] }),
   }))
+  return compiledRaw(raw)
+}
+
+/** Rules as written in a policy file, compiled with one memo for the set, as the loader does. */
+function compiledRaw(raw: readonly object[]): CompiledRule[] {
   const file = policyFileSchema.parse({ rules: raw })
   // One memo for the set, as the loader compiles a policy: shared matchers decide the same.
   const memo = new RuleMemo()
-  const rules = (file.rules ?? []).map((r, i) =>
-    compileRule({ rule: r, source: `rules[${i}]` }, memo),
-  )
+  return (file.rules ?? []).map((r, i) => compileRule({ rule: r, source: `rules[${i}]` }, memo))
+}
+
+function policies(generated: readonly GeneratedRule[], mode: PolicyMode) {
+  const rules = compiled(generated)
   return {
     indexed: new PolicySet(rules, mode, 'test', CONFIGURED),
     linear: new LinearPolicy(rules, mode),
@@ -243,5 +259,168 @@ describe('the policy index decides as a scan of every rule', () => {
     expect(one(7)).toBe(one(7))
     expect(one(7)).toEqual([7])
     expect(one(3)).toEqual([3])
+  })
+})
+
+/**
+ * An index as plain data, to compare two of them whole: maps as entries sorted by key, objects by
+ * their own fields (private ones too), functions (a glob's matcher) by identity.
+ */
+function shape(x: unknown): unknown {
+  if (x instanceof Map)
+    return [...x]
+      .map(([k, v]) => [JSON.stringify(shape(k)), shape(v)] as const)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  if (Array.isArray(x)) return x.map(shape)
+  if (typeof x === 'function') {
+    if (!FUNCTIONS.has(x)) FUNCTIONS.set(x, FUNCTIONS.size)
+    return `function ${FUNCTIONS.get(x)}`
+  }
+  if (typeof x === 'object' && x !== null)
+    return Object.fromEntries(
+      Object.keys(x)
+        .sort()
+        .map((k) => [k, shape((x as Record<string, unknown>)[k])]),
+    )
+  return x
+}
+const FUNCTIONS = new Map<unknown, number>()
+
+/** One edit of a reload: rules changed in place, and rules added at the end or dropped from it. */
+const edit = fc.record({
+  changed: fc.array(fc.tuple(fc.nat(), rule), { minLength: 1, maxLength: 4 }),
+  ends: fc.oneof(fc.array(rule, { maxLength: 3 }), fc.nat(3)),
+})
+type Edit = typeof edit extends fc.Arbitrary<infer E> ? E : never
+
+/**
+ * `rules` after `e`: a rule it left as it was is the very same object, as a reload's reader hands
+ * it back (running-rules.ts); a changed one compiled anew, with a memo of its own.
+ */
+function edited(rules: readonly CompiledRule[], e: Edit, round: number): CompiledRule[] {
+  const next = [...rules]
+  const fresh = compiled(
+    [...e.changed.map(([, g]) => g), ...(typeof e.ends === 'number' ? [] : e.ends)],
+    `e${round}.`,
+  )
+  e.changed.forEach(([at], i) => {
+    if (next.length > 0) next[at % next.length] = fresh[i] as CompiledRule
+  })
+  if (typeof e.ends === 'number') next.length = Math.max(0, next.length - e.ends)
+  else next.push(...fresh.slice(e.changed.length))
+  return next
+}
+
+describe("a reload's patch of the running index", () => {
+  afterEach(() => {
+    vi.restoreAllMocks()
+  })
+
+  it('is the index a build makes, decides as a scan, and leaves every running index as it was', () => {
+    fc.assert(
+      fc.property(
+        fc.array(rule, { maxLength: 12 }),
+        fc.array(edit, { minLength: 1, maxLength: 3 }),
+        fc.constantFrom<PolicyMode>('enforce', 'enforce', 'dry-run'),
+        fc.array(caller, { minLength: 2, maxLength: 3 }),
+        fc.array(fc.tuple(target, args), { minLength: 1, maxLength: 6 }),
+        (first, edits, mode, callers, calls) => {
+          const patches = vi.spyOn(Writes, 'patch')
+          patches.mockClear()
+          let running = new PolicySet(compiled(first), mode, 'test', CONFIGURED)
+          const earlier: { policy: PolicySet; shape: unknown }[] = []
+          edits.forEach((e, round) => {
+            earlier.push({ policy: running, shape: shape(running.index) })
+            const rules = edited(running.rules, e, round)
+            const patched: RuleIndex = whole(indexRules(rules, CONFIGURED, [], running))
+            expect(shape(patched)).toEqual(shape(whole(indexRules(rules, CONFIGURED, []))))
+            running = new PolicySet(rules, mode, 'test', CONFIGURED, [], patched)
+            decidesAsScan(
+              { indexed: running, linear: new LinearPolicy(rules, mode) },
+              mode,
+              callers,
+              calls,
+            )
+            // SECURITY: a policy a reload replaced, still serving or kept after a failed reload,
+            // is the same index, whole, after every patch made from it or its successors.
+            for (const { policy, shape: was } of earlier) expect(shape(policy.index)).toEqual(was)
+          })
+          // At most 16 changed rules of at most 21: every edit was a patch, none a build.
+          expect(patches).toHaveBeenCalledTimes(edits.length)
+        },
+      ),
+      { seed: SEED, numRuns: RUNS / 2 },
+    )
+  })
+
+  it('copies maps larger than one step in steps, to the same index', () => {
+    // 3,000 names, heads, tails and claim values on one server: every map the edits touch is
+    // copied in several steps (copy-on-write.ts ownInSteps).
+    const team = (i: number, edit = '') => ({
+      name: `team-${i}${edit}`,
+      servers: ['s1'],
+      when: { claims: { groups: `team-${i}` } },
+      allow: { tools: [`t${i}_*`, `team${i}_report${edit}`, `*_${i}${edit}`] },
+    })
+    const rules = compiledRaw(Array.from({ length: 3000 }, (_, i) => team(i)))
+    const running = new PolicySet(rules, 'enforce', 'test', CONFIGURED)
+    const was = shape(running.index)
+    const changedAt = [0, 1024, 1025, 2999]
+    const changed = compiledRaw(changedAt.map((i) => team(i, '-edited')))
+    const next = [...rules]
+    changedAt.forEach((at, k) => (next[at] = changed[k] as CompiledRule))
+    const steps = indexRules(next, CONFIGURED, [], running)
+    let yielded = 0
+    let done = steps.next()
+    for (; done.done !== true; done = steps.next()) yielded++
+    const patched = done.value
+    expect(shape(patched)).toEqual(shape(whole(indexRules(next, CONFIGURED, []))))
+    expect(shape(running.index)).toEqual(was)
+    // Three maps of 3,000 (names, tails, claim values) copied in 1,024-entry steps at least.
+    expect(yielded).toBeGreaterThanOrEqual(6)
+    const policy = new PolicySet(next, 'enforce', 'test', CONFIGURED, [], patched)
+    const caller = (g: string) => ({ subject: 's', issuer: 'i', claims: { groups: g } })
+    const allowed = (g: string, tool: string) =>
+      policy.check(caller(g), 's1', { kind: 'tool', name: tool }).allow
+    expect(allowed('team-1024', 'team1024_report-edited')).toBe(true)
+    expect(allowed('team-1024', 'team1024_report')).toBe(false)
+    expect(allowed('team-1024', 'x_1024-edited')).toBe(true)
+    expect(allowed('team-1023', 'team1023_report')).toBe(true)
+    expect(allowed('team-1023', 'team1024_report-edited')).toBe(false)
+  })
+
+  it('builds instead when a rule added before others moved more than a patch is worth', () => {
+    const generated = (servers: GeneratedRule['servers']): GeneratedRule => ({
+      servers,
+      when: undefined,
+      allow: { tools: ['a*'] },
+      deny: undefined,
+      mode: undefined,
+      condition: undefined,
+    })
+    const rules = compiled(Array.from({ length: 40 }, () => generated(['s1', 's*'])))
+    const running = new PolicySet(rules, 'enforce', 'test', CONFIGURED)
+    const patches = vi.spyOn(Writes, 'patch')
+    const moved = [...compiled([generated(['s2'])], 'n'), ...rules]
+    const index = whole(indexRules(moved, CONFIGURED, [], running))
+    expect(patches).not.toHaveBeenCalled()
+    expect(shape(index)).toEqual(shape(whole(indexRules(moved, CONFIGURED, []))))
+  })
+
+  it('refuses to change an index it did not copy', () => {
+    const [r] = compiled([
+      {
+        servers: ['s1'],
+        when: undefined,
+        allow: { tools: ['a'] },
+        deny: undefined,
+        mode: undefined,
+        condition: undefined,
+      },
+    ])
+    const running = new PolicySet([r as CompiledRule], 'enforce', 'test', CONFIGURED)
+    const group = running.index.own.get('s1')
+    expect(() => group?.remove(r as CompiledRule, 0, Writes.patch())).toThrow(/did not copy/)
+    expect(running.check(undefined, 's1', { kind: 'tool', name: 'a' }).allow).toBe(true)
   })
 })
