@@ -24,14 +24,22 @@ import type { Pacer } from './slices.js'
  */
 
 /**
- * What the reader sends, in this order: rules in chunks, then the rest, or why it failed. A rule
- * unchanged from a running one (the read's `running`) is sent as that rule's place in the list.
+ * What the reader sends, in this order: rules in chunks, then the rest, or why it failed. Rules
+ * unchanged from running ones (the read's `running`) are sent as runs of places in that list: an
+ * edit of one rule of 10,000 is then a chunk of three entries, not forty chunks of numbers, each
+ * a task of the serving thread and an acknowledgement.
  */
 export type FolderMessage =
-  | { readonly kind: 'rules'; readonly rules: readonly (SourcedRule | number)[] }
+  | { readonly kind: 'rules'; readonly rules: readonly (SourcedRule | KeptRun)[] }
   | { readonly kind: 'done'; readonly limits: readonly SourcedLimit[]; readonly id: string }
   | { readonly kind: 'failed'; readonly problems: readonly LocatedProblem[] }
   | { readonly kind: 'crashed'; readonly message: string }
+
+/** The running rules `from` to `from + count - 1`, unchanged, in this order. */
+export interface KeptRun {
+  readonly from: number
+  readonly count: number
+}
 
 /** What the gateway sends the reader: a read, or that a chunk of read `read` was taken in. */
 export type ToReader =
@@ -148,7 +156,13 @@ async function readBeside<R>(
       }
       pacer.start()
       for (const rule of m.rules) {
-        collected.rules.push(takeIn(rule, take, running))
+        if (!('from' in rule)) collected.rules.push(take(rule))
+        else
+          for (let k = keptFrom(rule, running.length); k < rule.from + rule.count; k++) {
+            collected.rules.push(running[k] as R)
+            // A run can be the whole policy: a look at the clock per rule would cost more.
+            if (k % 1024 === 1023 && pacer.due()) await pacer.rest()
+          }
         if (pacer.due()) await pacer.rest()
       }
       // The reader may send the next chunk.
@@ -257,13 +271,18 @@ class Inbox {
 
 const NOT_RUNNING: readonly never[] = Object.freeze([])
 
-/** A rule as the reader sent it, taken in: `take` of it, or the running rule it named. */
-function takeIn<R>(rule: SourcedRule | number, take: TakeRule<R>, running: readonly R[]): R {
-  if (typeof rule !== 'number') return take(rule)
-  const found = running[rule]
-  if (found === undefined)
-    throw new Error(`the reader named running rule ${rule} of ${running.length}`)
-  return found
+/** Where `run` starts, when every rule of it is one of `running`'s; otherwise the read fails. */
+function keptFrom(run: KeptRun, running: number): number {
+  const { from, count } = run
+  if (
+    !Number.isSafeInteger(from) ||
+    !Number.isSafeInteger(count) ||
+    from < 0 ||
+    count < 1 ||
+    from + count > running
+  )
+    throw new Error(`the reader named running rules ${from} to ${from + count - 1} of ${running}`)
+  return from
 }
 
 /** What the reader sent: the rules as taken in, then its last message. */

@@ -1,7 +1,7 @@
 import { yieldThisProcess } from '../yielding.js'
 import type { SourcedRule } from './compile.js'
 import type * as Load from './load.js'
-import type { FolderMessage, ToReader } from './off-thread.js'
+import type { FolderMessage, KeptRun, ToReader } from './off-thread.js'
 import { RunningRules } from './running-rules.js'
 
 /**
@@ -11,6 +11,7 @@ import { RunningRules } from './running-rules.js'
  * takes each in as a short task.
  */
 
+/** Rules a chunk holds to be taken in (compiled) by the serving thread; unchanged ones aside. */
 const CHUNK = 256
 
 /**
@@ -72,15 +73,25 @@ async function read(job: Extract<ToReader, { kind: 'read' }>): Promise<void> {
     // Checked, not compiled: the serving thread compiles what it takes in (compile.ts checkRule).
     const folder = checkPolicyFolder(job.options as Parameters<typeof checkPolicyFolder>[0])
     const unchanged = job.running === undefined ? undefined : new RunningRules(job.running)
-    for (let i = 0, chunk = 0; i < folder.rules.length; i += CHUNK, chunk++) {
+    const count = folder.rules.length
+    for (let k = 0, chunk = 0; k < count; chunk++) {
       await takenIn(chunk)
-      const rules: (SourcedRule | number)[] = []
-      for (let k = i; k < Math.min(i + CHUNK, folder.rules.length); k++) {
+      const rules: (SourcedRule | KeptRun)[] = []
+      let run: { from: number; count: number } | undefined
+      // A chunk holds CHUNK rules to be taken in; runs of unchanged ones cost little.
+      for (let fresh = 0; k < count && fresh < CHUNK; k++) {
         const rule = folder.rules[k] as SourcedRule
         const id = (folder.compiled[k] as { id: string }).id
-        // A rule the edit left as it was goes as its place among the running rules; the others
-        // with the ids the check gave them, so the serving thread does not hash them again.
-        rules.push(unchanged?.find(k, rule.source, id) ?? { ...rule, id })
+        // A rule the edit left as it was goes as its place among the running rules, in a run
+        // with the places before it; the others with the ids the check gave them, so the
+        // serving thread does not hash them again.
+        const place = unchanged?.find(k, rule.source, id)
+        if (place === undefined) {
+          rules.push({ ...rule, id })
+          run = undefined
+          fresh++
+        } else if (run !== undefined && run.from + run.count === place) run.count++
+        else rules.push((run = { from: place, count: 1 }))
       }
       send({ kind: 'rules', rules })
     }
