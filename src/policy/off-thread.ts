@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import type { LocatedProblem } from '../config/located.js'
 import type { SourcedLimit } from '../limits/rules.js'
 import type { SourcedRule } from './compile.js'
-import type { RunningList } from './running-rules.js'
+import type { RunningRef } from './running-rules.js'
 import type { Pacer } from './slices.js'
 
 /**
@@ -50,7 +50,7 @@ export type ToReader =
       /** load.ts PolicyLoadOptions (plain data). */
       readonly options: object
       /** The rules of the policy a reload replaces (running-rules.ts); undefined: none. */
-      readonly running: RunningList | undefined
+      readonly running: RunningRef | undefined
     }
   /**
    * The reader sends a chunk only once the one before it was taken in: Node delivers every
@@ -89,6 +89,14 @@ let reader: ChildProcess | undefined
 /** Reads run one after another in that reader. */
 let line: Promise<void> = Promise.resolve()
 let reads = 0
+/**
+ * The rules the last read answered, as the serving thread took them in, and which reader read
+ * them: a reload that replaces a policy of exactly these rules names that read instead of
+ * listing them (running-rules.ts RunningRef).
+ */
+let lastAnswer:
+  | { readonly reader: ChildProcess; readonly read: number; readonly rules: readonly unknown[] }
+  | undefined
 /**
  * How long the reader is kept with no read to do: reloads come in bursts (an edit, a fix, a
  * rollout), and the memory a read of a large folder leaves in it (tens of MB until its next
@@ -139,11 +147,14 @@ async function readBeside<R>(
 ): Promise<FolderRead<R>> {
   const child = (reader ??= keptReader())
   const n = ++reads
-  // Two lists of strings the rules hold already: copied to the reader in under a millisecond.
-  const list =
+  // SECURITY: named by its read only when the running rules are that read's very array: the
+  // reader then matches rules against what it read, which is what runs, place by place.
+  const list: RunningRef | undefined =
     running.length === 0
       ? undefined
-      : { sources: running.map((r) => r.source), ids: running.map((r) => r.id) }
+      : lastAnswer?.reader === child && lastAnswer.rules === running
+        ? { read: lastAnswer.read }
+        : { sources: running.map((r) => r.source), ids: running.map((r) => r.id) }
   const inbox = new Inbox(child)
   const collected = new Collected<R>()
   let answered = false
@@ -170,6 +181,7 @@ async function readBeside<R>(
     }
     const result = collected.result()
     answered = true
+    lastAnswer = 'rules' in result ? { reader: child, read: n, rules: result.rules } : undefined
     return result
   } finally {
     inbox.close()

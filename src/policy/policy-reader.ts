@@ -2,7 +2,7 @@ import { yieldThisProcess } from '../yielding.js'
 import type { SourcedRule } from './compile.js'
 import type * as Load from './load.js'
 import type { FolderMessage, KeptRun, ToReader } from './off-thread.js'
-import { RunningRules } from './running-rules.js'
+import { RunningRules, type RunningList, type RunningRef } from './running-rules.js'
 
 /**
  * The reader of off-thread.ts, a process of its own: reads and validates policy folders with
@@ -64,15 +64,30 @@ function send(m: FolderMessage): void {
   process.send?.(m)
 }
 
+/** The rules this reader's last read answered, as the gateway took them in (RunningRef). */
+let last: { readonly read: number; readonly list: RunningList } | undefined
+
+/**
+ * The running rules of a read: listed, or those of this reader's last read. A read it does not
+ * hold (it cannot be asked for one) finds no rule unchanged: every rule goes in full.
+ */
+function runningOf(ref: RunningRef | undefined): RunningRules | undefined {
+  if (ref === undefined) return undefined
+  if (!('read' in ref)) return new RunningRules(ref)
+  return last?.read === ref.read ? new RunningRules(last.list) : undefined
+}
+
 async function read(job: Extract<ToReader, { kind: 'read' }>): Promise<void> {
   current = job.read
   taken = 0
+  const unchanged = runningOf(job.running)
+  // A read that fails answers nothing the gateway could run: it may not be named again.
+  last = undefined
   try {
     if (loaded instanceof Error) throw loaded
     const { checkPolicyFolder } = loaded
     // Checked, not compiled: the serving thread compiles what it takes in (compile.ts checkRule).
     const folder = checkPolicyFolder(job.options as Parameters<typeof checkPolicyFolder>[0])
-    const unchanged = job.running === undefined ? undefined : new RunningRules(job.running)
     const count = folder.rules.length
     for (let k = 0, chunk = 0; k < count; chunk++) {
       await takenIn(chunk)
@@ -96,6 +111,13 @@ async function read(job: Extract<ToReader, { kind: 'read' }>): Promise<void> {
       send({ kind: 'rules', rules })
     }
     send({ kind: 'done', limits: folder.limits, id: folder.id })
+    last = {
+      read: job.read,
+      list: {
+        sources: folder.rules.map((r) => r.source),
+        ids: folder.compiled.map((c) => (c as { id: string }).id),
+      },
+    }
   } catch (err) {
     if (!(loaded instanceof Error) && err instanceof loaded.PolicyError)
       send({ kind: 'failed', problems: err.located })

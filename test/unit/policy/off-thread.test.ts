@@ -220,6 +220,57 @@ describe('a reload beside the running policy', () => {
   })
 })
 
+describe('the running rules named by the read that answered them', () => {
+  /** The running rules a read of the folder kept (the same objects), by name. */
+  const keptOf = (rules: readonly CompiledRule[], running: readonly CompiledRule[]) =>
+    rules.filter((r, i) => r === running[i]).map((r) => r.name)
+
+  it('finds unchanged rules among the running ones, whichever policy runs', async () => {
+    const folder = tempFolder(FILES)
+    const take =
+      (memo = new RuleMemo()) =>
+      (r: SourcedRule) =>
+        compileRule(r, memo)
+    const fresh = () => loadPolicySet(here(folder, Infinity)).rules.map((r) => [r.id, r.source])
+    const read = async (running: readonly CompiledRule[]) => {
+      const answer = await readFolderBeside(here(folder, 0), take(), new Pacer(), running)
+      if (!('rules' in answer)) throw new Error('refused')
+      expect(answer.rules.map((r) => [r.id, r.source])).toEqual(fresh())
+      return answer.rules
+    }
+    const first = loadPolicySet(here(folder, Infinity)).rules
+    // An added rule at the top of a.yaml moves every rule of the folder by one.
+    const moved = FILES['a.yaml'].replace(
+      'rules:\n',
+      'rules:\n  - { name: first, servers: [docs], allow: { tools: [ping] } }\n',
+    )
+    writeFileSync(join(folder, 'a.yaml'), moved)
+    const answered = await read(first)
+    expect(keptOf(answered, first)).toEqual([])
+    // The reload of `answered` is not adopted: what runs is still `first`. A second edit is read
+    // against `first`, at its places, not against the read that answered last.
+    writeFileSync(join(folder, 'a.yaml'), moved.replace('groups: admin }', 'groups: ops }'))
+    const again = await read(first)
+    expect(keptOf(again, first)).toEqual([])
+    expect(again.map((r) => r.name)).toEqual([
+      'first',
+      'readers',
+      'admins',
+      'small-queries',
+      'no-deletes',
+    ])
+    // Now `again` runs: the reader knows its rules from its own read.
+    writeFileSync(join(folder, 'b.yaml'), FILES['b.yaml'].replace('delete_*', 'drop_*'))
+    const third = await read(again)
+    expect(keptOf(third, again)).toEqual(['first', 'readers', 'admins', 'small-queries'])
+    // And after a reader of its own (the last one ended), from the list again.
+    endReader()
+    writeFileSync(join(folder, 'b.yaml'), FILES['b.yaml'])
+    const fourth = await read(third)
+    expect(keptOf(fourth, third)).toEqual(['first', 'readers', 'admins', 'small-queries'])
+  })
+})
+
 describe("the reader's files from its last read", () => {
   it('parses again only the files whose text changed, and reads as a first read does', () => {
     const folder = tempFolder(FILES)
