@@ -328,12 +328,7 @@ export function fileUnder<K, E extends Entry>(
   once: boolean,
   w: Writes,
 ): Map<K, readonly E[]> {
-  const list = map.get(key)
-  const out = filed(list, entry, once, w)
-  if (out === list) return map
-  const changed = w.own(map, copyMap)
-  changed.set(key, out)
-  return changed
+  return changedUnder(map, key, (list) => filed(list, entry, once, w), w)
 }
 
 /** `map` without the entries of `id` under `key` (unfiled()), the key gone with the last. */
@@ -343,8 +338,21 @@ export function unfileUnder<K, E extends Entry>(
   id: number,
   w: Writes,
 ): Map<K, readonly E[]> {
+  return changedUnder(map, key, (list) => (list === undefined ? list : unfiled(list, id, w)), w)
+}
+
+/**
+ * `map` with `key`'s list as `change` makes it (undefined: the key goes): `map` itself when the
+ * list is the same, or changed where `w` may.
+ */
+function changedUnder<K, E>(
+  map: Map<K, readonly E[]>,
+  key: K,
+  change: (list: readonly E[] | undefined) => readonly E[] | undefined,
+  w: Writes,
+): Map<K, readonly E[]> {
   const list = map.get(key)
-  const out = list === undefined ? undefined : unfiled(list, id, w)
+  const out = change(list)
   if (out === list) return map
   const changed = w.own(map, copyMap)
   if (out === undefined) changed.delete(key)
