@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
+import { Writes } from '../../../src/policy/copy-on-write.js'
 import type { PolicySet } from '../../../src/policy/policy.js'
 import { loadConfigFile } from '../../../src/runtime/load.js'
 import { watchConfig } from '../../../src/runtime/watch.js'
@@ -100,5 +101,30 @@ describe('the config watcher', () => {
     expect(next[1000]).not.toBe(running[1000])
     expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'b' }).allow).toBe(true)
     expect(swapped[0]?.check(undefined, 'app', { kind: 'tool', name: 'a' }).allow).toBe(false)
+
+    // A second edit, of a rule in the middle too, against the policy the first one swapped in
+    // (the reader's own last read: named, not listed): the index is patched, not built.
+    writeFileSync(join(root, 'policies', 'main.yaml'), many('c').replace('"t500_*"', '"u500_*"'))
+    const patches = vi.spyOn(Writes, 'patch')
+    onTestFinished(() => patches.mockRestore())
+    await watcher?.check()
+    expect(patches).toHaveBeenCalledTimes(1)
+    const [before, after] = [swapped[0], swapped[1]]
+    expect(after?.rules.filter((r, i) => r !== before?.rules[i]).map((r) => r.name)).toEqual([
+      'team-500',
+      'last',
+    ])
+    const tool = (name: string) => after?.check(undefined, 'app', { kind: 'tool', name }).allow
+    expect([tool('u500_x'), tool('t500_x'), tool('t499_x'), tool('c'), tool('b')]).toEqual([
+      true,
+      false,
+      true,
+      true,
+      false,
+    ])
+    // The running group was copied, not changed: the first policy decides as it did.
+    expect(after?.index.own.get('app')).not.toBe(before?.index.own.get('app'))
+    expect(before?.check(undefined, 'app', { kind: 'tool', name: 't500_x' }).allow).toBe(true)
+    expect(before?.check(undefined, 'app', { kind: 'tool', name: 'u500_x' }).allow).toBe(false)
   })
 })
