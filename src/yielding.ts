@@ -27,10 +27,11 @@ type Yielded = 'idle' | 'nice' | 'unchanged'
  * (SCHED_IDLE, sched(7)). A nice value only weighs a thread's share of the core: under EEVDF
  * (Linux 6.6 and later) a reader at nice 10 on the serving thread's core keeps it for the rest of
  * its time slice while the serving thread, woken by a request, waits. A thread of the normal class
- * that wakes takes the core from an idle-class one at once. Every thread: V8's platform threads
- * compile the reader's code and collect its heap, and at the serving thread's class they would
- * take the core from it as the reader's main thread would (bench/README.md §scale). Threads
- * started later take the class and nice value of the thread that starts them.
+ * that wakes takes the core from an idle-class one, as a rule at once (a trace on Linux 6.18 also
+ * showed waits of 3–5 ms after the reader's own message woke the serving thread, bench/README.md
+ * §scale). Every thread: V8's platform threads compile the reader's code and collect its heap,
+ * and at the serving thread's class they would take the core from it as the reader's main thread
+ * would. Threads started later take the class and nice value of the thread that starts them.
  *
  * Node has no call for the class, so `chrt` (util-linux, or busybox) sets it for every thread of
  * the process; where it is missing or not allowed, the threads keep the nice value alone. A

@@ -23,7 +23,7 @@ const PACE_MS = 1000
 
 // Every thread of the reader in the idle class, ten nice values below the serving thread
 // (yielding.ts), before any of the reader's code is compiled: a request that wakes the serving
-// thread takes the core from the read at once, and the read still ends while a busy machine's
+// thread takes the core from the read, as a rule at once, and the read still ends while a busy machine's
 // other processes run at their usual priority. Where neither is allowed (some containers) it
 // reads at the normal priority.
 yieldThisProcess()
