@@ -1,4 +1,5 @@
 import {
+  type Alias,
   isMap,
   isPair,
   isScalar,
@@ -66,7 +67,41 @@ export function parseYamlSource(text: string): YamlSource {
     }
     return duplicateKey(doc, lines, text, e.pos[0], at)
   })
+  if (errors.length === 0) errors.push(...aliasErrors(doc, lines, text))
   return { text, doc, lines, errors }
+}
+
+/**
+ * The aliases `yaml` parses but cannot turn into values: one naming no anchor before it (toJS
+ * throws), one inside the node it names (a value that contains itself, which every reader of
+ * the value would follow forever), and aliases that expand too far (toJS throws, its guard
+ * against a file that grows a billion times as it is read). Each is a problem at its alias.
+ */
+function aliasErrors(doc: Document, lines: LineCounter, text: string): YamlError[] {
+  const errors: YamlError[] = []
+  let first: Alias | undefined
+  const add = (alias: Alias, message: string): void => {
+    const [start, end] = alias.range ?? [0, 0]
+    const at = position(lines, text, start, end)
+    errors.push({ text: `${message} (line ${at.line}, column ${at.column})`, message, at })
+  }
+  visit(doc, {
+    Alias(_, alias, path) {
+      first ??= alias
+      const target = alias.resolve(doc)
+      if (target === undefined) add(alias, `yaml: alias *${alias.source} names no anchor before it`)
+      else if (path.includes(target))
+        add(alias, `yaml: alias *${alias.source} is inside the node it names`)
+    },
+  })
+  if (errors.length > 0 || first === undefined) return errors
+  // Only a file with aliases is turned into values here, once more than its reader will.
+  try {
+    doc.toJS()
+  } catch (err) {
+    add(first, `yaml: ${(err as Error).message}`)
+  }
+  return errors
 }
 
 /** "duplicate key "name" (line 3, column 5; first at line 2, column 5)", naming the key. */

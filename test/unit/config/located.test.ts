@@ -1,6 +1,6 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, relative, resolve } from 'node:path'
+import { dirname, join, relative, resolve } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { closest } from '../../../src/config/did-you-mean.js'
 import { renderLocated, type LocatedProblem } from '../../../src/config/located.js'
@@ -13,8 +13,8 @@ import { ConfigError, loadConfigFile } from '../../../src/runtime/load.js'
 
 const SERVER = '  weather:\n    upstreams: [{ url: "http://127.0.0.1:9101/mcp" }]\n'
 
-/** Writes a config (and policy files) to a fresh folder and returns what loading it refused. */
-function refused(config: string, policies: Record<string, string> = {}): LocatedProblem[] {
+/** Writes a config (and policy files) to a fresh folder; the config file's path. */
+function write(config: string, policies: Record<string, string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'mcp-edge-located-'))
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
   mkdirSync(join(dir, 'policies'))
@@ -22,6 +22,13 @@ function refused(config: string, policies: Record<string, string> = {}): Located
     writeFileSync(join(dir, 'policies', name), text)
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, config)
+  return file
+}
+
+/** Writes a config (and policy files) to a fresh folder and returns what loading it refused. */
+function refused(config: string, policies: Record<string, string> = {}): LocatedProblem[] {
+  const file = write(config, policies)
+  const dir = dirname(file)
   try {
     loadConfigFile(file, {})
   } catch (err) {
@@ -43,6 +50,29 @@ describe('config problems with their place', () => {
     expect(p?.text).toMatch(/^yaml: .+ \(line \d+, column \d+\)$/)
     expect(p?.file).toMatch(/gateway\.yaml$/)
     expect(p?.frame).toContain('timeouts: { connectMs: 5')
+  })
+
+  it('aliases that cannot become values: refused at the alias, in the config and in policies', () => {
+    // Before, toJS threw past the problem list (a ReferenceError, or a value containing itself).
+    const [before] = refused(`servers:\n  weather: *w\n  other: &w { upstreams: [] }\n`)
+    expect(before?.text).toBe('yaml: alias *w names no anchor before it (line 2, column 12)')
+    expect(at(before)).toEqual([2, 12])
+    const [loop] = refused(`servers:\n${SERVER}labels: &l { a: [*l] }\n`)
+    expect(loop?.text).toBe('yaml: alias *l is inside the node it names (line 4, column 18)')
+    const many = `x-list: &x [1]\nx-all: [${'*x, '.repeat(150)}1]\nservers:\n${SERVER}`
+    const [bomb] = refused(many)
+    expect(bomb?.text).toMatch(/^yaml: Excessive alias count .* \(line 2, column 9\)$/)
+    const config = `policies: ./policies\nservers:\n${SERVER}`
+    const [policy] = refused(config, {
+      'a.yaml': 'rules:\n  - name: a\n    servers: *s\n    allow: { tools: [x] }\n',
+    })
+    expect(policy?.text).toBe(
+      './policies/a.yaml: yaml: alias *s names no anchor before it (line 3, column 14)',
+    )
+    expect(at(policy)).toEqual([3, 14])
+    // An alias that names an anchor before it, outside it, is read as ever.
+    const fine = `servers:\n  weather: &w\n    upstreams: [{ url: "http://127.0.0.1:9101/mcp" }]\n  copy: *w\n`
+    expect(() => loadConfigFile(write(fine), {})).not.toThrow()
   })
 
   it('a duplicate key: named, with where it first was', () => {
