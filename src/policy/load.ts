@@ -19,7 +19,8 @@ import { readFolderBeside } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
 import { indexRules } from './rule-index.js'
 import { quickYaml } from './quick-yaml.js'
-import { formatPolicyIssue, policyFileSchema, type PolicyFile } from './schema.js'
+import { itemsOf, readEdit, type RuleItems } from './rule-items.js'
+import { formatPolicyIssue, policyFileSchema, type PolicyFile, type RuleConfig } from './schema.js'
 import { skillPatternProblem } from './skill-reach.js'
 import { Pacer, sliced } from './slices.js'
 
@@ -199,7 +200,7 @@ export function checkPolicyFolder(opts: PolicyLoadOptions): PolicyRead<Compiled>
  */
 class KeptFiles {
   private readonly files = new Map<string, KeptFile>()
-  private readonly checks = new WeakMap<SourcedRule, Compiled>()
+  private readonly checks = new WeakMap<RuleConfig, Compiled>()
 
   /** What the file at `path` held when it had this `text` under this `label`, if kept. */
   get(path: string, label: string, text: string): PolicyFileContent | undefined {
@@ -214,16 +215,36 @@ class KeptFiles {
     this.files.set(path, { label, text, content })
   }
 
+  /**
+   * The file at `path` with this `text`, read again from what it held (rule-items.ts): only the
+   * rule items the edit touched are parsed. Undefined when it must be read in full.
+   */
+  edited(path: string, label: string, text: string): PolicyFileContent | undefined {
+    const file = this.files.get(path)
+    if (file === undefined || file.label !== label) return undefined
+    const items = (file.items ??= itemsOf(file.text, file.content) ?? null)
+    if (items === null) return undefined
+    const read = readEdit({ text: file.text, rules: file.content.rules, items }, text, label)
+    if (read === undefined) return undefined
+    const content: PolicyFileContent = { text, rules: read.rules, limits: [] }
+    this.files.set(path, { label, text, content, items: read.items })
+    return content
+  }
+
   /** Forgets every file but `paths` (those of the last read). */
   keepOnly(paths: readonly string[]): void {
     const read = new Set(paths)
     for (const path of this.files.keys()) if (!read.has(path)) this.files.delete(path)
   }
 
-  /** checkRule, once per rule read: a kept file's rules are the same objects. */
-  checked(rule: SourcedRule): Compiled {
-    let done = this.checks.get(rule)
-    if (done === undefined) this.checks.set(rule, (done = checkRule(rule)))
+  /**
+   * checkRule, once per rule read: a kept file's rules, and the rules an edit left, are the same
+   * objects. By the rule as written, not where it is (checkRule reads nothing else): an edit that
+   * adds a rule moves the ones after it.
+   */
+  checked(sourced: SourcedRule): Compiled {
+    let done = this.checks.get(sourced.rule)
+    if (done === undefined) this.checks.set(sourced.rule, (done = checkRule(sourced)))
     return done
   }
 }
@@ -232,6 +253,8 @@ interface KeptFile {
   readonly label: string
   readonly text: string
   readonly content: PolicyFileContent
+  /** Where its rule items are, once an edit asked (null: it cannot be read item by item). */
+  items?: RuleItems | null
 }
 
 const lastRead = new KeptFiles()
@@ -420,7 +443,7 @@ function readPolicyFile(
     problems.push(`${label}: ${(err as Error).message}`)
     return NOTHING
   }
-  const again = kept?.get(path, label, text)
+  const again = kept?.get(path, label, text) ?? kept?.edited(path, label, text)
   if (again !== undefined) return again
   const before = problems.length
   const content = parsePolicyFile(text, path, label, problems)
@@ -429,7 +452,7 @@ function readPolicyFile(
 }
 
 /** Parses one file's text; problems are appended as `label: path: message`. */
-function parsePolicyFile(
+export function parsePolicyFile(
   text: string,
   path: string,
   label: string,
