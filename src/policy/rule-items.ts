@@ -57,6 +57,33 @@ function strayLine(indent: string): RegExp {
   return new RegExp(`^(?![ \\t]*(?:#|$)|${indent}(?:-(?:[ \\t]|$)| ))`, 'm')
 }
 
+/**
+ * Characters compared at once: a comparison of two slices is a compare of memory, where a loop
+ * over characters took 5 ms of a 1.3 MB file.
+ */
+const RUN = 4096
+
+/** How many characters `a` and `b` start with alike. */
+function samePrefix(a: string, b: string): number {
+  const most = Math.min(a.length, b.length)
+  let p = 0
+  while (p + RUN <= most && a.slice(p, p + RUN) === b.slice(p, p + RUN)) p += RUN
+  while (p < most && a.charCodeAt(p) === b.charCodeAt(p)) p++
+  return p
+}
+
+/** How many characters, at most `most`, `a` and `b` end with alike. */
+function sameSuffix(a: string, b: string, most: number): number {
+  let q = 0
+  while (
+    q + RUN <= most &&
+    a.slice(a.length - q - RUN, a.length - q) === b.slice(b.length - q - RUN, b.length - q)
+  )
+    q += RUN
+  while (q < most && a.charCodeAt(a.length - 1 - q) === b.charCodeAt(b.length - 1 - q)) q++
+  return q
+}
+
 /** Whether an entry at `indent` starts at offset `at` (a line's start) of `text`. */
 function entryAt(text: string, indent: string, at: number): boolean {
   const line = entryLine(indent)
@@ -124,18 +151,11 @@ export function readEdit(
   const n = starts.length
   const head = starts[0] as number
   // The edit spans [p, e0) of the old text and [p, e1) of the new one; the rest is the same.
-  const shorter = Math.min(old.length, text.length)
-  let p = 0
-  while (p < shorter && old.charCodeAt(p) === text.charCodeAt(p)) p++
+  let p = samePrefix(old, text)
   // From the start of the line the first change is on, so that an item added before another is
   // read alone, not with the one it was put before.
   if (p > 0) p = old.lastIndexOf('\n', p - 1) + 1
-  let q = 0
-  while (
-    q < shorter - p &&
-    old.charCodeAt(old.length - 1 - q) === text.charCodeAt(text.length - 1 - q)
-  )
-    q++
+  const q = sameSuffix(old, text, Math.min(old.length, text.length) - p)
   const e0 = old.length - q
   const e1 = text.length - q
   // An edit before the first item (the header, or the `rules:` line itself) is read in full.
