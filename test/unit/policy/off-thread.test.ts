@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it, vi } from 'vitest'
@@ -95,12 +95,61 @@ async function refusalBeside(load: () => Promise<unknown>): Promise<PolicyError>
   throw err
 }
 
+/** The processes `pid` started, from /proc (proc(5): the fourth field of `stat` is the parent). */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
+/** A process's command line ('' once it ended). */
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+/** A process's nice value (the nineteenth field of /proc/PID/stat). */
+function niceOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])
+}
+
 describe('a policy folder read in the reload reader', () => {
   it('loads the same policy as one read on the calling thread', async () => {
     const folder = tempFolder(FILES)
     const inThread = loadPolicySet(here(folder, Infinity))
     sameDecisions(inThread, await loadPolicySetBeside(here(folder, 0)))
   })
+
+  it.runIf(process.platform === 'linux')(
+    'starts the reader at the lowest priority, before it could lower itself',
+    async () => {
+      endReader()
+      const folder = tempFolder(FILES)
+      const read = loadPolicySetBeside(here(folder, 0))
+      // The fork is a few turns of the event loop away, and the reader lowers itself only once
+      // Node has started in it, tens of milliseconds after it runs policy-reader.
+      let child: number | undefined
+      for (let k = 0; k < 100 && child === undefined; k++) {
+        await new Promise((resolve) => setImmediate(resolve))
+        child = childrenOf(process.pid).find((pid) => commandOf(pid).includes('policy-reader'))
+      }
+      expect(child).toBeDefined()
+      expect(niceOf(child as number)).toBe(19)
+      await read
+    },
+  )
 
   it.each([
     [
