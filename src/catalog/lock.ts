@@ -6,7 +6,8 @@
  * match the definition beside it are errors, so a hand edit cannot pin text nobody hashed.
  */
 import { readFile } from 'node:fs/promises'
-import { parseDocument, stringify } from 'yaml'
+import { LineCounter, parseDocument, stringify } from 'yaml'
+import { aliasErrors } from '../config/located.js'
 import { z } from 'zod'
 import { type CatalogKind, definitionDigest, MODEL_FIELDS, type PinnedKind } from './definition.js'
 
@@ -53,10 +54,14 @@ const HEADER =
 
 /** Parses lock text; throws an Error naming `source` and the path of the first problems. */
 export function parseLock(text: string, source: string): CatalogLock {
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false })
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter: lines })
   if (doc.errors.length > 0) {
     throw new Error(`${source}: ${doc.errors.map((e) => `yaml: ${e.message}`).join('\n  ')}`)
   }
+  // An alias toJS cannot turn into a value (it threw, or made a value containing itself).
+  const aliases = aliasErrors(doc, lines, text)
+  if (aliases.length > 0) throw new Error(`${source}: ${aliases.map((e) => e.text).join('\n  ')}`)
   const raw = doc.toJS() as unknown
   const parsed = lockSchema.safeParse(raw)
   if (!parsed.success) {

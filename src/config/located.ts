@@ -77,7 +77,7 @@ export function parseYamlSource(text: string): YamlSource {
  * the value would follow forever), and aliases that expand too far (toJS throws, its guard
  * against a file that grows a billion times as it is read). Each is a problem at its alias.
  */
-function aliasErrors(doc: Document, lines: LineCounter, text: string): YamlError[] {
+export function aliasErrors(doc: Document, lines: LineCounter, text: string): YamlError[] {
   const errors: YamlError[] = []
   let first: Alias | undefined
   const add = (alias: Alias, message: string): void => {

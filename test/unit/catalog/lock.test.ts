@@ -141,6 +141,16 @@ describe('parseLock', () => {
   it.each([
     ['not YAML', 'version: 1\nservers: [', /^f\.yaml: yaml: /],
     ['a duplicate key', 'version: 1\nversion: 1\n', /^f\.yaml: yaml: .*[Uu]nique/],
+    [
+      'an alias naming no anchor',
+      'version: *v\nservers: {}\n',
+      /^f\.yaml: yaml: alias \*v names no anchor before it \(line 1, column 10\)$/,
+    ],
+    [
+      'an alias inside the node it names',
+      'version: 1\nservers: &s { a: *s }\n',
+      /^f\.yaml: yaml: alias \*s is inside the node it names/,
+    ],
     ['another version', 'version: 2\nservers: {}\n', /^f\.yaml: version: /],
     [
       'an unknown top-level key',
