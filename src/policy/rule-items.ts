@@ -107,8 +107,18 @@ function entries(text: string, indent: string, from = 0): number[] {
  */
 export function itemsOf(
   text: string,
-  content: { readonly rules: readonly unknown[]; readonly limits: readonly unknown[] },
+  content: {
+    readonly rules: readonly unknown[]
+    readonly limits: readonly unknown[]
+    /** Set when the `yaml` parser read the file (load.ts PolicyFileContent). */
+    readonly source?: unknown
+  },
 ): RuleItems | undefined {
+  // SECURITY: edited items are parsed by the quick reader (quick-yaml.ts); a file it refused was
+  // read by `yaml`, and so is the file after any edit that leaves it so. The two read some text
+  // differently (a quoted scalar continued at its key's indentation: js-yaml takes it, `yaml`
+  // refuses it), so the edited items would be read as the file is not.
+  if (content.source !== undefined) return undefined
   // SECURITY: a line break YAML reads (`\r`) that the line scan below does not, an alias, or a
   // tab-indented line would let two readings of the file differ.
   if (content.limits.length > 0 || text.includes('\r') || ALIAS.test(text)) return undefined

@@ -22,13 +22,15 @@ const SEED = Number(process.env.MCP_EDGE_ITEMS_SEED ?? 20261203)
 const RUNS = Number(process.env.MCP_EDGE_ITEMS_RUNS ?? 600)
 const LABEL = 'policies/a.yaml'
 
-type Full = { rules: SourcedRule[]; limits: readonly unknown[] } | undefined
+type Full = { rules: SourcedRule[]; limits: readonly unknown[]; source?: unknown } | undefined
 
 /** The file read in full, or undefined when it has problems. */
 function full(text: string): Full {
   const problems: Parameters<typeof parsePolicyFile>[3] = []
   const read = parsePolicyFile(text, 'a.yaml', LABEL, problems)
-  return problems.length === 0 ? { rules: read.rules, limits: read.limits } : undefined
+  return problems.length === 0
+    ? { rules: read.rules, limits: read.limits, source: read.source }
+    : undefined
 }
 
 /** A small seeded generator (mulberry32), so a failing run is its seed. */
@@ -86,6 +88,9 @@ function item(r: Random, i: string): string {
     `${i}  description: 'it''s\n${i}  - name: inside'`,
     `${i}  if: x * 2 > 1`,
     `${i}  description: *d`,
+    `${i}  description: !!str 12`,
+    `${i}  description: !custom words`,
+    `${i}  ~: null key`,
   ]
   // Each key once: a key twice is a problem of its own.
   const keys = new Set<string>()
@@ -125,6 +130,8 @@ const STRAY = [
   ' # ',
   ' *s',
   ' &s ',
+  ' !custom ',
+  ' !!int ',
   '\t',
   '\r',
   '\r\n',
@@ -258,6 +265,17 @@ describe('an edit read item by item', () => {
     // A file with an alias is not read item by item at all: the anchor may be in the next edit.
     const aliased = `${base}  - name: b\n    servers: &s [a]\n    allow: { tools: [y] }\n  - name: c\n    servers: *s\n    allow: { tools: [z] }\n`
     expect(itemsOf(aliased, full(aliased) as NonNullable<Full>)).toBeUndefined()
+    // A file the quick reader refused (a tag it does not know) was read by `yaml`, and after the
+    // edit would be again; `yaml` refuses what js-yaml takes in the edited item (a quoted scalar
+    // continued at its key's indentation).
+    const tagged = two.replace(
+      'allow: { tools: [x] }',
+      'allow: { tools: [x] }\n    description: !custom words',
+    )
+    const byYaml = full(tagged) as NonNullable<Full>
+    expect(byYaml.source).toBeDefined()
+    expect(itemsOf(tagged, byYaml)).toBeUndefined()
+    expect(full(tagged.replace('[y] }', "[y] }\n    description: 'a\n    - b'"))).toBeUndefined()
     // A carriage return is a line break to YAML.
     expect(
       edited(two.replace('[y] }\n', '[y] }\r  - name: c\r    servers: [a]\r    allow: {}\n')),
