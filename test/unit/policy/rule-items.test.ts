@@ -53,7 +53,12 @@ type Random = ReturnType<typeof random>
 function item(r: Random, i: string): string {
   const name = `r${r.int(40)}`
   const lines = [
-    r.pick([`${i}- name: ${name}`, `${i}- name: "${name}"`, `${i}-\n${i}  name: ${name}`]),
+    r.pick([
+      `${i}- name: ${name}`,
+      `${i}- name: "${name}"`,
+      `${i}-\n${i}  name: ${name}`,
+      `${i}- # a comment\n${i}  name: ${name}`,
+    ]),
   ]
   if (r.int(8) === 0)
     return `${i}- { name: ${name}, servers: [a], allow: { tools: [t${r.int(9)}] } }`
@@ -81,6 +86,10 @@ function item(r: Random, i: string): string {
     `${i}  mode: dry-run`,
     `${i}  when: { claims:\n${i}    { groups: ops } }`,
     `${i}  description: &d words`,
+    `${i}  description: |2\n${i}     - name: indented\n${i}    kept`,
+    `${i}  description: >+\n${i}    kept\n\n`,
+    `${i}  ? description\n${i}  : explicit key`,
+    `${i}  description: "caf\u00e9 \u2028 line"`,
   ]
   // ...and text that reaches past it, or is taken for something that does.
   const reaching = [
@@ -132,6 +141,9 @@ const STRAY = [
   ' &s ',
   ' !custom ',
   ' !!int ',
+  '\u2028',
+  '\u0085',
+  '\ufeff',
   '\t',
   '\r',
   '\r\n',
