@@ -21,11 +21,11 @@ const CHUNK = 256
  */
 const PACE_MS = 1000
 
-// Every thread of the reader in the idle class, ten nice values below the serving thread
-// (yielding.ts), before any of the reader's code is compiled: a request that wakes the serving
-// thread takes the core from the read, as a rule at once, and the read still ends while a busy machine's
-// other processes run at their usual priority. Where neither is allowed (some containers) it
-// reads at the normal priority.
+// Every thread of the reader in the idle class, at nice 19 (the gateway lowered it as it forked
+// it, off-thread.ts; yielding.ts), before any of the reader's code is compiled: a request that
+// wakes the serving thread takes the core from the read, as a rule at once, and the read still
+// ends while a busy machine's other processes run at their usual priority. Where the class is not
+// allowed (some containers) it reads at nice 19 alone, and where neither is, at the normal one.
 yieldThisProcess()
 
 // The gateway ended, or ended the reader: so does the reader, whatever it was doing.
