@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
-import { setPriority } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import type { LocatedProblem } from '../config/located.js'
+import { lowerChild } from '../yielding.js'
 import type { SourcedLimit } from '../limits/rules.js'
 import type { SourcedRule } from './compile.js'
 import type { RunningRef } from './running-rules.js'
@@ -214,16 +214,7 @@ function keptReader(): ChildProcess {
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })
-  // Lowered at once: the reader puts itself in the idle class (policy-reader.ts) only once Node
-  // has started in it, 30–50 ms of CPU that would otherwise run at the serving thread's priority
-  // on its core. Threads it starts meanwhile take the lowered value from it.
-  if (child.pid !== undefined) {
-    try {
-      setPriority(child.pid, LOWEST_NICE)
-    } catch {
-      // Not allowed here (some containers): it lowers itself once started.
-    }
-  }
+  if (child.pid !== undefined) lowerChild(child.pid)
   const forget = (): void => {
     if (reader === child) reader = undefined
   }
@@ -297,9 +288,6 @@ class Inbox {
 }
 
 const NOT_RUNNING: readonly never[] = Object.freeze([])
-
-/** The highest nice value (the lowest priority) Linux has. */
-const LOWEST_NICE = 19
 
 /** Where `run` starts, when every rule of it is one of `running`'s; otherwise the read fails. */
 function keptFrom(run: KeptRun, running: number): number {
