@@ -143,6 +143,15 @@ export function compileRule(
 }
 
 /**
+ * `rule`, compiled from the same rule as written, as compileRule makes it for `source`: the
+ * source is the one field compileRule reads it for. A reload whose edit moved a rule (one added
+ * before it) takes the running rule so, rather than compiling it again (policy/off-thread.ts).
+ */
+export function movedRule(rule: CompiledRule, source: string): CompiledRule {
+  return { ...rule, source: own(source) }
+}
+
+/**
  * What the reload's reader makes of a rule (policy-reader.ts): its id, and the one part of
  * compiling that refuses a valid rule, its condition (ConditionSyntaxError). The serving thread
  * compiles the rest when it takes the rule in (compileRule), and the reader's copies of matchers

@@ -13,7 +13,14 @@ import {
   type YamlSource,
 } from '../config/located.js'
 import { compileLimit, type CompiledLimit, type SourcedLimit } from '../limits/rules.js'
-import { checkRule, compileRule, RuleMemo, type CompiledRule, type SourcedRule } from './compile.js'
+import {
+  checkRule,
+  compileRule,
+  movedRule,
+  RuleMemo,
+  type CompiledRule,
+  type SourcedRule,
+} from './compile.js'
 import { ConditionSyntaxError } from './condition-static.js'
 import { readFolderBeside } from './off-thread.js'
 import { PolicySet, type PolicyMode } from './policy.js'
@@ -93,11 +100,18 @@ export async function loadPolicySetBeside(
 ): Promise<PolicySet> {
   if (folderBytes(opts) <= (opts.offThreadBytes ?? OFF_THREAD_BYTES)) return loadPolicySet(opts)
   // Compiled as the rules arrive, then indexed, both in slices that leave most of the serving
-  // thread to requests (slices.ts Pacer); a rule the edit left as it was is the running one, and
-  // an edit of a few rules patches the running index instead of building one (rule-index.ts).
+  // thread to requests (slices.ts Pacer); a rule the edit left as it was is the running one (one
+  // it moved, a copy of it with its new source: movedRule), and an edit of a few rules patches
+  // the running index instead of building one (rule-index.ts).
   const pacer = new Pacer()
   const memo = new RuleMemo()
-  const read = await readFolderBeside(opts, (r) => compileRule(r, memo), pacer, running?.rules)
+  const read = await readFolderBeside(
+    opts,
+    (r) => compileRule(r, memo),
+    pacer,
+    running?.rules,
+    movedRule,
+  )
   if ('problems' in read) throw new PolicyError(read.problems)
   const limits = read.limits.map(compileLimit)
   const index = await sliced(indexRules(read.rules, opts.servers, limits, running), pacer)

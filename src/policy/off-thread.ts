@@ -36,10 +36,14 @@ export type FolderMessage =
   | { readonly kind: 'failed'; readonly problems: readonly LocatedProblem[] }
   | { readonly kind: 'crashed'; readonly message: string }
 
-/** The running rules `from` to `from + count - 1`, unchanged, in this order. */
+/**
+ * The running rules `from` to `from + count - 1`, unchanged, in this order; with `sources`, each
+ * read from the source of the same place there (moved: a rule added before them), not its own.
+ */
 export interface KeptRun {
   readonly from: number
   readonly count: number
+  readonly sources?: readonly string[]
 }
 
 /** What the gateway sends the reader: a read, or that a chunk of read `read` was taken in. */
@@ -52,6 +56,8 @@ export type ToReader =
       readonly options: object
       /** The rules of the policy a reload replaces (running-rules.ts); undefined: none. */
       readonly running: RunningRef | undefined
+      /** Whether the reader may send moved rules (KeptRun `sources`): the caller takes them. */
+      readonly moves: boolean
     }
   /**
    * The reader sends a chunk only once the one before it was taken in: Node delivers every
@@ -73,6 +79,9 @@ export type FolderRead<R> =
 
 /** What the caller makes of each validated rule (compileRule). */
 export type TakeRule<R> = (rule: SourcedRule) => R
+
+/** What the caller makes of a running rule read again from another source (movedRule). */
+export type MoveRule<R> = (rule: R, source: string) => R
 
 /** A rule the reader knows by where it was read and its id (a compiled rule). */
 interface Identified {
@@ -117,9 +126,10 @@ export function readFolderBeside<R>(
   take: TakeRule<R>,
   pacer: Pacer,
   running: readonly (R & Identified)[] = NOT_RUNNING,
+  move?: MoveRule<R>,
 ): Promise<FolderRead<R>> {
   clearTimeout(idle)
-  const read = line.then(() => readBeside(options, take, pacer, running))
+  const read = line.then(() => readBeside(options, take, pacer, running, move))
   const settled = read.then(
     () => undefined,
     () => undefined,
@@ -145,6 +155,7 @@ async function readBeside<R>(
   take: TakeRule<R>,
   pacer: Pacer,
   running: readonly (R & Identified)[],
+  move: MoveRule<R> | undefined,
 ): Promise<FolderRead<R>> {
   const started = reader === undefined
   const child = (reader ??= keptReader())
@@ -164,7 +175,7 @@ async function readBeside<R>(
   const collected = new Collected<R>()
   let answered = false
   try {
-    send(child, { kind: 'read', read: n, options, running: list })
+    send(child, { kind: 'read', read: n, options, running: list, moves: move !== undefined })
     for (let m = await inbox.next(); m !== undefined; m = await inbox.next()) {
       if (m.kind !== 'rules') {
         collected.end(m)
@@ -173,12 +184,20 @@ async function readBeside<R>(
       pacer.start()
       for (const rule of m.rules) {
         if (!('from' in rule)) collected.rules.push(take(rule))
-        else
-          for (let k = keptFrom(rule, running.length); k < rule.from + rule.count; k++) {
-            collected.rules.push(running[k] as R)
+        else {
+          const from = keptFrom(rule, running.length)
+          const sources = movedSources(rule, move)
+          for (let k = from; k < rule.from + rule.count; k++) {
+            const kept = running[k] as R
+            collected.rules.push(
+              sources === undefined || move === undefined
+                ? kept
+                : move(kept, sources[k - from] as string),
+            )
             // A run can be the whole policy: a look at the clock per rule would cost more.
             if (k % 1024 === 1023 && pacer.due()) await pacer.rest()
           }
+        }
         if (pacer.due()) await pacer.rest()
       }
       // The reader may send the next chunk.
@@ -301,6 +320,27 @@ function keptFrom(run: KeptRun, running: number): number {
   )
     throw new Error(`the reader named running rules ${from} to ${from + count - 1} of ${running}`)
   return from
+}
+
+/**
+ * The sources a moved run's rules were read from (KeptRun `sources`); undefined for an unchanged
+ * run. A run of other sources than rules, or moved where the caller takes no moved rules, fails
+ * the read.
+ */
+function movedSources<R>(
+  run: KeptRun,
+  move: MoveRule<R> | undefined,
+): readonly string[] | undefined {
+  const { sources } = run
+  if (sources === undefined) return undefined
+  if (
+    move === undefined ||
+    !Array.isArray(sources) ||
+    sources.length !== run.count ||
+    !sources.every((s) => typeof s === 'string')
+  )
+    throw new Error(`the reader sent a moved run of ${run.count} rules it cannot be taken as`)
+  return sources
 }
 
 /** What the reader sent: the rules as taken in, then its last message. */

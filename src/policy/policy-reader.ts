@@ -92,21 +92,38 @@ async function read(job: Extract<ToReader, { kind: 'read' }>): Promise<void> {
     for (let k = 0, chunk = 0; k < count; chunk++) {
       await takenIn(chunk)
       const rules: (SourcedRule | KeptRun)[] = []
-      let run: { from: number; count: number } | undefined
-      // A chunk holds CHUNK rules to be taken in; runs of unchanged ones cost little.
+      let run: { from: number; count: number; sources?: string[] } | undefined
+      // A chunk holds CHUNK rules to be taken in; runs of unchanged ones cost little, and a moved
+      // rule (a copy with its new source) an eighth of one.
       for (let fresh = 0; k < count && fresh < CHUNK; k++) {
         const rule = folder.rules[k] as SourcedRule
         const id = (folder.compiled[k] as { id: string }).id
         // A rule the edit left as it was goes as its place among the running rules, in a run
-        // with the places before it; the others with the ids the check gave them, so the
-        // serving thread does not hash them again.
+        // with the places before it; one it moved (a rule added before it), the same with its
+        // new source; the others with the ids the check gave them, so the serving thread does
+        // not hash them again.
         const place = unchanged?.find(k, rule.source, id)
-        if (place === undefined) {
+        const moved = place === undefined && job.moves ? unchanged?.moved(id) : undefined
+        const at = place ?? moved
+        if (at === undefined) {
           rules.push({ ...rule, id })
           run = undefined
           fresh++
-        } else if (run !== undefined && run.from + run.count === place) run.count++
-        else rules.push((run = { from: place, count: 1 }))
+        } else if (
+          run !== undefined &&
+          run.from + run.count === at &&
+          (run.sources === undefined) === (moved === undefined)
+        ) {
+          run.count++
+          run.sources?.push(rule.source)
+        } else {
+          run =
+            moved === undefined
+              ? { from: at, count: 1 }
+              : { from: at, count: 1, sources: [rule.source] }
+          rules.push(run)
+        }
+        if (moved !== undefined) fresh += 1 / 8
       }
       send({ kind: 'rules', rules })
     }

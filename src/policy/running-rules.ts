@@ -25,6 +25,7 @@ export type RunningRef = RunningList | { readonly read: number }
 /** Finds a rule just read among the running ones. */
 export class RunningRules {
   private bySource: Map<string, number> | undefined
+  private byId: Map<string, number> | undefined
 
   constructor(private readonly running: RunningList) {}
 
@@ -40,5 +41,14 @@ export class RunningRules {
         ? at
         : (this.bySource ??= new Map(sources.map((s, i) => [s, i]))).get(source)
     return k !== undefined && ids[k] === id ? k : undefined
+  }
+
+  /**
+   * The place in the running list of the rule with `id`, read from anywhere: the same content
+   * (the id hashes it) under the same name, which a folder holds once. An edit that adds a rule
+   * before others moves them to new places, where find() does not look.
+   */
+  moved(id: string): number | undefined {
+    return (this.byId ??= new Map(this.running.ids.map((d, i) => [d, i]))).get(id)
   }
 }

@@ -13,6 +13,7 @@ import {
 } from '../../../src/policy/load.js'
 import {
   compileRule,
+  movedRule,
   RuleMemo,
   type CompiledRule,
   type SourcedRule,
@@ -266,6 +267,45 @@ describe('a reload beside the running policy', () => {
     expect(rules.map((r) => r.id)).toEqual(
       loadPolicySet(here(folder, Infinity)).rules.map((r) => r.id),
     )
+  })
+
+  it('is sent a rule added before others, and the others as the running ones, moved', async () => {
+    const folder = tempFolder(FILES)
+    const running = loadPolicySet(here(folder, Infinity))
+    const added = '  - { name: first, servers: [docs], allow: { tools: [ping] } }\n'
+    writeFileSync(join(folder, 'a.yaml'), FILES['a.yaml'].replace('rules:\n', `rules:\n${added}`))
+    const fresh = loadPolicySet(here(folder, Infinity))
+    const read = async (move?: typeof movedRule) => {
+      const memo = new RuleMemo()
+      const sent: string[] = []
+      const take = (r: SourcedRule): CompiledRule => {
+        sent.push(r.rule.name)
+        return compileRule(r, memo)
+      }
+      const answer = await readFolderBeside(here(folder, 0), take, new Pacer(), running.rules, move)
+      if (!('rules' in answer)) throw new Error('refused')
+      // Read from where a first read finds them, with their ids.
+      expect(answer.rules.map((r) => [r.id, r.source])).toEqual(
+        fresh.rules.map((r) => [r.id, r.source]),
+      )
+      return { sent, rules: answer.rules }
+    }
+    // a.yaml's three rules moved one place down: copies of the running ones with their new
+    // sources (what they compiled to is shared: the matcher, the condition); b.yaml's is kept.
+    const moved = await read(movedRule)
+    expect(moved.sent).toEqual(['first'])
+    const was = new Map(running.rules.map((r) => [r.name, r]))
+    for (const r of moved.rules.slice(1, 4)) {
+      expect(r).not.toBe(was.get(r.name))
+      expect(r.servers).toBe(was.get(r.name)?.servers)
+      expect(r.condition).toBe(was.get(r.name)?.condition)
+      expect(r).toEqual({ ...was.get(r.name), source: r.source })
+    }
+    expect(moved.rules[4]).toBe(was.get('no-deletes'))
+    // And through the reload itself, which decides as a first read does.
+    sameDecisions(fresh, await loadPolicySetBeside(here(folder, 0), running))
+    // A caller that takes no moved rules is sent them in full.
+    expect((await read()).sent).toEqual(['first', 'readers', 'admins', 'small-queries'])
   })
 })
 
