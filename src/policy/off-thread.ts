@@ -327,7 +327,7 @@ function keptFrom(run: KeptRun, running: number): number {
  * run. A run of other sources than rules, or moved where the caller takes no moved rules, fails
  * the read.
  */
-function movedSources<R>(
+export function movedSources<R>(
   run: KeptRun,
   move: MoveRule<R> | undefined,
 ): readonly string[] | undefined {
@@ -339,7 +339,9 @@ function movedSources<R>(
     sources.length !== run.count ||
     !sources.every((s) => typeof s === 'string')
   )
-    throw new Error(`the reader sent a moved run of ${run.count} rules it cannot be taken as`)
+    throw new Error(
+      `the reader sent moved rules ${run.from} to ${run.from + run.count - 1} malformed`,
+    )
   return sources
 }
 

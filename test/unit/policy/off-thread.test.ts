@@ -18,7 +18,7 @@ import {
   type CompiledRule,
   type SourcedRule,
 } from '../../../src/policy/compile.js'
-import { endReader, readFolderBeside } from '../../../src/policy/off-thread.js'
+import { endReader, movedSources, readFolderBeside } from '../../../src/policy/off-thread.js'
 import type { Decision, PolicySet } from '../../../src/policy/policy.js'
 import { Pacer } from '../../../src/policy/slices.js'
 import { caller, tempFolder } from './fixtures.js'
@@ -266,6 +266,21 @@ describe('a reload beside the running policy', () => {
     expect(rules.map((r, i) => r === running.rules[i])).toEqual([true, false, true, true])
     expect(rules.map((r) => r.id)).toEqual(
       loadPolicySet(here(folder, Infinity)).rules.map((r) => r.id),
+    )
+  })
+
+  it('takes a moved run only with a source per rule, and only where moved rules are taken', () => {
+    const move = (r: CompiledRule) => r
+    expect(movedSources({ from: 2, count: 2 }, move)).toBeUndefined()
+    expect(
+      movedSources({ from: 2, count: 2, sources: ['a rules[3]', 'a rules[4]'] }, move),
+    ).toEqual(['a rules[3]', 'a rules[4]'])
+    for (const sources of [['a rules[3]'], ['a rules[3]', 4], 'a rules[3]'])
+      expect(() =>
+        movedSources({ from: 2, count: 2, sources: sources as readonly string[] }, move),
+      ).toThrow('the reader sent moved rules 2 to 3 malformed')
+    expect(() => movedSources({ from: 2, count: 1, sources: ['a rules[3]'] }, undefined)).toThrow(
+      'malformed',
     )
   })
 
