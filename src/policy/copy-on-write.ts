@@ -43,26 +43,6 @@ export class Writes {
     this.made?.add(x)
     return x
   }
-
-  /**
-   * own() of a map, copied in steps (`yield` between them): a map of 10,000 names is a millisecond
-   * or two to copy on a reload, whose code runs cold, and a patch must not hold the serving thread
-   * for as long (docs/policy.md §Hot reload).
-   */
-  *ownInSteps<K, V>(m: Map<K, V>): Generator<void, Map<K, V>, void> {
-    if (this.made === undefined || this.made.has(m)) return m
-    if (m.size <= COPY_STEP) return this.fresh(new Map(m))
-    const copy = new Map<K, V>()
-    let n = 0
-    for (const [k, v] of m) {
-      copy.set(k, v)
-      if (++n % COPY_STEP === 0) yield
-    }
-    return this.fresh(copy)
-  }
 }
-
-/** Entries of a map copied between two looks at the clock of a paced patch. */
-const COPY_STEP = 1024
 
 export const copyMap = <K, V>(m: Map<K, V>): Map<K, V> => new Map(m)

@@ -1,5 +1,6 @@
 import { compilePattern, type Matcher } from '../match/pattern.js'
 import { copyMap, Writes } from './copy-on-write.js'
+import { ShardedMap } from './sharded-map.js'
 
 /**
  * Which of many patterns match a name, without trying each (docs/policy.md §What a rule costs):
@@ -78,16 +79,17 @@ const idOf = (e: Entry): number => (typeof e === 'number' ? e : e.id)
  * patterns of the rules it changed, anywhere, under copy-on-write.ts.
  */
 export class PatternIndex {
-  private exact = new Map<string, readonly number[]>()
+  // The maps of names, heads and tails grow with the policy: sharded, so a patch copies a shard.
+  private exact = new ShardedMap<string, readonly number[]>()
   private everything: readonly number[] = []
   /** Globs by their literal head, non-empty. */
-  private heads = new Map<string, readonly Entry[]>()
+  private heads = new ShardedMap<string, readonly Entry[]>()
   /** The distinct lengths of those heads, ascending: one Map lookup per length. */
   private headLengths: readonly number[] = []
   /** How many heads have each length: a patch that removes the last drops the length. */
   private headCounts = new Map<number, number>()
   /** Globs that start with `*`, by their literal tail, non-empty. */
-  private tails = new Map<string, readonly Entry[]>()
+  private tails = new ShardedMap<string, readonly Entry[]>()
   private tailLengths: readonly number[] = []
   private tailCounts = new Map<number, number>()
   private loose: readonly Entry[] = []
@@ -96,24 +98,6 @@ export class PatternIndex {
   /** A copy sharing every map and list with this one: a patch's (`w.own(index, copy)`). */
   copy(): PatternIndex {
     return Object.assign(new PatternIndex(), this)
-  }
-
-  /**
-   * Makes the map `pattern` is filed in `w`'s own ahead of add() or remove(), copying it in steps
-   * (copy-on-write.ts ownInSteps): those then copy nothing large in one go.
-   */
-  *prepare(pattern: FiledPattern, w: Writes): Generator<void, void, void> {
-    w.check(this)
-    switch (pattern.place) {
-      case Place.Exact:
-        this.exact = yield* w.ownInSteps(this.exact)
-        return
-      case Place.Head:
-        this.heads = yield* w.ownInSteps(this.heads)
-        return
-      case Place.Tail:
-        this.tails = yield* w.ownInSteps(this.tails)
-    }
   }
 
   /** Adds `pattern` for `id`: where `w` may change, after the entries of earlier ids. */
@@ -322,43 +306,46 @@ function above(list: readonly Entry[], id: number): number {
 
 /** `map` with `entry` filed under `key` (filed()): `map` itself, or its copy where `w` must. */
 export function fileUnder<K, E extends Entry>(
-  map: Map<K, readonly E[]>,
+  map: ShardedMap<K, readonly E[]>,
   key: K,
   entry: E,
   once: boolean,
   w: Writes,
-): Map<K, readonly E[]> {
+): ShardedMap<K, readonly E[]> {
   return changedUnder(map, key, (list) => filed(list, entry, once, w), w)
 }
 
 /** `map` without the entries of `id` under `key` (unfiled()), the key gone with the last. */
 export function unfileUnder<K, E extends Entry>(
-  map: Map<K, readonly E[]>,
+  map: ShardedMap<K, readonly E[]>,
   key: K,
   id: number,
   w: Writes,
-): Map<K, readonly E[]> {
+): ShardedMap<K, readonly E[]> {
   return changedUnder(map, key, (list) => (list === undefined ? list : unfiled(list, id, w)), w)
 }
 
 /**
  * `map` with `key`'s list as `change` makes it (undefined: the key goes): `map` itself when the
- * list is the same, or changed where `w` may.
+ * list is the same, or changed where `w` may (the map's own copy sharing all but the shard of
+ * `key`, sharded-map.ts).
  */
 function changedUnder<K, E>(
-  map: Map<K, readonly E[]>,
+  map: ShardedMap<K, readonly E[]>,
   key: K,
   change: (list: readonly E[] | undefined) => readonly E[] | undefined,
   w: Writes,
-): Map<K, readonly E[]> {
+): ShardedMap<K, readonly E[]> {
   const list = map.get(key)
   const out = change(list)
   if (out === list) return map
-  const changed = w.own(map, copyMap)
-  if (out === undefined) changed.delete(key)
-  else changed.set(key, out)
+  const changed = w.own(map, copySharded)
+  if (out === undefined) changed.delete(key, w)
+  else changed.set(key, out, w)
   return changed
 }
+
+const copySharded = <K, V>(map: ShardedMap<K, V>): ShardedMap<K, V> => map.copy()
 
 const copyList = <E>(list: E[]): E[] => [...list]
 

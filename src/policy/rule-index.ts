@@ -12,6 +12,7 @@ import {
   unfiled,
   unfileUnder,
 } from './pattern-index.js'
+import { ShardedMap } from './sharded-map.js'
 import { whole } from './slices.js'
 
 /**
@@ -40,17 +41,6 @@ export class RuleGroup {
   /** A copy sharing everything with this one: a patch's (`w.own(group, copy)`). */
   copy(): RuleGroup {
     return Object.assign(new RuleGroup(), this)
-  }
-
-  /**
-   * Makes what filing or unfiling `rule` changes `w`'s own ahead of add() or remove(), the large
-   * maps copied in steps (PatternIndex.prepare).
-   */
-  *prepare(rule: CompiledRule, w: Writes): Generator<void, void, void> {
-    w.check(this)
-    for (const side of SIDES)
-      for (const p of filedOn(rule, side)) yield* this.writable(side, p.kind, w).prepare(p, w)
-    if (rule.whenSpec !== undefined) yield* this.writableCallers(w).prepare(rule, w)
   }
 
   /** Files `rule` as number `id`: where `w` may change (copy-on-write.ts). */
@@ -126,27 +116,11 @@ const copyIndex = (index: PatternIndex): PatternIndex => index.copy()
  * only: it needs every claim it names, so the first one finding it is enough.
  */
 class CallerIndex {
-  private byClaim = new Map<string, Map<unknown, readonly number[]>>()
+  private byClaim = new Map<string, ShardedMap<unknown, readonly number[]>>()
   private clients = new PatternIndex()
 
   copy(): CallerIndex {
     return Object.assign(new CallerIndex(), this)
-  }
-
-  /** RuleGroup.prepare of the claim values or client patterns `rule` is filed under. */
-  *prepare(rule: CompiledRule, w: Writes): Generator<void, void, void> {
-    w.check(this)
-    const first = firstClaim(rule)
-    if (first !== undefined) {
-      const values = this.byClaim.get(first[0])
-      if (values === undefined) return
-      const mine = yield* w.ownInSteps(values)
-      if (mine !== values) this.setClaim(first[0], mine, w)
-      return
-    }
-    if (rule.filedClients.length === 0) return
-    this.clients = w.own(this.clients, copyIndex)
-    for (const p of rule.filedClients) yield* this.clients.prepare(p, w)
   }
 
   add(rule: CompiledRule, id: number, w: Writes): void {
@@ -156,7 +130,13 @@ class CallerIndex {
       const [name, value] = first
       const values = this.byClaim.get(name)
       // Shared while it holds one rule (pattern-index.ts `one`): most claim values are one rule's.
-      const changed = fileUnder(values ?? w.fresh(new Map()), value, id, true, w)
+      const changed = fileUnder(
+        values ?? w.fresh(new ShardedMap<unknown, readonly number[]>()),
+        value,
+        id,
+        true,
+        w,
+      )
       if (changed !== values) this.setClaim(name, changed, w)
       return
     }
@@ -200,7 +180,11 @@ class CallerIndex {
   }
 
   /** `name`'s values as `values`; gone when it has none. */
-  private setClaim(name: string, values: Map<unknown, readonly number[]> | undefined, w: Writes) {
+  private setClaim(
+    name: string,
+    values: ShardedMap<unknown, readonly number[]> | undefined,
+    w: Writes,
+  ) {
     this.byClaim = w.own(this.byClaim, copyMap)
     if (values === undefined || values.size === 0) this.byClaim.delete(name)
     else this.byClaim.set(name, values)
@@ -275,8 +259,9 @@ const RULES_PER_STEP = 16
 const FACTS_PER_STEP = 256
 /**
  * A reload patches the running index when it changed at most this many rules, or a 64th of
- * them: a patch costs about what a build of that many rules does, plus a copy of each map it
- * changes (a map of 10,000 names, 1–2 ms in steps), where a build of 10,000 rules is 8–45 ms.
+ * them: a patch costs about what a build of that many rules does, plus a copy of the shard of
+ * each map it changes (sharded-map.ts: a few hundred entries at most) and of each list of rule
+ * numbers, where a build of 10,000 rules is 8–45 ms.
  */
 const PATCH_AT_LEAST = 16
 
@@ -284,8 +269,8 @@ const PATCH_AT_LEAST = 16
  * The index of `rules` for the configured `servers`, in steps of a few milliseconds (`yield`), so
  * a reload can make it beside a running policy (load.ts); whole() runs it at once. Beside
  * `running`, when the reload changed few of its rules, it is a patch of the running index: the
- * changed rules unfiled and filed again, every map and list they touch copied first
- * (copy-on-write.ts), all else shared; a server's facts are worked out again only where a changed
+ * changed rules unfiled and filed again, every list and map shard they touch copied first
+ * (copy-on-write.ts, sharded-map.ts), all else shared; a server's facts are worked out again only where a changed
  * rule names it. The index is the same as a build's either way (policy-index tests).
  */
 export function* indexRules(
@@ -317,17 +302,8 @@ export function* indexRules(
   for (const id of ids) {
     const before = from?.rules[id]
     const after = rules[id]
-    if (before !== undefined)
-      for (const group of groupsOf(before)) {
-        yield* group.prepare(before, w)
-        group.remove(before, id, w)
-      }
-    if (after !== undefined)
-      for (const group of groupsOf(after)) {
-        // A build owns all it makes: nothing to prepare.
-        if (from !== undefined) yield* group.prepare(after, w)
-        group.add(after, id, w)
-      }
+    if (before !== undefined) for (const group of groupsOf(before)) group.remove(before, id, w)
+    if (after !== undefined) for (const group of groupsOf(after)) group.add(after, id, w)
     if (++step % RULES_PER_STEP === 0) yield
   }
   // A build makes no group without a rule, so neither does a patch.

@@ -13,6 +13,7 @@ import { one } from '../../../src/policy/pattern-index.js'
 import { PolicySet, type PolicyMode } from '../../../src/policy/policy.js'
 import { indexRules, type RuleIndex } from '../../../src/policy/rule-index.js'
 import { policyFileSchema } from '../../../src/policy/schema.js'
+import { ShardedMap } from '../../../src/policy/sharded-map.js'
 import { whole } from '../../../src/policy/slices.js'
 import { LinearPolicy } from './linear-policy.js'
 
@@ -263,12 +264,13 @@ describe('the policy index decides as a scan of every rule', () => {
 })
 
 /**
- * An index as plain data, to compare two of them whole: maps as entries sorted by key, objects by
- * their own fields (private ones too), functions (a glob's matcher) by identity.
+ * An index as plain data, to compare two of them whole: maps as entries sorted by key (a sharded
+ * one too, whatever its shards), objects by their own fields (private ones too), functions (a
+ * glob's matcher) by identity.
  */
 function shape(x: unknown): unknown {
-  if (x instanceof Map)
-    return [...x]
+  if (x instanceof Map || x instanceof ShardedMap)
+    return [...(x as Iterable<[unknown, unknown]>)]
       .map(([k, v]) => [JSON.stringify(shape(k)), shape(v)] as const)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   if (Array.isArray(x)) return x.map(shape)
@@ -285,6 +287,16 @@ function shape(x: unknown): unknown {
   return x
 }
 const FUNCTIONS = new Map<unknown, number>()
+
+/** Every Map an index holds, however deep (a sharded map's shards included). */
+function mapsIn(x: unknown, seen = new Set<unknown>(), out = new Set<Map<unknown, unknown>>()) {
+  if (typeof x !== 'object' || x === null || seen.has(x)) return out
+  seen.add(x)
+  if (x instanceof Map) out.add(x as Map<unknown, unknown>)
+  const values = x instanceof Map ? [...x.keys(), ...x.values()] : Object.values(x)
+  for (const v of values) mapsIn(v, seen, out)
+  return out
+}
 
 /** One edit of a reload: rules changed in place, and rules added at the end or dropped from it. */
 const edit = fc.record({
@@ -353,9 +365,9 @@ describe("a reload's patch of the running index", () => {
     )
   })
 
-  it('copies maps larger than one step in steps, to the same index', () => {
-    // 3,000 names, heads, tails and claim values on one server: every map the edits touch is
-    // copied in several steps (copy-on-write.ts ownInSteps).
+  it('copies only the shards of the keys an edit touched, to the same index', () => {
+    // 3,000 names, heads, tails and claim values on one server: each of those maps is sharded
+    // (sharded-map.ts), and an edit of four rules copies the shards of their keys alone.
     const team = (i: number, edit = '') => ({
       name: `team-${i}${edit}`,
       servers: ['s1'],
@@ -369,15 +381,16 @@ describe("a reload's patch of the running index", () => {
     const changed = compiledRaw(changedAt.map((i) => team(i, '-edited')))
     const next = [...rules]
     changedAt.forEach((at, k) => (next[at] = changed[k] as CompiledRule))
-    const steps = indexRules(next, CONFIGURED, [], running)
-    let yielded = 0
-    let done = steps.next()
-    for (; done.done !== true; done = steps.next()) yielded++
-    const patched = done.value
+    const patched = whole(indexRules(next, CONFIGURED, [], running))
     expect(shape(patched)).toEqual(shape(whole(indexRules(next, CONFIGURED, []))))
     expect(shape(running.index)).toEqual(was)
-    // Three maps of 3,000 (names, tails, claim values) copied in 1,024-entry steps at least.
-    expect(yielded).toBeGreaterThanOrEqual(6)
+    // Every map the patch holds that the running index does not is a shard it copied or made:
+    // a few hundred entries at most, never one of the 3,000-entry maps whole.
+    const before = mapsIn(running.index)
+    const made = [...mapsIn(patched)].filter((m) => !before.has(m))
+    expect(made.length).toBeGreaterThan(0)
+    expect(Math.max(...made.map((m) => m.size))).toBeLessThanOrEqual(512)
+    expect([...before].some((m) => m.size >= 2900)).toBe(false)
     const policy = new PolicySet(next, 'enforce', 'test', CONFIGURED, [], patched)
     const caller = (g: string) => ({ subject: 's', issuer: 'i', claims: { groups: g } })
     const allowed = (g: string, tool: string) =>
