@@ -54,9 +54,14 @@ export class ShardedMap<K, V> {
     for (const shard of this.shards) yield* shard
   }
 
+  /** Where `key` is filed: a one-shard map hashes nothing. */
+  private at(key: K): number {
+    const n = this.shards.length
+    return n === 1 ? 0 : hashOf(key) & (n - 1)
+  }
+
   private shardOf(key: K): Map<K, V> {
-    const shards = this.shards
-    return shards[shards.length === 1 ? 0 : hashOf(key) & (shards.length - 1)] as Map<K, V>
+    return this.shards[this.at(key)] as Map<K, V>
   }
 
   /** The shard of `key`, `w`'s own to change. */
@@ -64,10 +69,9 @@ export class ShardedMap<K, V> {
     // SECURITY: the shards array and each shard may be the running policy's: changed only as
     // this patch's own copies (a patch that wrote into them would change the running policy).
     w.check(this)
-    const shards = this.shards
-    const at = shards.length === 1 ? 0 : hashOf(key) & (shards.length - 1)
-    const shard = w.own(shards[at] as Map<K, V>, copyMap)
-    shards[at] = shard
+    const at = this.at(key)
+    const shard = w.own(this.shards[at] as Map<K, V>, copyMap)
+    this.shards[at] = shard
     return shard
   }
 
